@@ -1,0 +1,10 @@
+/**
+ * stream-boundary: make LLM streaming reliable. Retry inside the window before the first
+ * byte a client can see, commit once, and end honestly in the client's own protocol.
+ * This entry is runtime-agnostic (Web standards only).
+ *
+ * @module
+ */
+
+export * from './errors.js'
+export * from './sse/index.js'

@@ -1,0 +1,224 @@
+/**
+ * fast-check arbitraries for SSE byte streams and their chunkings. The library's own
+ * property tests and benchmarks use these; adapter authors can too.
+ *
+ * @module
+ */
+
+import fc from 'fast-check'
+
+const encoder = new TextEncoder()
+
+/** Line endings the SSE specification allows. */
+export type LineEnding = '\n' | '\r' | '\r\n'
+
+/** Options of {@link sseStream}. */
+export interface SseStreamOptions {
+  /**
+   * Allow bytes that are not valid UTF-8 inside field values.
+   * @default true
+   */
+  invalidUtf8?: boolean
+  /**
+   * Allow a trailing frame with no blank line (cut by end of stream).
+   * @default true
+   */
+  unterminatedTail?: boolean
+  /**
+   * Allow `retry:` lines. At most one per frame is generated, so a frame's `retry` is
+   * unambiguous.
+   * @default true
+   */
+  retry?: boolean
+  /**
+   * Largest number of frames.
+   * @default 12
+   */
+  maxFrames?: number
+}
+
+/** Text without CR or LF: ASCII, colons and spaces, multibyte characters and emoji. */
+export function lineText(): fc.Arbitrary<string> {
+  const piece = fc.oneof(
+    { weight: 6, arbitrary: fc.string({ unit: 'grapheme-ascii', maxLength: 12 }) },
+    { weight: 2, arbitrary: fc.constantFrom(':', ' ', ': ', '  ', 'data:', '{"a":1}', '\0') },
+    {
+      weight: 3,
+      arbitrary: fc.constantFrom('é', 'ß', '中文', '€', '😀', '👩‍👩‍👧', 'Ω≈ç', '\uFEFF'),
+    },
+  )
+  return fc.array(piece, { maxLength: 5 }).map((pieces) => pieces.join('').replace(/[\r\n]/g, ''))
+}
+
+const invalidSequences: readonly number[][] = [
+  [0xff],
+  [0xc3],
+  [0xe2, 0x82],
+  [0xf0, 0x9f, 0x98],
+  [0x80],
+  [0xed, 0xa0, 0x80],
+]
+
+/** One line's bytes (without its ending), possibly with invalid UTF-8 mixed into the value. */
+function lineBytes(invalidUtf8: boolean): fc.Arbitrary<Uint8Array> {
+  const field = fc.oneof(
+    { weight: 6, arbitrary: lineText().map((text) => `data: ${text}`) },
+    { weight: 1, arbitrary: lineText().map((text) => `data:${text}`) },
+    { weight: 1, arbitrary: fc.constant('data') },
+    { weight: 2, arbitrary: lineText().map((text) => `event: ${text}`) },
+    { weight: 1, arbitrary: fc.constant('event:') },
+    { weight: 1, arbitrary: lineText().map((text) => `id: ${text}`) },
+    { weight: 2, arbitrary: lineText().map((text) => `:${text}`) },
+    { weight: 1, arbitrary: lineText().map((text) => `x-unknown: ${text}`) },
+    { weight: 1, arbitrary: lineText().map((text) => text.replace(/:/g, '')) },
+  )
+  const bytes = field.map((line) => encoder.encode(line))
+  if (!invalidUtf8) return bytes
+  return fc
+    .tuple(bytes, fc.option(fc.constantFrom(...invalidSequences), { freq: 5 }))
+    .map(([line, bad]) => {
+      if (bad === null) return line
+      return concatBytes([line, Uint8Array.from(bad)])
+    })
+}
+
+/** Concatenates byte arrays. */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  let length = 0
+  for (const part of parts) length += part.length
+  const out = new Uint8Array(length)
+  let offset = 0
+  for (const part of parts) {
+    out.set(part, offset)
+    offset += part.length
+  }
+  return out
+}
+
+/** A line ending: LF, CR or CRLF. */
+export function lineEnding(): fc.Arbitrary<LineEnding> {
+  return fc.constantFrom<LineEnding>('\n', '\r', '\r\n')
+}
+
+/**
+ * One SSE frame: field and comment lines with mixed line endings, then a blank line. Lines
+ * hold multibyte text, colons, NULs and, when allowed, invalid UTF-8.
+ */
+export function sseFrame(options: SseStreamOptions = {}): fc.Arbitrary<Uint8Array> {
+  const invalidUtf8 = options.invalidUtf8 ?? true
+  const retry = options.retry ?? true
+  const line = fc.tuple(lineBytes(invalidUtf8), lineEnding())
+  const retryValue = fc.oneof(fc.nat({ max: 99_999 }).map(String), lineText())
+  const retryLine = retry
+    ? fc.option(fc.tuple(retryValue, lineEnding()), { freq: 4 })
+    : fc.constant(null)
+  return fc
+    .tuple(fc.array(line, { maxLength: 5 }), retryLine, fc.nat(), lineEnding())
+    .map(([lines, retryPart, at, blank]) => {
+      const parts: Uint8Array[] = []
+      for (const [bytes, ending] of lines) parts.push(bytes, encoder.encode(ending))
+      if (retryPart !== null) {
+        const [value, ending] = retryPart
+        parts.splice(2 * (at % (lines.length + 1)), 0, encoder.encode(`retry: ${value}${ending}`))
+      }
+      // A blank LF right after a line's CR would join it into one CRLF and merge two frames.
+      const last = parts.at(-1)
+      const joined = blank === '\n' && last !== undefined && last.at(-1) === 13
+      parts.push(encoder.encode(joined ? '\r\n' : blank))
+      return concatBytes(parts)
+    })
+}
+
+/**
+ * A whole SSE byte stream: an optional BOM, frames, and optionally a tail cut before its
+ * blank line. Covers LF/CR/CRLF, comments, multi-line data, `id`, `retry`, multibyte text
+ * and invalid UTF-8.
+ */
+export function sseStream(options: SseStreamOptions = {}): fc.Arbitrary<Uint8Array> {
+  const unterminatedTail = options.unterminatedTail ?? true
+  const tail = unterminatedTail
+    ? fc.option(
+        fc.tuple(lineBytes(options.invalidUtf8 ?? true), fc.constantFrom('', '\n', '\r', '\r\n')),
+        { freq: 3 },
+      )
+    : fc.constant(null)
+  return fc
+    .tuple(fc.boolean(), fc.array(sseFrame(options), { maxLength: options.maxFrames ?? 12 }), tail)
+    .map(([bom, frames, tailPart]) => {
+      const parts: Uint8Array[] = []
+      if (bom) parts.push(Uint8Array.of(0xef, 0xbb, 0xbf))
+      parts.push(...frames)
+      if (tailPart !== null) parts.push(tailPart[0], encoder.encode(tailPart[1]))
+      return concatBytes(parts)
+    })
+}
+
+/** Positions inside `bytes` where a split is most likely to break a naive parser. */
+function trickySplitPoints(bytes: Uint8Array): number[] {
+  const points: number[] = []
+  for (let i = 1; i < bytes.length; i++) {
+    const previous = bytes[i - 1] as number
+    const current = bytes[i] as number
+    // After a CR (inside a CRLF), and before a UTF-8 continuation byte (inside a character).
+    if (previous === 13 || (current & 0xc0) === 0x80) points.push(i)
+  }
+  return points
+}
+
+/** Splits `bytes` at the given sorted, unique positions. */
+export function splitAt(bytes: Uint8Array, points: readonly number[]): Uint8Array[] {
+  const chunks: Uint8Array[] = []
+  let start = 0
+  for (const point of points) {
+    if (point <= start || point >= bytes.length) continue
+    chunks.push(bytes.subarray(start, point))
+    start = point
+  }
+  if (start < bytes.length || chunks.length === 0) chunks.push(bytes.subarray(start))
+  return chunks
+}
+
+/**
+ * Chunkings of a byte array: whole, one byte at a time, random split points, and splits at
+ * every tricky place (inside CRLF, inside a multibyte character). Chunks are copies, so a
+ * consumer that keeps views of them is tested honestly.
+ */
+export function chunkings(bytes: Uint8Array): fc.Arbitrary<Uint8Array[]> {
+  const length = bytes.length
+  const copy = (chunks: Uint8Array[]) => chunks.map((chunk) => chunk.slice())
+  const random =
+    length < 2
+      ? fc.constant<number[]>([])
+      : fc.uniqueArray(fc.integer({ min: 1, max: length - 1 }), { maxLength: Math.min(length, 24) })
+  const tricky = trickySplitPoints(bytes)
+  return fc
+    .oneof(
+      { weight: 1, arbitrary: fc.constant<number[]>([]) },
+      { weight: 1, arbitrary: fc.constant(Array.from({ length }, (_, i) => i)) },
+      { weight: 4, arbitrary: random },
+      {
+        weight: 2,
+        arbitrary:
+          tricky.length === 0
+            ? random
+            : fc
+                .subarray(tricky, { minLength: 1 })
+                .chain((picked) => random.map((extra) => [...picked, ...extra])),
+      },
+    )
+    .map((points) =>
+      copy(
+        splitAt(
+          bytes,
+          [...new Set(points)].sort((a, b) => a - b),
+        ),
+      ),
+    )
+}
+
+/** A byte stream together with one of its chunkings. */
+export function chunkedSseStream(
+  options: SseStreamOptions = {},
+): fc.Arbitrary<{ bytes: Uint8Array; chunks: Uint8Array[] }> {
+  return sseStream(options).chain((bytes) => chunkings(bytes).map((chunks) => ({ bytes, chunks })))
+}

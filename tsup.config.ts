@@ -1,0 +1,19 @@
+import { defineConfig } from 'tsup'
+
+export default defineConfig({
+  entry: {
+    index: 'src/index.ts',
+    node: 'src/node.ts',
+    redis: 'src/redis.ts',
+    testing: 'src/testing/index.ts',
+  },
+  format: ['esm', 'cjs'],
+  dts: true,
+  target: 'es2022',
+  platform: 'neutral',
+  sourcemap: true,
+  clean: true,
+  splitting: false,
+  treeshake: true,
+  external: ['fast-check', 'eventsource-parser', 'p-retry'],
+})

@@ -6,5 +6,7 @@
  * @module
  */
 
+export * from './classify/index.js'
 export * from './errors.js'
+export * from './protocols/index.js'
 export * from './sse/index.js'

@@ -1,0 +1,226 @@
+/**
+ * What a stream has shown, and how it ended. Every verdict of {@link classifyEof} comes
+ * from the state the tracker recorded; nothing is guessed.
+ *
+ * @module
+ */
+
+import type {
+  FrameVerdict,
+  RenderState,
+  StreamAdapter,
+  TerminalInfo,
+  UpstreamErrorInfo,
+} from '../protocols/types.js'
+import type { SseFrame } from '../sse/frame.js'
+
+/** Options of {@link createStreamTracker}. */
+export interface StreamTrackerOptions {
+  /**
+   * Keep reasoning text, up to this many characters, for the thinking-only fallback
+   * (`renderReasoningAsText`). `0` keeps none.
+   * @default 65_536
+   */
+  keepReasoningChars?: number
+  /**
+   * Keep visible text, up to this many characters (Responses' synthesized stop reports it).
+   * @default 0
+   */
+  keepTextChars?: number
+  /**
+   * Keep the first data frame's `data`, up to this many characters, for renderers (ids, model).
+   * @default 16_384
+   */
+  keepFirstDataChars?: number
+}
+
+/** Defaults of {@link StreamTrackerOptions}. */
+export const streamTrackerDefaults: Readonly<Required<StreamTrackerOptions>> = Object.freeze({
+  keepReasoningChars: 65_536,
+  keepTextChars: 0,
+  keepFirstDataChars: 16_384,
+})
+
+/** What a stream has shown so far. */
+export interface StreamState extends RenderState {
+  /** Bytes of all frames observed. */
+  readonly bytes: number
+  /** Meta and keep-alive frames observed. */
+  readonly meta: number
+  readonly keepalives: number
+  /** Index of the first frame with visible output (text, tool, refusal or reasoning), or `null`. */
+  readonly firstVisibleIndex: number | null
+  /** Index of the first frame with content (text, tool or refusal), or `null`. */
+  readonly firstContentIndex: number | null
+  /** Whether a terminal frame was seen. */
+  readonly terminalSeen: boolean
+  /** The first terminal that named a reason, else the first terminal; `null` when none. */
+  readonly terminal: TerminalInfo | null
+  /** Error frames observed. */
+  readonly errors: number
+  /** The first error frame's info, or `null`. */
+  readonly firstError: UpstreamErrorInfo | null
+}
+
+/** How a stream ended. A discriminated union on `kind`. */
+export type EofClass =
+  | { readonly kind: 'completed'; readonly terminal: TerminalInfo }
+  | { readonly kind: 'partial' }
+  | { readonly kind: 'thinking-only' }
+  | { readonly kind: 'error-only'; readonly error: UpstreamErrorInfo }
+  | { readonly kind: 'empty' }
+
+/** Tracks one stream: every frame goes through {@link StreamTracker.observe}. */
+export interface StreamTracker {
+  /** Classifies `frame` with the adapter, records it, and returns the verdict. */
+  observe(frame: SseFrame): FrameVerdict
+  /** The state so far (a live view; copy it to keep a snapshot). */
+  readonly state: StreamState
+  /** The adapter this tracker classifies with. */
+  readonly adapter: StreamAdapter
+}
+
+interface MutableState {
+  frames: number
+  bytes: number
+  meta: number
+  keepalives: number
+  counts: { text: number; tool: number; reasoning: number; refusal: number }
+  firstVisibleIndex: number | null
+  firstContentIndex: number | null
+  terminalSeen: boolean
+  terminal: TerminalInfo | null
+  errors: number
+  firstError: UpstreamErrorInfo | null
+  reasoningText: string
+  visibleText: string
+  firstData: string | undefined
+  openBlocks: number[]
+  lastBlockIndex: number
+}
+
+function normalize(options: StreamTrackerOptions | undefined): Required<StreamTrackerOptions> {
+  const out = { ...streamTrackerDefaults, ...options }
+  for (const [key, value] of Object.entries(out)) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`${key} must be a non-negative integer, got ${String(value)}`)
+    }
+  }
+  return out
+}
+
+/** Appends up to `limit` characters; slices only at the bound (slicing every time is quadratic). */
+function keep(kept: string, text: string, limit: number): string {
+  if (kept.length >= limit || text === '') return kept
+  const next = kept + text
+  return next.length > limit ? next.slice(0, limit) : next
+}
+
+/** The largest number of open blocks tracked; a stream opening more is not a real one. */
+const maxOpenBlocks = 256
+
+/**
+ * Creates a tracker that classifies frames with `adapter` and records what the stream showed.
+ *
+ * @example
+ * const tracker = createStreamTracker(openaiChat)
+ * for (let frame = await reader.next(); frame; frame = await reader.next()) tracker.observe(frame)
+ * classifyEof(tracker.state) // { kind: 'completed', terminal: { reason: 'stop', raw: 'stop' } }
+ */
+export function createStreamTracker(
+  adapter: StreamAdapter,
+  options?: StreamTrackerOptions,
+): StreamTracker {
+  const limits = normalize(options)
+  const state: MutableState = {
+    frames: 0,
+    bytes: 0,
+    meta: 0,
+    keepalives: 0,
+    counts: { text: 0, tool: 0, reasoning: 0, refusal: 0 },
+    firstVisibleIndex: null,
+    firstContentIndex: null,
+    terminalSeen: false,
+    terminal: null,
+    errors: 0,
+    firstError: null,
+    reasoningText: '',
+    visibleText: '',
+    firstData: undefined,
+    openBlocks: [],
+    lastBlockIndex: -1,
+  }
+
+  function recordTerminal(terminal: TerminalInfo): void {
+    state.terminalSeen = true
+    if (state.terminal === null || (state.terminal.reason === null && terminal.reason !== null)) {
+      state.terminal = terminal
+    }
+  }
+
+  function observe(frame: SseFrame): FrameVerdict {
+    const verdict = adapter.inspect(frame)
+    const index = state.frames++
+    state.bytes += frame.raw.length
+    if (state.firstData === undefined && verdict.kind !== 'keepalive') {
+      const data = frame.data
+      if (data !== undefined && data.length <= limits.keepFirstDataChars) state.firstData = data
+    }
+    switch (verdict.kind) {
+      case 'keepalive':
+        state.keepalives++
+        return verdict
+      case 'meta':
+        state.meta++
+        break
+      case 'terminal':
+        recordTerminal(verdict.terminal)
+        break
+      case 'error':
+        state.errors++
+        state.firstError ??= verdict.error
+        return verdict
+      default: {
+        state.counts[verdict.kind]++
+        state.firstVisibleIndex ??= index
+        if (verdict.kind === 'reasoning') {
+          state.reasoningText = keep(state.reasoningText, verdict.text, limits.keepReasoningChars)
+        } else {
+          state.firstContentIndex ??= index
+          if (verdict.kind === 'text') {
+            state.visibleText = keep(state.visibleText, verdict.text, limits.keepTextChars)
+          }
+        }
+        if (verdict.terminal !== undefined) recordTerminal(verdict.terminal)
+      }
+    }
+    const block = verdict.block
+    if (block !== undefined) {
+      state.lastBlockIndex = Math.max(state.lastBlockIndex, block.index)
+      const open = state.openBlocks.indexOf(block.index)
+      if (block.edge === 'close' && open !== -1) state.openBlocks.splice(open, 1)
+      else if (block.edge === 'open' && open === -1 && state.openBlocks.length < maxOpenBlocks) {
+        state.openBlocks.push(block.index)
+      }
+    }
+    return verdict
+  }
+
+  return { observe, state, adapter }
+}
+
+/**
+ * Classifies how a stream ended, from its tracked state:
+ * `completed` (a terminal frame was seen), `partial` (text, tool or refusal output, no
+ * terminal), `thinking-only` (reasoning only, no terminal), `error-only` (an error frame and
+ * nothing visible), `empty` (nothing visible: meta frames and keep-alives don't count).
+ */
+export function classifyEof(state: StreamState): EofClass {
+  if (state.terminalSeen && state.terminal !== null)
+    return { kind: 'completed', terminal: state.terminal }
+  const { text, tool, refusal, reasoning } = state.counts
+  if (text + tool + refusal > 0) return { kind: 'partial' }
+  if (reasoning > 0) return { kind: 'thinking-only' }
+  if (state.firstError !== null) return { kind: 'error-only', error: state.firstError }
+  return { kind: 'empty' }
+}

@@ -1,0 +1,194 @@
+/**
+ * Pieces every adapter shares: safe JSON parsing, the verdict for frames without data,
+ * retryability of upstream error types, and SSE encoding of rendered frames.
+ *
+ * @module
+ */
+
+import type { SseFrame } from '../sse/frame.js'
+import { sanitizeMessage } from './sanitize.js'
+import type {
+  ErrorVerdict,
+  FrameVerdict,
+  RenderableError,
+  TerminalReason,
+  UpstreamErrorInfo,
+} from './types.js'
+
+const encoder = new TextEncoder()
+
+/** A parsed JSON object, or `undefined` when `text` is not a JSON object. */
+export function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text)
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** A property of an unknown value, if it is an object. */
+export function field(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null
+    ? (value as Record<string, unknown>)[key]
+    : undefined
+}
+
+/** A string property, or `undefined`. */
+export function stringField(value: unknown, key: string): string | undefined {
+  const found = field(value, key)
+  return typeof found === 'string' ? found : undefined
+}
+
+/** A non-empty string property, or `undefined`. */
+export function textField(value: unknown, key: string): string | undefined {
+  const found = field(value, key)
+  return typeof found === 'string' && found.length > 0 ? found : undefined
+}
+
+const retryableTypes = new Set([
+  'overloaded_error',
+  'rate_limit_error',
+  'rate_limit_exceeded',
+  'api_error',
+  'server_error',
+  'internal_error',
+  'internal_server_error',
+  'service_unavailable',
+  'service_unavailable_error',
+  'timeout',
+  'timeout_error',
+  'upstream_error',
+  'malformed_frame',
+  'UNAVAILABLE',
+  'RESOURCE_EXHAUSTED',
+  'INTERNAL',
+  'DEADLINE_EXCEEDED',
+  'ABORTED',
+])
+
+const fatalTypes = new Set([
+  'invalid_request_error',
+  'authentication_error',
+  'permission_error',
+  'not_found_error',
+  'request_too_large',
+  'context_length_exceeded',
+  'invalid_prompt',
+  'billing_error',
+  'INVALID_ARGUMENT',
+  'PERMISSION_DENIED',
+  'NOT_FOUND',
+  'FAILED_PRECONDITION',
+  'UNAUTHENTICATED',
+  'OUT_OF_RANGE',
+])
+
+/**
+ * Whether an upstream error type (or code, or HTTP-like status) is worth another attempt:
+ * overload, rate limits and 5xx-like types are; invalid requests, auth and context-length
+ * errors are not. Unknown types are retryable: before output, one more attempt is cheap.
+ */
+export function isRetryableErrorType(
+  type: string,
+  code?: string | null,
+  status?: number | null,
+): boolean {
+  for (const word of [type, code]) {
+    if (word == null) continue
+    if (fatalTypes.has(word)) return false
+    if (retryableTypes.has(word)) return true
+  }
+  if (typeof status === 'number') {
+    return status === 408 || status === 409 || status === 429 || status >= 500
+  }
+  return true
+}
+
+/** Builds the error info of an error verdict, sanitising the message. */
+export function upstreamError(
+  type: string,
+  message: string | undefined,
+  code: string | null = null,
+  status: number | null = null,
+): UpstreamErrorInfo {
+  return {
+    type,
+    message: sanitizeMessage(message ?? type),
+    code,
+    status,
+    retryable: isRetryableErrorType(type, code, status),
+  }
+}
+
+/** The verdict for a frame whose data could not be read. */
+export function malformedFrame(detail: string): ErrorVerdict {
+  return {
+    kind: 'error',
+    error: {
+      type: 'malformed_frame',
+      message: sanitizeMessage(detail),
+      code: 'MALFORMED_FRAME',
+      status: null,
+      retryable: true,
+    },
+  }
+}
+
+function onlyLineBreaks(raw: Uint8Array): boolean {
+  for (let i = 0; i < raw.length; i++) {
+    const byte = raw[i]
+    if (byte !== 10 && byte !== 13) return false
+  }
+  return true
+}
+
+/**
+ * The verdict for a frame without a `data` field: comments and empty frames are keep-alives,
+ * a lone `event`/`id`/`retry` is bookkeeping, and anything else is not SSE at all (an HTML
+ * page, a bare JSON error): an error verdict, with the upstream's own error when the bytes
+ * are a JSON error object.
+ */
+export function inspectWithoutData(
+  frame: SseFrame,
+  errorOf: (body: Record<string, unknown>) => ErrorVerdict | undefined,
+): FrameVerdict {
+  if (frame.comments.length > 0) return { kind: 'keepalive' }
+  if (frame.event !== undefined || frame.id !== undefined || frame.retry !== undefined)
+    return { kind: 'meta' }
+  if (onlyLineBreaks(frame.raw)) return { kind: 'keepalive' }
+  const text = new TextDecoder().decode(frame.raw)
+  const body = parseObject(text.trim())
+  const fromBody = body === undefined ? undefined : errorOf(body)
+  if (fromBody !== undefined) return fromBody
+  return malformedFrame(`upstream sent a body that is not SSE: ${text}`)
+}
+
+/** Encodes one SSE frame: an optional `event:` line, the data, and the blank line. */
+export function sseFrameText(data: string, event?: string): string {
+  return event === undefined ? `data: ${data}\n\n` : `event: ${event}\ndata: ${data}\n\n`
+}
+
+/** Encodes rendered SSE text as bytes. */
+export function encode(text: string): Uint8Array {
+  return encoder.encode(text)
+}
+
+/** The sanitised parts of an error to render. */
+export function renderable(error: RenderableError): {
+  type: string
+  message: string
+  code: string | null
+} {
+  return { type: error.type, message: sanitizeMessage(error.message), code: error.code ?? null }
+}
+
+/** Maps a protocol's finish word through a table, falling back to `other`. */
+export function mapReason(
+  table: Readonly<Record<string, TerminalReason>>,
+  raw: string,
+): TerminalReason {
+  return Object.hasOwn(table, raw) ? (table[raw] as TerminalReason) : 'other'
+}

@@ -1,0 +1,152 @@
+/**
+ * Gemini `streamGenerateContent?alt=sse`: `data:` frames, each a `GenerateContentResponse`
+ * with `candidates[].content.parts[]` and a `finishReason` on the last one.
+ *
+ * @module
+ */
+
+import type { SseFrame } from '../sse/frame.js'
+import {
+  encode,
+  field,
+  inspectWithoutData,
+  malformedFrame,
+  mapReason,
+  parseObject,
+  renderable,
+  sseFrameText,
+  stringField,
+  textField,
+  upstreamError,
+} from './common.js'
+import type {
+  ErrorVerdict,
+  FrameVerdict,
+  OutputVerdict,
+  RenderableError,
+  RenderState,
+  StreamAdapter,
+  TerminalInfo,
+  TerminalReason,
+} from './types.js'
+
+const reasons: Readonly<Record<string, TerminalReason>> = {
+  STOP: 'stop',
+  MAX_TOKENS: 'length',
+  SAFETY: 'content_filter',
+  RECITATION: 'content_filter',
+  BLOCKLIST: 'content_filter',
+  PROHIBITED_CONTENT: 'content_filter',
+  SPII: 'content_filter',
+  IMAGE_SAFETY: 'content_filter',
+  MALFORMED_FUNCTION_CALL: 'error',
+}
+
+function geminiError(body: Record<string, unknown>): ErrorVerdict | undefined {
+  const error = body.error
+  if (typeof error !== 'object' || error === null) return undefined
+  const status = field(error, 'code')
+  const type = stringField(error, 'status') ?? 'UNKNOWN'
+  return {
+    kind: 'error',
+    error: upstreamError(
+      type,
+      stringField(error, 'message'),
+      null,
+      typeof status === 'number' ? status : null,
+    ),
+  }
+}
+
+function partsVerdict(parts: unknown): Omit<OutputVerdict, 'terminal'> | undefined {
+  if (!Array.isArray(parts)) return undefined
+  let tool: string | undefined
+  let reasoning: string | undefined
+  for (const part of parts) {
+    const text = textField(part, 'text')
+    if (field(part, 'thought') === true) {
+      reasoning ??= text ?? ''
+      continue
+    }
+    if (text !== undefined) return { kind: 'text', text }
+    const call = field(part, 'functionCall')
+    if (call !== undefined) tool ??= stringField(call, 'name') ?? ''
+    else if (field(part, 'executableCode') !== undefined) tool ??= ''
+    else if (field(part, 'inlineData') !== undefined) return { kind: 'text', text: '' }
+  }
+  if (tool !== undefined) return { kind: 'tool', text: tool }
+  if (reasoning !== undefined) return { kind: 'reasoning', text: reasoning }
+  return undefined
+}
+
+function inspectResponse(body: Record<string, unknown>): FrameVerdict {
+  const error = geminiError(body)
+  if (error !== undefined) return error
+  const candidates = body.candidates
+  const candidate = Array.isArray(candidates) ? candidates[0] : undefined
+  if (candidate === undefined) {
+    const blocked = stringField(body.promptFeedback, 'blockReason')
+    if (blocked !== undefined)
+      return { kind: 'terminal', terminal: { reason: 'content_filter', raw: blocked } }
+    return { kind: 'meta' }
+  }
+  const finish = stringField(candidate, 'finishReason')
+  const terminal: TerminalInfo | undefined =
+    finish === undefined ? undefined : { reason: mapReason(reasons, finish), raw: finish }
+  const output = partsVerdict(field(field(candidate, 'content'), 'parts'))
+  if (output !== undefined) return terminal === undefined ? output : { ...output, terminal }
+  return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
+}
+
+function chunk(state: RenderState | undefined, candidate: Record<string, unknown>): string {
+  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const modelVersion = stringField(first, 'modelVersion')
+  const responseId = stringField(first, 'responseId')
+  return sseFrameText(
+    JSON.stringify({
+      candidates: [{ ...candidate, index: 0 }],
+      ...(modelVersion === undefined ? {} : { modelVersion }),
+      ...(responseId === undefined ? {} : { responseId }),
+    }),
+  )
+}
+
+/**
+ * The Gemini `streamGenerateContent` (`alt=sse`) adapter.
+ *
+ * - Parts with `thought: true` are reasoning, other text parts are text, `functionCall`
+ *   parts are tool output; a chunk with parts and a `finishReason` is output and terminal.
+ * - `finishReason` `STOP` → stop, `MAX_TOKENS` → length, `SAFETY`/`RECITATION`/… →
+ *   content_filter; a `promptFeedback.blockReason` with no candidates is terminal.
+ * - A frame holding an `error` object is an error; `UNAVAILABLE`, `RESOURCE_EXHAUSTED`,
+ *   `INTERNAL` and 5xx codes are retryable.
+ *
+ * Rendered error: a frame holding an `error` object. Rendered stop: a chunk with
+ * `finishReason: "STOP"`.
+ */
+export const geminiGenerateContent: StreamAdapter = Object.freeze({
+  name: 'gemini',
+  inspect(frame: SseFrame): FrameVerdict {
+    const data = frame.data
+    if (data === undefined) return inspectWithoutData(frame, geminiError)
+    const body = parseObject(data)
+    if (body === undefined)
+      return malformedFrame(`a Gemini data frame is not a JSON object: ${data}`)
+    return inspectResponse(body)
+  },
+  renderError(error: RenderableError): Uint8Array {
+    const { type, message } = renderable(error)
+    const status = typeof error.status === 'number' ? error.status : 500
+    return encode(sseFrameText(JSON.stringify({ error: { code: status, message, status: type } })))
+  },
+  renderStop(state: RenderState): Uint8Array {
+    return encode(
+      chunk(state, { content: { parts: [{ text: '' }], role: 'model' }, finishReason: 'STOP' }),
+    )
+  },
+  renderReasoningAsText(state: RenderState): Uint8Array {
+    return encode(
+      chunk(state, { content: { parts: [{ text: state.reasoningText }], role: 'model' } }),
+    )
+  },
+})

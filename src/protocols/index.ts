@@ -1,0 +1,28 @@
+/**
+ * Protocol adapters: per wire protocol, what a frame is and how to write the frames the
+ * library must write itself.
+ *
+ * @module
+ */
+
+export { anthropicMessages } from './anthropic-messages.js'
+export { isRetryableErrorType } from './common.js'
+export { geminiGenerateContent } from './gemini.js'
+export { openaiChat } from './openai-chat.js'
+export { openaiResponses } from './openai-responses.js'
+export { maxMessageLength, redactSecrets, sanitizeMessage } from './sanitize.js'
+export type {
+  BlockEdge,
+  ErrorVerdict,
+  FrameVerdict,
+  KeepaliveVerdict,
+  MetaVerdict,
+  OutputVerdict,
+  RenderableError,
+  RenderState,
+  StreamAdapter,
+  TerminalInfo,
+  TerminalReason,
+  TerminalVerdict,
+  UpstreamErrorInfo,
+} from './types.js'

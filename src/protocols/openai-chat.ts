@@ -1,0 +1,168 @@
+/**
+ * OpenAI Chat Completions streaming (`POST /v1/chat/completions` with `stream: true`), and
+ * the many OpenAI-compatible providers that speak it (reasoning as `reasoning_content` or
+ * `reasoning`, errors as a data frame holding an `error` object).
+ *
+ * @module
+ */
+
+import type { SseFrame } from '../sse/frame.js'
+import {
+  encode,
+  field,
+  inspectWithoutData,
+  malformedFrame,
+  mapReason,
+  parseObject,
+  renderable,
+  sseFrameText,
+  stringField,
+  textField,
+  upstreamError,
+} from './common.js'
+import type {
+  ErrorVerdict,
+  FrameVerdict,
+  RenderableError,
+  RenderState,
+  StreamAdapter,
+  TerminalInfo,
+  TerminalReason,
+} from './types.js'
+
+const reasons: Readonly<Record<string, TerminalReason>> = {
+  stop: 'stop',
+  length: 'length',
+  tool_calls: 'tool_use',
+  function_call: 'tool_use',
+  content_filter: 'content_filter',
+  error: 'error',
+}
+
+function chatError(body: Record<string, unknown>): ErrorVerdict | undefined {
+  const error = body.error
+  if (typeof error !== 'object' || error === null) return undefined
+  const code = field(error, 'code')
+  const codeText = typeof code === 'string' ? code : null
+  const status = typeof code === 'number' ? code : null
+  const type = stringField(error, 'type') ?? codeText ?? 'upstream_error'
+  return {
+    kind: 'error',
+    error: upstreamError(type, stringField(error, 'message'), codeText, status),
+  }
+}
+
+function hasToolData(calls: unknown): string | undefined {
+  if (!Array.isArray(calls)) return undefined
+  for (const call of calls) {
+    const fn = field(call, 'function')
+    const data = textField(fn, 'name') ?? textField(fn, 'arguments')
+    if (data !== undefined) return data
+  }
+  return undefined
+}
+
+function inspectChunk(body: Record<string, unknown>): FrameVerdict {
+  const error = chatError(body)
+  if (error !== undefined) return error
+  const choices = body.choices
+  if (!Array.isArray(choices) || choices.length === 0) return { kind: 'meta' }
+  let terminal: TerminalInfo | undefined
+  let reasoning: string | undefined
+  let tool: string | undefined
+  let refusal: string | undefined
+  for (const choice of choices) {
+    const finish = field(choice, 'finish_reason')
+    if (typeof finish === 'string' && terminal === undefined) {
+      terminal = { reason: mapReason(reasons, finish), raw: finish }
+    }
+    const delta = field(choice, 'delta')
+    if (delta === undefined || delta === null) continue
+    const content = textField(delta, 'content')
+    if (content !== undefined) {
+      return terminal === undefined
+        ? { kind: 'text', text: content }
+        : { kind: 'text', text: content, terminal }
+    }
+    tool ??=
+      hasToolData(field(delta, 'tool_calls')) ??
+      textField(field(delta, 'function_call'), 'arguments')
+    refusal ??= textField(delta, 'refusal')
+    reasoning ??= textField(delta, 'reasoning_content') ?? textField(delta, 'reasoning')
+  }
+  const output =
+    tool !== undefined
+      ? ({ kind: 'tool', text: tool } as const)
+      : refusal !== undefined
+        ? ({ kind: 'refusal', text: refusal } as const)
+        : reasoning !== undefined
+          ? ({ kind: 'reasoning', text: reasoning } as const)
+          : undefined
+  if (output !== undefined) return terminal === undefined ? output : { ...output, terminal }
+  return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
+}
+
+function envelope(state: RenderState | undefined): { id: string; created: number; model: string } {
+  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const created = first?.created
+  return {
+    id: stringField(first, 'id') ?? 'chatcmpl-stream-boundary',
+    created: typeof created === 'number' ? created : Math.floor(Date.now() / 1000),
+    model: stringField(first, 'model') ?? 'unknown',
+  }
+}
+
+function chunk(
+  state: RenderState | undefined,
+  delta: Record<string, unknown>,
+  finish: string | null,
+): string {
+  const { id, created, model } = envelope(state)
+  return sseFrameText(
+    JSON.stringify({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    }),
+  )
+}
+
+/**
+ * The OpenAI Chat Completions adapter.
+ *
+ * - `[DONE]` and a chunk with a `finish_reason` are terminal; a chunk carrying content and a
+ *   `finish_reason` is both text and terminal.
+ * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
+ *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
+ * - A data frame with an `error` object is an error, even with `finish_reason: "error"`.
+ *
+ * Rendered error: a chunk holding only an `error` object, with no `[DONE]` after it (the
+ * official SDK raises it as an `APIError`). Rendered stop: a `finish_reason` chunk, then `[DONE]`.
+ */
+export const openaiChat: StreamAdapter = Object.freeze({
+  name: 'openai-chat',
+  inspect(frame: SseFrame): FrameVerdict {
+    const data = frame.data
+    if (data === undefined) return inspectWithoutData(frame, chatError)
+    // Cheap check before JSON.parse: the end marker.
+    if (data.startsWith('[DONE]'))
+      return { kind: 'terminal', terminal: { reason: null, raw: '[DONE]' } }
+    const body = parseObject(data)
+    if (body === undefined)
+      return malformedFrame(`a Chat Completions data frame is not a JSON object: ${data}`)
+    return inspectChunk(body)
+  },
+  renderError(error: RenderableError): Uint8Array {
+    const { type, message, code } = renderable(error)
+    return encode(sseFrameText(JSON.stringify({ error: { message, type, code, param: null } })))
+  },
+  renderStop(state: RenderState): Uint8Array {
+    const finish = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_calls' : 'stop'
+    return encode(`${chunk(state, {}, finish)}${sseFrameText('[DONE]')}`)
+  },
+  renderReasoningAsText(state: RenderState): Uint8Array {
+    return encode(chunk(state, { content: state.reasoningText }, null))
+  },
+})

@@ -1,0 +1,141 @@
+/**
+ * The adapter seam: what a frame *is* in one wire protocol, and the frames the library
+ * writes itself in that protocol.
+ *
+ * @module
+ */
+
+import type { SseFrame } from '../sse/frame.js'
+
+/** Why an answer ended, normalised across protocols. */
+export type TerminalReason =
+  | 'stop'
+  | 'length'
+  | 'tool_use'
+  | 'content_filter'
+  | 'incomplete'
+  | 'error'
+  | 'other'
+
+/** A frame that ends the answer. */
+export interface TerminalInfo {
+  /** The normalised reason; `null` for a bare end marker such as Chat's `[DONE]`. */
+  readonly reason: TerminalReason | null
+  /** The protocol's own word (`end_turn`, `tool_calls`, `SAFETY`…), when it said one. */
+  readonly raw: string | null
+}
+
+/** An error reported by the upstream inside the stream (or a frame that could not be read). */
+export interface UpstreamErrorInfo {
+  /** The upstream's error type (`overloaded_error`, `server_error`, `UNAVAILABLE`…), or `malformed_frame`. */
+  readonly type: string
+  /** A sanitised message: HTML reduced to its title, length bounded, secrets redacted. */
+  readonly message: string
+  /** A machine code when the upstream gave one (`context_length_exceeded`), or `MALFORMED_FRAME`. */
+  readonly code: string | null
+  /** An HTTP-like status when the upstream gave one (Gemini's `error.code`). */
+  readonly status: number | null
+  /** Whether another attempt may succeed (overload, rate limit, 5xx-like); `false` for invalid requests. */
+  readonly retryable: boolean
+}
+
+/** Block bookkeeping some protocols need to end a stream cleanly (Anthropic content blocks). */
+export interface BlockEdge {
+  readonly index: number
+  readonly edge: 'open' | 'close'
+}
+
+/** Output the client can see. */
+export interface OutputVerdict {
+  /** `text` answer text, `tool` tool/function call data, `reasoning` thinking, `refusal` a refusal. */
+  readonly kind: 'text' | 'tool' | 'reasoning' | 'refusal'
+  /** The delta's text (for `tool`, the name or argument fragment). */
+  readonly text: string
+  /** Set when the same frame also ends the answer (Gemini's last chunk). */
+  readonly terminal?: TerminalInfo
+  readonly block?: BlockEdge
+}
+
+/** Bookkeeping with nothing for the client to see (role-only chunk, `message_start`, usage). */
+export interface MetaVerdict {
+  readonly kind: 'meta'
+  readonly block?: BlockEdge
+}
+
+/** A keep-alive: an SSE comment, an empty frame, Anthropic `ping`. */
+export interface KeepaliveVerdict {
+  readonly kind: 'keepalive'
+}
+
+/** A frame that ends the answer without output of its own. */
+export interface TerminalVerdict {
+  readonly kind: 'terminal'
+  readonly terminal: TerminalInfo
+  readonly block?: BlockEdge
+}
+
+/** An error frame, or a frame that could not be read (`code: 'MALFORMED_FRAME'`). */
+export interface ErrorVerdict {
+  readonly kind: 'error'
+  readonly error: UpstreamErrorInfo
+}
+
+/** What one frame is. A discriminated union on `kind`. */
+export type FrameVerdict =
+  | OutputVerdict
+  | MetaVerdict
+  | KeepaliveVerdict
+  | TerminalVerdict
+  | ErrorVerdict
+
+/** An error to render as the protocol's own error frame. */
+export interface RenderableError {
+  /** The error type to report (`overloaded_error`, `upstream_error`, `timeout`…). */
+  readonly type: string
+  /** The message; it is sanitised again before it is written. */
+  readonly message: string
+  /** A machine code, if any. */
+  readonly code?: string | null | undefined
+  /** An HTTP-like status, if any (Gemini puts one in its error object). */
+  readonly status?: number | null | undefined
+}
+
+/** What renderers may read of a stream's tracked state. */
+export interface RenderState {
+  /** Frames seen so far (Responses uses it as the next `sequence_number`). */
+  readonly frames: number
+  /** The `data` of the first data frame (ids and model names are taken from it). */
+  readonly firstData: string | undefined
+  /** Content block indexes opened and not yet closed, in opening order. */
+  readonly openBlocks: readonly number[]
+  /** Highest block index seen, or -1. */
+  readonly lastBlockIndex: number
+  /** Frames of each output kind seen so far. */
+  readonly counts: {
+    readonly text: number
+    readonly tool: number
+    readonly reasoning: number
+    readonly refusal: number
+  }
+  /** Reasoning text collected so far (bounded). */
+  readonly reasoningText: string
+  /** Visible text collected so far (bounded; empty unless the tracker keeps it). */
+  readonly visibleText: string
+}
+
+/**
+ * One wire protocol. Implement it for an upstream the library does not ship; check it with
+ * `checkAdapter` from `stream-boundary/testing`.
+ */
+export interface StreamAdapter {
+  /** A short stable name (`openai-chat`). */
+  readonly name: string
+  /** Says what a frame is. Never throws: malformed input is an `error` verdict. */
+  inspect(frame: SseFrame): FrameVerdict
+  /** An honest terminal error frame, written after commit. */
+  renderError(error: RenderableError, state?: RenderState): Uint8Array
+  /** A clean end for a stream that had output but lost its terminal event. */
+  renderStop(state: RenderState): Uint8Array
+  /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */
+  renderReasoningAsText(state: RenderState): Uint8Array
+}

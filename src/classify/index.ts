@@ -24,7 +24,7 @@ export interface StreamTrackerOptions {
   keepReasoningChars?: number
   /**
    * Keep visible text, up to this many characters (Responses' synthesized stop reports it).
-   * @default 0
+   * @default 0 (the Responses adapter raises it to 262_144 through `trackerDefaults`)
    */
   keepTextChars?: number
   /**
@@ -99,8 +99,11 @@ interface MutableState {
   lastBlockIndex: number
 }
 
-function normalize(options: StreamTrackerOptions | undefined): Required<StreamTrackerOptions> {
-  const out = { ...streamTrackerDefaults, ...options }
+function normalize(
+  options: StreamTrackerOptions | undefined,
+  adapter: StreamAdapter,
+): Required<StreamTrackerOptions> {
+  const out = { ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options }
   for (const [key, value] of Object.entries(out)) {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new RangeError(`${key} must be a non-negative integer, got ${String(value)}`)
@@ -131,7 +134,7 @@ export function createStreamTracker(
   adapter: StreamAdapter,
   options?: StreamTrackerOptions,
 ): StreamTracker {
-  const limits = normalize(options)
+  const limits = normalize(options, adapter)
   const state: MutableState = {
     frames: 0,
     bytes: 0,

@@ -117,13 +117,28 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
   }
 }
 
-function messageOf(state: RenderState | undefined): { id: string; model: string } {
+function messageOf(state: RenderState | undefined): {
+  id: string
+  model: string
+  outputTokens: number
+} {
   const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
   const message = field(first, 'message')
+  const started = field(field(message, 'usage'), 'output_tokens')
   return {
     id: stringField(message, 'id') ?? 'msg_stream_boundary',
     model: stringField(message, 'model') ?? 'unknown',
+    outputTokens: typeof started === 'number' ? started : 0,
   }
+}
+
+/**
+ * The SDK overwrites its running `output_tokens` with the stop's; the true count is unknown
+ * here, so report at least one token per output delta seen rather than zero.
+ */
+function estimatedOutputTokens(state: RenderState): number {
+  const { text, tool, reasoning, refusal } = state.counts
+  return Math.max(messageOf(state).outputTokens, text + tool + reasoning + refusal)
 }
 
 function event(type: string, body: Record<string, unknown>): string {

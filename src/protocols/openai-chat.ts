@@ -163,6 +163,6 @@ export const openaiChat: StreamAdapter = Object.freeze({
     return encode(`${chunk(state, {}, finish)}${sseFrameText('[DONE]')}`)
   },
   renderReasoningAsText(state: RenderState): Uint8Array {
-    return encode(chunk(state, { content: state.reasoningText }, null))
+    return encode(chunk(state, { role: 'assistant', content: state.reasoningText }, null))
   },
 })

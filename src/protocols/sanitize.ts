@@ -46,9 +46,14 @@ function htmlTitle(text: string): string | undefined {
 export function sanitizeMessage(message: string): string {
   let text = message
   if (looksLikeHtml(text)) {
-    text =
-      htmlTitle(text) ??
-      text.replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ').replace(/<[^>]*>/g, ' ')
+    // Keep what came before an embedded page ("upstream said: <html>…"), then the page's title.
+    const start = text.search(/<(?:!doctype|html)\b/i)
+    const before = start > 0 ? text.slice(0, start) : ''
+    const page = start > 0 ? text.slice(start) : text
+    const summary =
+      htmlTitle(page) ??
+      page.replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ').replace(/<[^>]*>/g, ' ')
+    text = `${before}${summary}`
   }
   text = redactSecrets(text.replace(/\s+/g, ' ').trim())
   if (text.length > maxMessageLength) text = `${text.slice(0, maxMessageLength - 1)}…`

@@ -130,6 +130,15 @@ export interface RenderState {
 export interface StreamAdapter {
   /** A short stable name (`openai-chat`). */
   readonly name: string
+  /**
+   * Tracker options this protocol needs (under the host's own): Responses keeps visible text,
+   * because its synthesized stop must repeat the answer.
+   */
+  readonly trackerDefaults?: {
+    readonly keepReasoningChars?: number
+    readonly keepTextChars?: number
+    readonly keepFirstDataChars?: number
+  }
   /** Says what a frame is. Never throws: malformed input is an `error` verdict. */
   inspect(frame: SseFrame): FrameVerdict
   /** An honest terminal error frame, written after commit. */

@@ -29,6 +29,12 @@ describe('sanitizeMessage', () => {
     expect(sanitizeMessage(page)).toBe('503 Service Temporarily Unavailable')
   })
 
+  it('keeps the text before an embedded page, then the page title', () => {
+    expect(
+      sanitizeMessage('upstream said: <html><head><title>502 Bad Gateway</title></head></html>'),
+    ).toBe('upstream said: 502 Bad Gateway')
+  })
+
   it('strips tags from an HTML page without a title', () => {
     expect(
       sanitizeMessage('<html><body><h1>Bad   gateway</h1><script>x()</script></body></html>'),
@@ -193,6 +199,14 @@ describe('createStreamTracker', () => {
     const stop = new TextDecoder().decode(anthropicMessages.renderStop(tracker.state))
     expect(stop.indexOf('content_block_stop')).toBeLessThan(stop.indexOf('message_delta'))
     expect(stop).toContain('"index":1')
+  })
+
+  it('keeps visible text for Responses by default, whose synthesized stop must repeat it', async () => {
+    const tracker = createStreamTracker(openaiResponses)
+    for (const frame of await frames(fixtureBytes('openai-responses/text.sse')))
+      tracker.observe(frame)
+    expect(tracker.state.visibleText).toBe('Greetings, traveller! Welcome aboard.')
+    expect(createStreamTracker(openaiResponses, { keepTextChars: 3 }).state.visibleText).toBe('')
   })
 
   it('rejects invalid options with exact messages', () => {

@@ -9,7 +9,17 @@
 const brand: unique symbol = Symbol.for('stream-boundary.error')
 
 /** Stable codes of every error this package throws or reports. */
-export type ErrorCode = 'FRAME_TOO_LARGE' | 'UPSTREAM_READ_FAILED' | 'READER_BUSY'
+export type ErrorCode =
+  | 'FRAME_TOO_LARGE'
+  | 'UPSTREAM_READ_FAILED'
+  | 'READER_BUSY'
+  | 'FIRST_BYTE_TIMEOUT'
+  | 'FIRST_OUTPUT_TIMEOUT'
+  | 'IDLE_TIMEOUT'
+  | 'PEEK_OVERFLOW'
+  | 'DOWNSTREAM_CLOSED'
+  | 'RETRY_AFTER_COMMIT'
+  | 'HEADERS_SENT'
 
 /** Base class of every error this package creates. */
 export class StreamBoundaryError extends Error {
@@ -97,4 +107,120 @@ export class ReaderBusyError extends StreamBoundaryError {
 /** True when `value` is a {@link ReaderBusyError}. */
 export function isReaderBusyError(value: unknown): value is ReaderBusyError {
   return hasCode(value, 'READER_BUSY')
+}
+
+/** Which of the library's watchdogs fired. */
+export type TimeoutKind = 'first-byte' | 'first-output' | 'idle'
+
+const timeoutCodes = {
+  'first-byte': 'FIRST_BYTE_TIMEOUT',
+  'first-output': 'FIRST_OUTPUT_TIMEOUT',
+  idle: 'IDLE_TIMEOUT',
+} as const satisfies Record<TimeoutKind, ErrorCode>
+
+const timeoutMessages: Record<TimeoutKind, string> = {
+  'first-byte': 'the upstream sent no byte',
+  'first-output': 'the upstream sent no output',
+  idle: 'the upstream sent nothing but keep-alives',
+}
+
+/**
+ * A watchdog fired: no upstream byte (`first-byte`), no visible output yet (`first-output`;
+ * keep-alives and preambles do not count), or no output for too long after commit (`idle`).
+ */
+export class StreamTimeoutError extends StreamBoundaryError {
+  override readonly name = 'StreamTimeoutError' as const
+  /** Which watchdog fired. */
+  readonly timeout: TimeoutKind
+  /** Its bound, in milliseconds. */
+  readonly timeoutMs: number
+
+  constructor(timeout: TimeoutKind, timeoutMs: number) {
+    super(timeoutCodes[timeout], `${timeoutMessages[timeout]} within ${timeoutMs} ms`)
+    this.timeout = timeout
+    this.timeoutMs = timeoutMs
+  }
+}
+
+/** True when `value` is a {@link StreamTimeoutError} (any of the three watchdogs). */
+export function isStreamTimeoutError(value: unknown): value is StreamTimeoutError {
+  return (
+    hasCode(value, 'FIRST_BYTE_TIMEOUT') ||
+    hasCode(value, 'FIRST_OUTPUT_TIMEOUT') ||
+    hasCode(value, 'IDLE_TIMEOUT')
+  )
+}
+
+/** Peeking held more than `maxPeekBytes` or `maxPeekFrames` before any output. */
+export class PeekOverflowError extends StreamBoundaryError {
+  override readonly name = 'PeekOverflowError' as const
+  /** Which bound was crossed. */
+  readonly bound: 'maxPeekBytes' | 'maxPeekFrames'
+  readonly limit: number
+
+  constructor(bound: 'maxPeekBytes' | 'maxPeekFrames', limit: number) {
+    super('PEEK_OVERFLOW', `Peeking passed ${bound} (${limit}) before the upstream sent any output`)
+    this.bound = bound
+    this.limit = limit
+  }
+}
+
+/** True when `value` is a {@link PeekOverflowError}. */
+export function isPeekOverflowError(value: unknown): value is PeekOverflowError {
+  return hasCode(value, 'PEEK_OVERFLOW')
+}
+
+/**
+ * The downstream side ended the request: the client went away, or a write/flush failed. It
+ * is terminal and never the upstream's fault (no key is penalised for it).
+ */
+export class DownstreamClosedError extends StreamBoundaryError {
+  override readonly name = 'DownstreamClosedError' as const
+  /** `client-gone` (the client disconnected) or `write-failed` (a write or flush threw). */
+  readonly reason: 'client-gone' | 'write-failed'
+
+  constructor(reason: 'client-gone' | 'write-failed', cause?: unknown) {
+    super(
+      'DOWNSTREAM_CLOSED',
+      reason === 'client-gone' ? 'The client went away' : 'Writing to the client failed',
+      cause === undefined ? undefined : { cause },
+    )
+    this.reason = reason
+  }
+}
+
+/** True when `value` is a {@link DownstreamClosedError}. */
+export function isDownstreamClosedError(value: unknown): value is DownstreamClosedError {
+  return hasCode(value, 'DOWNSTREAM_CLOSED')
+}
+
+/** Something tried to start over after content reached the client: refused, never attempted. */
+export class RetryAfterCommitError extends StreamBoundaryError {
+  override readonly name = 'RetryAfterCommitError' as const
+
+  constructor() {
+    super(
+      'RETRY_AFTER_COMMIT',
+      'Content was already sent to the client; a retry would show it output from two attempts',
+    )
+  }
+}
+
+/** True when `value` is a {@link RetryAfterCommitError}. */
+export function isRetryAfterCommitError(value: unknown): value is RetryAfterCommitError {
+  return hasCode(value, 'RETRY_AFTER_COMMIT')
+}
+
+/** A status response was asked for after the headers were already sent. */
+export class HeadersSentError extends StreamBoundaryError {
+  override readonly name = 'HeadersSentError' as const
+
+  constructor() {
+    super('HEADERS_SENT', 'The response headers were already sent; write the error in-band instead')
+  }
+}
+
+/** True when `value` is a {@link HeadersSentError}. */
+export function isHeadersSentError(value: unknown): value is HeadersSentError {
+  return hasCode(value, 'HEADERS_SENT')
 }

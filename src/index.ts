@@ -7,6 +7,8 @@
  */
 
 export * from './classify/index.js'
+export * from './commit/index.js'
 export * from './errors.js'
+export * from './peek/index.js'
 export * from './protocols/index.js'
 export * from './sse/index.js'

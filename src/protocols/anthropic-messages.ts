@@ -174,6 +174,10 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     const { type, message } = renderable(error)
     return encode(event('error', { error: { type, message } }))
   },
+  renderErrorBody(error: RenderableError): string {
+    const { type, message } = renderable(error)
+    return JSON.stringify({ type: 'error', error: { type, message } })
+  },
   renderStop(state: RenderState): Uint8Array {
     let out = ''
     if (state.firstData === undefined) {
@@ -195,7 +199,7 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     const stop = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_use' : 'end_turn'
     out += event('message_delta', {
       delta: { stop_reason: stop, stop_sequence: null },
-      usage: { output_tokens: 0 },
+      usage: { output_tokens: estimatedOutputTokens(state) },
     })
     out += event('message_stop', {})
     return encode(out)

@@ -11,6 +11,7 @@ import type {
   ErrorVerdict,
   FrameVerdict,
   RenderableError,
+  StreamAdapter,
   TerminalReason,
   UpstreamErrorInfo,
 } from './types.js'
@@ -191,4 +192,11 @@ export function mapReason(
   raw: string,
 ): TerminalReason {
   return Object.hasOwn(table, raw) ? (table[raw] as TerminalReason) : 'other'
+}
+
+/** The adapter's JSON error body for `error`, or a generic `{"error":{…}}` one. */
+export function errorBodyFor(adapter: StreamAdapter, error: RenderableError): string {
+  if (adapter.renderErrorBody !== undefined) return adapter.renderErrorBody(error)
+  const { type, message, code } = renderable(error)
+  return JSON.stringify({ error: { type, message, code } })
 }

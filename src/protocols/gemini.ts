@@ -98,6 +98,12 @@ function inspectResponse(body: Record<string, unknown>): FrameVerdict {
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
 }
 
+function geminiErrorBody(error: RenderableError): string {
+  const { type, message } = renderable(error)
+  const status = typeof error.status === 'number' ? error.status : 500
+  return JSON.stringify({ error: { code: status, message, status: type } })
+}
+
 function chunk(state: RenderState | undefined, candidate: Record<string, unknown>): string {
   const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
   const modelVersion = stringField(first, 'modelVersion')
@@ -135,10 +141,9 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     return inspectResponse(body)
   },
   renderError(error: RenderableError): Uint8Array {
-    const { type, message } = renderable(error)
-    const status = typeof error.status === 'number' ? error.status : 500
-    return encode(sseFrameText(JSON.stringify({ error: { code: status, message, status: type } })))
+    return encode(sseFrameText(geminiErrorBody(error)))
   },
+  renderErrorBody: geminiErrorBody,
   renderStop(state: RenderState): Uint8Array {
     return encode(
       chunk(state, { content: { parts: [{ text: '' }], role: 'model' }, finishReason: 'STOP' }),

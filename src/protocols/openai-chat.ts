@@ -102,6 +102,12 @@ function inspectChunk(body: Record<string, unknown>): FrameVerdict {
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
 }
 
+/** The OpenAI error object, as both Chat and Responses return it on a non-2xx status. */
+export function openaiErrorBody(error: RenderableError): string {
+  const { type, message, code } = renderable(error)
+  return JSON.stringify({ error: { message, type, param: null, code } })
+}
+
 function envelope(state: RenderState | undefined): { id: string; created: number; model: string } {
   const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
   const created = first?.created
@@ -155,9 +161,9 @@ export const openaiChat: StreamAdapter = Object.freeze({
     return inspectChunk(body)
   },
   renderError(error: RenderableError): Uint8Array {
-    const { type, message, code } = renderable(error)
-    return encode(sseFrameText(JSON.stringify({ error: { message, type, code, param: null } })))
+    return encode(sseFrameText(openaiErrorBody(error)))
   },
+  renderErrorBody: openaiErrorBody,
   renderStop(state: RenderState): Uint8Array {
     const finish = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_calls' : 'stop'
     return encode(`${chunk(state, {}, finish)}${sseFrameText('[DONE]')}`)

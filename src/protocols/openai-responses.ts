@@ -18,6 +18,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
+import { openaiErrorBody } from './openai-chat.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -168,6 +169,7 @@ export const openaiResponses: StreamAdapter = Object.freeze({
       }),
     )
   },
+  renderErrorBody: openaiErrorBody,
   renderStop(state: RenderState): Uint8Array {
     const response = responseOf(state)
     const output =

@@ -143,6 +143,11 @@ export interface StreamAdapter {
   inspect(frame: SseFrame): FrameVerdict
   /** An honest terminal error frame, written after commit. */
   renderError(error: RenderableError, state?: RenderState): Uint8Array
+  /**
+   * The JSON body of a non-streaming error response in this protocol (a failure before
+   * anything was sent). Optional: a generic `{"error":{…}}` body is used without it.
+   */
+  renderErrorBody?(error: RenderableError): string
   /** A clean end for a stream that had output but lost its terminal event. */
   renderStop(state: RenderState): Uint8Array
   /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */

@@ -47,6 +47,8 @@ export interface FrameReader {
   cancel(reason?: unknown): Promise<void>
   /** Bytes read from the upstream but not yet returned as frames. */
   readonly bufferedBytes: number
+  /** All bytes read from the upstream so far. */
+  readonly bytesRead: number
   /** True once the upstream ended, failed or was cancelled. */
   readonly done: boolean
 }
@@ -101,6 +103,7 @@ class Reader implements FrameReader {
   #released = false
   #failure: unknown
   #busy = false
+  #bytesRead = 0
 
   constructor(source: FrameSource, maxFrameBytes: number) {
     this.#splitter = new FrameSplitter(maxFrameBytes)
@@ -109,6 +112,10 @@ class Reader implements FrameReader {
 
   get bufferedBytes(): number {
     return this.#splitter.bufferedBytes
+  }
+
+  get bytesRead(): number {
+    return this.#bytesRead
   }
 
   get done(): boolean {
@@ -154,6 +161,7 @@ class Reader implements FrameReader {
           this.#ended = true
           continue
         }
+        this.#bytesRead += result.value.length
         this.#splitter.push(result.value)
         const frame = this.#settle(() => this.#splitter.take())
         if (frame !== null) return frame

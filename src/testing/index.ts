@@ -1,9 +1,14 @@
 /**
  * `stream-boundary/testing`: fast-check arbitraries for SSE byte streams and their
- * chunkings, so adapter authors can property-test the way the library tests itself.
- * `fast-check` is a peer dependency of this entry only; the core never imports it.
+ * chunkings, a scripted upstream body and a recording downstream sink, so adapter and
+ * gateway authors can test the way the library tests itself. `fast-check` is a peer
+ * dependency of this entry only; the core never imports it.
  *
  * @module
  */
 
 export * as arbitraries from './arbitraries.js'
+export type { RecordingSink, SinkEvent } from './recording-sink.js'
+export { createRecordingSink } from './recording-sink.js'
+export type { ScriptedBody, ScriptStep } from './scripted-body.js'
+export { scriptedBody } from './scripted-body.js'

@@ -215,3 +215,16 @@ describe('createStreamTracker', () => {
     )
   })
 })
+
+describe('anthropicMessages.renderStop', () => {
+  it('reports at least one output token per delta seen instead of zeroing the count', async () => {
+    const tracker = createStreamTracker(anthropicMessages)
+    const all = await frames(fixtureBytes('anthropic-messages/text.sse'))
+    const cut = all.findIndex((f) => f.event === 'content_block_stop')
+    for (const frame of all.slice(0, cut)) tracker.observe(frame)
+    const deltas = tracker.state.counts.text
+    expect(deltas).toBeGreaterThan(1)
+    const stop = new TextDecoder().decode(anthropicMessages.renderStop(tracker.state))
+    expect(stop).toContain(`"usage":{"output_tokens":${deltas}}`)
+  })
+})

@@ -1,0 +1,21 @@
+/**
+ * The downstream side: the commit gate, the Web sink, and the post-commit pump.
+ *
+ * @module
+ */
+
+export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
+export { commitGateDefaults, createCommitGate, sseHeaders } from './gate.js'
+export type {
+  DeliverOptions,
+  DeliverOutcome,
+  PumpEnd,
+  PumpErrorCause,
+  PumpOptions,
+  PumpOutcome,
+  PumpPolicy,
+  StallStats,
+} from './pump.js'
+export { deliver, failBeforeContent, pump, pumpDefaults } from './pump.js'
+export type { WebSink, WebSinkOptions } from './web-sink.js'
+export { webSink } from './web-sink.js'

@@ -1,0 +1,103 @@
+/**
+ * A downstream sink that becomes a Web `Response` (Hono, Workers, Deno, Bun, Next route
+ * handlers): the response resolves when headers commit, its body honours the consumer's
+ * pull, and cancelling the body is the client-gone signal.
+ *
+ * @module
+ */
+
+import type { DownstreamSink } from './gate.js'
+
+/** Options of {@link webSink}. */
+export interface WebSinkOptions {
+  /**
+   * Bytes the body may queue before `write` waits for the consumer to pull.
+   * @default 65_536
+   */
+  highWaterMark?: number
+}
+
+/** What {@link webSink} returns. */
+export interface WebSink {
+  /** Give this to `createCommitGate` (or `relay`). */
+  readonly sink: DownstreamSink
+  /** Resolves with the `Response` when headers commit; rejects if the sink is aborted first. */
+  readonly response: Promise<Response>
+}
+
+/**
+ * Creates a sink whose output is a Web `Response`.
+ *
+ * @example
+ * app.post('/v1/chat/completions', async (c) => {
+ *   const { sink, response } = webSink()
+ *   void relay({ sink, attempt, pool, adapter: openaiChat, signal: c.req.raw.signal })
+ *   return response
+ * })
+ */
+export function webSink(options: WebSinkOptions = {}): WebSink {
+  const highWaterMark = options.highWaterMark ?? 65_536
+  if (!Number.isSafeInteger(highWaterMark) || highWaterMark < 1) {
+    throw new RangeError(`highWaterMark must be a positive integer, got ${String(highWaterMark)}`)
+  }
+  const gone = new AbortController()
+  let controller!: ReadableStreamDefaultController<Uint8Array>
+  let resolveResponse!: (response: Response) => void
+  let rejectResponse!: (reason: unknown) => void
+  const response = new Promise<Response>((resolve, reject) => {
+    resolveResponse = resolve
+    rejectResponse = reject
+  })
+  // An unobserved rejection (the host never awaited the response) is not an error of its own.
+  response.catch(() => {})
+  let headSent = false
+  let waiting: { resolve: () => void; reject: (reason: unknown) => void } | undefined
+
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        controller = c
+      },
+      pull() {
+        waiting?.resolve()
+        waiting = undefined
+      },
+      cancel(reason) {
+        gone.abort(reason ?? new Error('the response body was cancelled'))
+        waiting?.reject(gone.signal.reason)
+        waiting = undefined
+      },
+    },
+    new ByteLengthQueuingStrategy({ highWaterMark }),
+  )
+
+  const sink: DownstreamSink = {
+    signal: gone.signal,
+    sendHead(status, headers) {
+      headSent = true
+      resolveResponse(new Response(body, { status, headers }))
+    },
+    write(chunk) {
+      if (gone.signal.aborted) return Promise.reject(gone.signal.reason)
+      controller.enqueue(chunk)
+      if ((controller.desiredSize ?? 1) > 0) return
+      return new Promise<void>((resolve, reject) => {
+        waiting = { resolve, reject }
+      })
+    },
+    close() {
+      if (!gone.signal.aborted) controller.close()
+    },
+    abort(reason) {
+      if (!headSent) rejectResponse(reason)
+      waiting?.reject(reason)
+      waiting = undefined
+      try {
+        controller.error(reason)
+      } catch {
+        // Already closed or errored.
+      }
+    },
+  }
+  return { sink, response }
+}

@@ -1,0 +1,266 @@
+/**
+ * The retry window: read frames without committing anything downstream until the upstream
+ * proves it is producing output, then hand the same reader (with all it buffered) on.
+ *
+ * @module
+ */
+
+import {
+  classifyEof,
+  createStreamTracker,
+  type EofClass,
+  type StreamTracker,
+  type StreamTrackerOptions,
+} from '../classify/index.js'
+import {
+  type FrameTooLargeError,
+  isFrameTooLargeError,
+  isUpstreamReadError,
+  PeekOverflowError,
+  StreamTimeoutError,
+  type UpstreamReadError,
+} from '../errors.js'
+import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
+import type { SseFrame } from '../sse/frame.js'
+import type { FrameReader } from '../sse/reader.js'
+
+/** Which verdict ends the peek and allows a commit. */
+export type CommitOn = 'visible' | 'content' | 'first-frame'
+
+/** Options of {@link peekFirstOutput}. */
+export interface PeekOptions {
+  /**
+   * What counts as output: `visible` = text, tool, refusal or reasoning; `content` = text,
+   * tool or refusal (reasoning is held); `first-frame` = any frame that is not a keep-alive.
+   * A terminal frame always ends the peek (the upstream answered, even if with nothing).
+   * @default 'visible'
+   * @example peekFirstOutput(reader, openaiChat, { commitOn: 'content' })
+   */
+  commitOn?: CommitOn
+  /**
+   * Give up when the upstream body has sent no byte at all after this many milliseconds.
+   * @default undefined (no bound)
+   * @example { firstByteTimeoutMs: 10_000 }
+   */
+  firstByteTimeoutMs?: number | undefined
+  /**
+   * Give up when no output arrived after this many milliseconds, whatever else arrived:
+   * bytes, keep-alives, role-only or usage-only frames never reset it.
+   * @default undefined (no bound)
+   * @example { firstOutputTimeoutMs: 30_000 }
+   */
+  firstOutputTimeoutMs?: number | undefined
+  /**
+   * The most bytes of frames held before output; more is `peek-overflow`.
+   * @default 1_048_576 (1 MiB)
+   */
+  maxPeekBytes?: number
+  /**
+   * The most frames held before output; more is `peek-overflow`.
+   * @default 4096
+   */
+  maxPeekFrames?: number
+  /** Aborting ends the peek with `aborted` (the client went away). */
+  signal?: AbortSignal | undefined
+  /** A tracker to continue with; by default a new one over the adapter. */
+  tracker?: StreamTracker
+  /** Options of the tracker peek creates. */
+  trackerOptions?: StreamTrackerOptions
+}
+
+/** Defaults of {@link PeekOptions}. */
+export const peekDefaults = Object.freeze({
+  commitOn: 'visible' as CommitOn,
+  maxPeekBytes: 1_048_576,
+  maxPeekFrames: 4096,
+})
+
+interface PeekBase {
+  /** Every frame consumed, in order, preamble included. */
+  readonly frames: readonly SseFrame[]
+  /** The same reader, with whatever it still buffers. */
+  readonly reader: FrameReader
+  /** The tracker that observed every frame. */
+  readonly tracker: StreamTracker
+  /** How long the peek took, in milliseconds. */
+  readonly elapsedMs: number
+}
+
+/**
+ * How a peek ended. `output` means commit and pump; every other kind means nothing was
+ * committed, and all but `aborted` (and a non-retryable `error-frame`) are worth a retry.
+ * On any kind but `output`, release the reader (`reader.cancel()`) unless you go on reading.
+ */
+export type PeekOutcome =
+  | (PeekBase & {
+      readonly kind: 'output'
+      /** `output` (per `commitOn`) or `terminal` (the upstream ended its answer before any). */
+      readonly trigger: 'output' | 'terminal'
+      /** The verdict that ended the peek. */
+      readonly verdict: FrameVerdict
+    })
+  | (PeekBase & { readonly kind: 'empty'; readonly eof: EofClass })
+  | (PeekBase & { readonly kind: 'thinking-only'; readonly eof: EofClass })
+  | (PeekBase & { readonly kind: 'error-frame'; readonly error: UpstreamErrorInfo })
+  | (PeekBase & {
+      readonly kind: 'first-byte-timeout' | 'first-output-timeout'
+      readonly error: StreamTimeoutError
+      /** Bytes of a half-read frame left in the reader when the timeout fired. */
+      readonly partialFrameBytes: number
+    })
+  | (PeekBase & {
+      readonly kind: 'peek-overflow'
+      readonly error: PeekOverflowError | FrameTooLargeError
+    })
+  | (PeekBase & { readonly kind: 'read-error'; readonly error: UpstreamReadError })
+  | (PeekBase & { readonly kind: 'aborted'; readonly reason: unknown })
+
+function checkTimeout(name: string, value: number | undefined): void {
+  if (value !== undefined && (!Number.isFinite(value) || value <= 0)) {
+    throw new RangeError(`${name} must be a positive number of milliseconds, got ${String(value)}`)
+  }
+}
+
+function checkCount(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${name} must be a positive integer, got ${String(value)}`)
+  }
+}
+
+function normalize(options: PeekOptions) {
+  const commitOn = options.commitOn ?? peekDefaults.commitOn
+  if (commitOn !== 'visible' && commitOn !== 'content' && commitOn !== 'first-frame') {
+    throw new RangeError(
+      `commitOn must be 'visible', 'content' or 'first-frame', got ${String(commitOn)}`,
+    )
+  }
+  checkTimeout('firstByteTimeoutMs', options.firstByteTimeoutMs)
+  checkTimeout('firstOutputTimeoutMs', options.firstOutputTimeoutMs)
+  const maxPeekBytes = options.maxPeekBytes ?? peekDefaults.maxPeekBytes
+  const maxPeekFrames = options.maxPeekFrames ?? peekDefaults.maxPeekFrames
+  checkCount('maxPeekBytes', maxPeekBytes)
+  checkCount('maxPeekFrames', maxPeekFrames)
+  return { commitOn, maxPeekBytes, maxPeekFrames }
+}
+
+/** Whether a verdict ends the peek under `commitOn`. */
+export function countsAsOutput(verdict: FrameVerdict, commitOn: CommitOn): boolean {
+  switch (verdict.kind) {
+    case 'text':
+    case 'tool':
+    case 'refusal':
+      return true
+    case 'reasoning':
+      return commitOn !== 'content'
+    case 'keepalive':
+      return false
+    default:
+      return commitOn === 'first-frame'
+  }
+}
+
+function terminalOf(verdict: FrameVerdict): boolean {
+  return verdict.kind === 'terminal' || ('terminal' in verdict && verdict.terminal !== undefined)
+}
+
+const now = (): number => performance.now()
+
+/**
+ * Reads frames through a tracker without writing anything downstream, until the first frame
+ * that counts as output (per `commitOn`), a terminal frame, an error frame, EOF, a timeout,
+ * an overflow or an abort. Never returns with half a frame consumed: a timeout mid-frame
+ * leaves the partial bytes in the reader.
+ *
+ * @example
+ * const outcome = await peekFirstOutput(reader, openaiChat, { firstOutputTimeoutMs: 20_000 })
+ * if (outcome.kind === 'output') {
+ *   // commit, write outcome.frames, then pump outcome.reader
+ * } else {
+ *   await outcome.reader.cancel()
+ *   // retry: nothing reached the client
+ * }
+ */
+export async function peekFirstOutput(
+  reader: FrameReader,
+  adapter: StreamAdapter,
+  options: PeekOptions = {},
+): Promise<PeekOutcome> {
+  const { commitOn, maxPeekBytes, maxPeekFrames } = normalize(options)
+  const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
+  const started = now()
+  const frames: SseFrame[] = []
+  let held = 0
+  const base = () => ({ frames, reader, tracker, elapsedMs: now() - started })
+
+  const stop = new AbortController()
+  const timers: ReturnType<typeof setTimeout>[] = []
+  const arm = (ms: number | undefined, fire: () => void) => {
+    if (ms === undefined) return
+    const timer = setTimeout(fire, ms)
+    ;(timer as { unref?: () => void }).unref?.()
+    timers.push(timer)
+  }
+  const bytesAtStart = reader.bytesRead
+  arm(options.firstByteTimeoutMs, () => {
+    if (reader.bytesRead === bytesAtStart) {
+      stop.abort(new StreamTimeoutError('first-byte', options.firstByteTimeoutMs as number))
+    }
+  })
+  arm(options.firstOutputTimeoutMs, () => {
+    stop.abort(new StreamTimeoutError('first-output', options.firstOutputTimeoutMs as number))
+  })
+  const outer = options.signal
+  const onOuterAbort = () => stop.abort(outer?.reason)
+  if (outer?.aborted) onOuterAbort()
+  else outer?.addEventListener('abort', onOuterAbort, { once: true })
+
+  try {
+    for (;;) {
+      let frame: SseFrame | null
+      try {
+        frame = await reader.next({ signal: stop.signal })
+      } catch (error) {
+        if (stop.signal.aborted && error === stop.signal.reason) {
+          if (error instanceof StreamTimeoutError) {
+            const kind =
+              error.timeout === 'first-byte' ? 'first-byte-timeout' : 'first-output-timeout'
+            return { ...base(), kind, error, partialFrameBytes: reader.bufferedBytes }
+          }
+          return { ...base(), kind: 'aborted', reason: error }
+        }
+        if (isFrameTooLargeError(error)) return { ...base(), kind: 'peek-overflow', error }
+        if (isUpstreamReadError(error)) return { ...base(), kind: 'read-error', error }
+        throw error
+      }
+      if (frame === null) {
+        // No terminal, content or error frame was seen (each ends the peek): empty or thinking-only.
+        const eof = classifyEof(tracker.state)
+        return { ...base(), kind: eof.kind === 'thinking-only' ? 'thinking-only' : 'empty', eof }
+      }
+      frames.push(frame)
+      held += frame.raw.length
+      const verdict = tracker.observe(frame)
+      if (verdict.kind === 'error') return { ...base(), kind: 'error-frame', error: verdict.error }
+      if (countsAsOutput(verdict, commitOn))
+        return { ...base(), kind: 'output', trigger: 'output', verdict }
+      if (terminalOf(verdict)) return { ...base(), kind: 'output', trigger: 'terminal', verdict }
+      if (held > maxPeekBytes) {
+        return {
+          ...base(),
+          kind: 'peek-overflow',
+          error: new PeekOverflowError('maxPeekBytes', maxPeekBytes),
+        }
+      }
+      if (frames.length > maxPeekFrames) {
+        return {
+          ...base(),
+          kind: 'peek-overflow',
+          error: new PeekOverflowError('maxPeekFrames', maxPeekFrames),
+        }
+      }
+    }
+  } finally {
+    for (const timer of timers) clearTimeout(timer)
+    outer?.removeEventListener('abort', onOuterAbort)
+  }
+}

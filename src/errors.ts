@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'DOWNSTREAM_CLOSED'
   | 'RETRY_AFTER_COMMIT'
   | 'HEADERS_SENT'
+  | 'DEADLINE_EXCEEDED'
 
 /** Base class of every error this package creates. */
 export class StreamBoundaryError extends Error {
@@ -110,23 +111,26 @@ export function isReaderBusyError(value: unknown): value is ReaderBusyError {
 }
 
 /** Which of the library's watchdogs fired. */
-export type TimeoutKind = 'first-byte' | 'first-output' | 'idle'
+export type TimeoutKind = 'first-byte' | 'first-output' | 'idle' | 'deadline'
 
 const timeoutCodes = {
   'first-byte': 'FIRST_BYTE_TIMEOUT',
   'first-output': 'FIRST_OUTPUT_TIMEOUT',
   idle: 'IDLE_TIMEOUT',
+  deadline: 'DEADLINE_EXCEEDED',
 } as const satisfies Record<TimeoutKind, ErrorCode>
 
 const timeoutMessages: Record<TimeoutKind, string> = {
   'first-byte': 'the upstream sent no byte',
   'first-output': 'the upstream sent no output',
   idle: 'the upstream sent nothing but keep-alives',
+  deadline: 'no attempt produced output',
 }
 
 /**
  * A watchdog fired: no upstream byte (`first-byte`), no visible output yet (`first-output`;
- * keep-alives and preambles do not count), or no output for too long after commit (`idle`).
+ * keep-alives and preambles do not count), no output for too long after commit (`idle`), or
+ * the relay's whole pre-commit budget ran out (`deadline`).
  */
 export class StreamTimeoutError extends StreamBoundaryError {
   override readonly name = 'StreamTimeoutError' as const
@@ -144,11 +148,7 @@ export class StreamTimeoutError extends StreamBoundaryError {
 
 /** True when `value` is a {@link StreamTimeoutError} (any of the three watchdogs). */
 export function isStreamTimeoutError(value: unknown): value is StreamTimeoutError {
-  return (
-    hasCode(value, 'FIRST_BYTE_TIMEOUT') ||
-    hasCode(value, 'FIRST_OUTPUT_TIMEOUT') ||
-    hasCode(value, 'IDLE_TIMEOUT')
-  )
+  return Object.values(timeoutCodes).some((code) => hasCode(value, code))
 }
 
 /** Peeking held more than `maxPeekBytes` or `maxPeekFrames` before any output. */

@@ -28,13 +28,13 @@ export interface PumpPolicy {
    * (honest); `synthesize-stop` writes a clean end.
    * @default 'error'
    */
-  onPartialEof?: 'error' | 'synthesize-stop'
+  onPartialEof?: 'error' | 'synthesize-stop' | undefined
   /**
    * Reasoning only, then EOF: `error` writes an error frame; `promote-reasoning` writes the
    * reasoning as answer text, then a clean end.
    * @default 'error'
    */
-  onThinkingOnly?: 'error' | 'promote-reasoning'
+  onThinkingOnly?: 'error' | 'promote-reasoning' | undefined
   /**
    * After commit, end the stream with an error frame when no frame other than a keep-alive
    * arrived for this long (keep-alives cannot hide a dead stream).
@@ -46,7 +46,7 @@ export interface PumpPolicy {
    * A gap between two frames longer than this counts as a stall in the outcome.
    * @default 2_000
    */
-  stallThresholdMs?: number
+  stallThresholdMs?: number | undefined
 }
 
 /** Defaults of {@link PumpPolicy}. */
@@ -359,7 +359,12 @@ export interface DeliverOptions extends PumpPolicy {
   /** Options of the frame reader created over `body`. */
   readonly maxFrameBytes?: number | undefined
   readonly transform?: ((frame: SseFrame) => Uint8Array | null) | undefined
+  /** Aborting ends the attempt, before or after commit (the host gave up). */
   readonly signal?: AbortSignal | undefined
+  /** Aborting ends the peek only (a pre-commit deadline); it is ignored once committed. */
+  readonly peekSignal?: AbortSignal | undefined
+  /** Called once, when the first output arrived and before anything is written. */
+  readonly onCommit?: ((peek: Extract<PeekOutcome, { kind: 'output' }>) => void) | undefined
 }
 
 /** What {@link deliver} reports. */
@@ -391,7 +396,9 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
         options.body,
         options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes },
       )
-  const signals = [gate.signal, options.signal].filter((s): s is AbortSignal => s !== undefined)
+  const signals = [gate.signal, options.signal, options.peekSignal].filter(
+    (s): s is AbortSignal => s !== undefined,
+  )
   const signal = signals.length === 1 ? signals[0] : AbortSignal.any(signals)
   try {
     if (gate.earlyHeaders) await gate.commitHeaders()
@@ -404,6 +411,7 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
     await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)
     return { kind: 'not-committed', peek: peeked }
   }
+  options.onCommit?.(peeked)
   const pumped = await pump({
     ...options,
     gate,

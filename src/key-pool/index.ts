@@ -1,0 +1,19 @@
+/**
+ * Key pools: the seam (`KeyPool`) and the in-memory default.
+ *
+ * @module
+ */
+
+export type { KeySelection, MemoryKeyPoolOptions } from './memory.js'
+export { createMemoryKeyPool, memoryKeyPoolDefaults } from './memory.js'
+export type {
+  AcquireOptions,
+  AcquireResult,
+  KeyLease,
+  KeyOutcome,
+  KeyPool,
+  KeyPoolSnapshot,
+  KeyStateSnapshot,
+  KeyStats,
+  PoolKey,
+} from './types.js'

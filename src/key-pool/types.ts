@@ -1,0 +1,108 @@
+/**
+ * The key pool seam: pick a usable credential for an attempt, and learn from the outcome.
+ * Only key ids ever appear in errors, logs, hooks and serialised state; secrets never do.
+ *
+ * @module
+ */
+
+/** One credential. */
+export interface PoolKey {
+  /** A stable, non-secret id: the only thing reported anywhere. */
+  readonly id: string
+  /** The credential itself. Never logged, serialised or put in an error. */
+  readonly secret: string
+  /**
+   * Share of traffic under `weighted` selection.
+   * @default 1
+   */
+  readonly weight?: number
+  /** Most concurrent leases of this key (overrides the pool's `maxInflight`). */
+  readonly maxInflight?: number
+  /** Anything the host wants back with the lease (base URL, region, model). */
+  readonly metadata?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * What an attempt taught about its key. Only `rate-limited`, `auth-failed` and
+ * `server-error` are held against the key; the rest are not its fault.
+ */
+export type KeyOutcome =
+  | { readonly kind: 'success' }
+  /** 429 or a rate-limit error frame: cool the key down until it may be used again. */
+  | { readonly kind: 'rate-limited'; readonly retryAfterMs?: number | undefined }
+  /** 401/403: disable the key until the host re-enables it. */
+  | { readonly kind: 'auth-failed'; readonly status?: number | undefined }
+  /** 5xx or a connection failure: counts toward the key's circuit breaker. */
+  | { readonly kind: 'server-error'; readonly status?: number | undefined }
+  /** Capacity trouble at the provider (529, `overloaded_error`): shared by every key. */
+  | { readonly kind: 'overloaded' }
+  /** Empty stream, first-byte/first-output timeout, malformed frames: rotate, don't cool. */
+  | { readonly kind: 'protocol-fault' }
+  /** The client went away or the downstream failed: never the key's fault. */
+  | { readonly kind: 'client-gone' }
+  /** The upstream refused the request itself (400, 404, 422): the key worked. */
+  | { readonly kind: 'rejected' }
+
+/** A key handed out for one attempt. Report exactly once; a second report is ignored. */
+export interface KeyLease {
+  readonly keyId: string
+  readonly secret: string
+  readonly metadata: Readonly<Record<string, unknown>> | undefined
+  /** Ends the lease and records what the attempt taught about the key. */
+  report(outcome: KeyOutcome): Promise<void>
+}
+
+/** What {@link KeyPool.acquire} found. A discriminated union on `kind`. */
+export type AcquireResult =
+  | { readonly kind: 'leased'; readonly lease: KeyLease }
+  /** Every candidate is cooling down, circuit-open or at its inflight limit. */
+  | { readonly kind: 'cooling'; readonly retryInMs: number }
+  /** No candidate at all: no keys, all disabled, or all excluded. */
+  | { readonly kind: 'unavailable'; readonly reason: 'no-keys' | 'all-disabled' | 'all-excluded' }
+
+/** Options of {@link KeyPool.acquire}. */
+export interface AcquireOptions {
+  /** Key ids not to hand out (those already tried in this request). */
+  readonly exclude?: ReadonlySet<string> | undefined
+}
+
+/** The serialisable state of one key (no secret, no inflight count: leases are local). */
+export interface KeyStateSnapshot {
+  readonly id: string
+  readonly disabled: boolean
+  /** Epoch milliseconds until which the key cools down (0 when it does not). */
+  readonly cooldownUntil: number
+  /** Consecutive server errors. */
+  readonly failures: number
+  readonly circuit: 'closed' | 'open' | 'half-open'
+  /** Epoch milliseconds until which an open circuit stays open. */
+  readonly circuitUntil: number
+}
+
+/** The serialisable state of a pool: `toJSON()` out, `initialState` in. */
+export interface KeyPoolSnapshot {
+  readonly version: 1
+  readonly keys: readonly KeyStateSnapshot[]
+}
+
+/** Outcome counters of one key, for observability and tests. */
+export interface KeyStats {
+  readonly id: string
+  readonly leases: number
+  readonly inflight: number
+  readonly outcomes: Readonly<Record<KeyOutcome['kind'], number>>
+}
+
+/** A pool of credentials. Implement it for a shared store; `createMemoryKeyPool` is the default. */
+export interface KeyPool {
+  /** Leases the next usable key, or says when one may be (or why none can). */
+  acquire(options?: AcquireOptions): Promise<AcquireResult>
+  /** Re-enables a key disabled by an auth failure (or by `disable`). */
+  enable(id: string): Promise<void>
+  /** Takes a key out of rotation until `enable`. */
+  disable(id: string): Promise<void>
+  /** Outcome counters per key. */
+  stats(): Promise<readonly KeyStats[]>
+  /** The serialisable state. */
+  toJSON(): KeyPoolSnapshot
+}

@@ -1,0 +1,27 @@
+/**
+ * The retry orchestrator and the pure pieces it decides with.
+ *
+ * @module
+ */
+
+export type { AttemptFailure, ConnectionErrorVerdict, FailureVerdict } from './classify.js'
+export { classifyAttemptFailure, classifyConnectionError } from './classify.js'
+export {
+  parseResetDuration,
+  parseResetTimestamp,
+  parseRetryAfter,
+  parseRetryAfterMs,
+  rateLimitDelay,
+} from './rate-limit-headers.js'
+export type {
+  AttemptContext,
+  AttemptFunction,
+  AttemptRecord,
+  BackoffOptions,
+  RelayHooks,
+  RelayOptions,
+  RelayOutcome,
+  RelayPolicy,
+  Route,
+} from './relay.js'
+export { errorFromBody, relay, relayDefaults } from './relay.js'

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest'
+import { createMemoryKeyPool, memoryKeyPoolDefaults } from '../../src/index.js'
+import { describePoolContract } from './pool-contract.js'
+
+describePoolContract('memory pool', async (keys, options) => createMemoryKeyPool(keys, options))
+
+describe('createMemoryKeyPool', () => {
+  const keys = (entries: [string, number?][]) =>
+    entries.map(([id, weight]) => ({
+      id,
+      secret: `sk-${id}-1234567890`,
+      ...(weight === undefined ? {} : { weight }),
+    }))
+
+  async function draw(pool: ReturnType<typeof createMemoryKeyPool>, count: number, hold = false) {
+    const ids: string[] = []
+    for (let i = 0; i < count; i++) {
+      const result = await pool.acquire()
+      if (result.kind !== 'leased') throw new Error(result.kind)
+      ids.push(result.lease.keyId)
+      if (!hold) await result.lease.report({ kind: 'success' })
+    }
+    return ids
+  }
+
+  it('weighted selection follows the weights smoothly', async () => {
+    const pool = createMemoryKeyPool(
+      keys([
+        ['a', 3],
+        ['b', 1],
+      ]),
+      { selection: 'weighted' },
+    )
+    const ids = await draw(pool, 8)
+    expect(ids.filter((id) => id === 'a')).toHaveLength(6)
+    expect(ids.slice(0, 4).sort()).toEqual(['a', 'a', 'a', 'b'])
+  })
+
+  it('least-inflight prefers the key with fewest open leases', async () => {
+    const pool = createMemoryKeyPool(keys([['a'], ['b'], ['c']]), { selection: 'least-inflight' })
+    expect(await draw(pool, 3, true)).toEqual(['a', 'b', 'c'])
+    const stats = await pool.stats()
+    expect(stats.map((s) => s.inflight)).toEqual([1, 1, 1])
+  })
+
+  it('documents its defaults and validates keys and options with exact messages', () => {
+    expect(memoryKeyPoolDefaults).toMatchObject({
+      selection: 'round-robin',
+      defaultCooldownMs: 10_000,
+      failureThreshold: 5,
+      circuitOpenMs: 30_000,
+    })
+    expect(() =>
+      createMemoryKeyPool([
+        { id: 'a', secret: 'x' },
+        { id: 'a', secret: 'y' },
+      ]),
+    ).toThrow('Key id "a" appears twice')
+    expect(() => createMemoryKeyPool([{ id: 'a', secret: '' }])).toThrow(
+      'Key "a" needs a non-empty secret',
+    )
+    expect(() => createMemoryKeyPool([], { failureThreshold: 0 })).toThrow(
+      'failureThreshold must be a positive number, got 0',
+    )
+    expect(() => createMemoryKeyPool([], { selection: 'random' as never })).toThrow(
+      "selection must be 'round-robin', 'weighted' or 'least-inflight', got random",
+    )
+  })
+
+  it('never puts a secret in an error message', () => {
+    let message = ''
+    try {
+      createMemoryKeyPool([{ id: 'a', secret: 'sk-live-abcdef', weight: -1 }])
+    } catch (error) {
+      message = (error as Error).message
+    }
+    expect(message).toBe('weight of key "a" must be a positive number, got -1')
+  })
+})

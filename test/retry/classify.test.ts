@@ -1,0 +1,236 @@
+import { describe, expect, it } from 'vitest'
+import {
+  classifyAttemptFailure,
+  classifyConnectionError,
+  errorFromBody,
+  parseResetDuration,
+  parseResetTimestamp,
+  parseRetryAfter,
+  parseRetryAfterMs,
+  rateLimitDelay,
+} from '../../src/index.js'
+
+const now = Date.parse('2026-11-29T12:00:00Z')
+
+describe('rate-limit headers', () => {
+  it.each([
+    ['20', 20_000],
+    ['1.5', 1500],
+    ['Sun, 29 Nov 2026 12:00:30 GMT', 30_000],
+    ['Sun, 29 Nov 2026 11:59:00 GMT', 0],
+    ['soon', undefined],
+    ['-3', undefined],
+    ['', undefined],
+  ])('retry-after %j → %j ms', (value, expected) => {
+    expect(parseRetryAfter(value, now)).toBe(expected)
+  })
+
+  it.each([
+    ['6m0s', 360_000],
+    ['1s', 1000],
+    ['20ms', 20],
+    ['1h2m3.5s', 3_723_500],
+    ['0.5s', 500],
+    ['abc', undefined],
+    ['5', undefined],
+  ])('reset duration %j → %j ms', (value, expected) => {
+    expect(parseResetDuration(value)).toBe(expected)
+  })
+
+  it('parses retry-after-ms and RFC 3339 reset timestamps', () => {
+    expect(parseRetryAfterMs('250')).toBe(250)
+    expect(parseRetryAfterMs('x')).toBeUndefined()
+    expect(parseResetTimestamp('2026-11-29T12:00:05Z', now)).toBe(5000)
+    expect(parseResetTimestamp('2026-11-29T11:00:05Z', now)).toBe(0)
+  })
+
+  it('prefers retry-after-ms, then retry-after, then the latest exhausted reset', () => {
+    expect(rateLimitDelay(new Headers({ 'retry-after-ms': '150', 'retry-after': '9' }), now)).toBe(
+      150,
+    )
+    expect(
+      rateLimitDelay(new Headers({ 'retry-after': '9', 'x-ratelimit-reset-requests': '1s' }), now),
+    ).toBe(9000)
+    expect(
+      rateLimitDelay(
+        new Headers({
+          'x-ratelimit-reset-requests': '1s',
+          'x-ratelimit-remaining-requests': '10',
+          'x-ratelimit-reset-tokens': '6m0s',
+          'x-ratelimit-remaining-tokens': '0',
+        }),
+        now,
+      ),
+    ).toBe(360_000)
+    expect(
+      rateLimitDelay(
+        new Headers({
+          'anthropic-ratelimit-requests-reset': '2026-11-29T12:00:10Z',
+          'anthropic-ratelimit-requests-remaining': '0',
+          'anthropic-ratelimit-tokens-reset': '2026-11-29T12:01:00Z',
+          'anthropic-ratelimit-tokens-remaining': '5000',
+        }),
+        now,
+      ),
+    ).toBe(10_000)
+    expect(
+      rateLimitDelay(
+        new Headers({ 'x-ratelimit-reset-requests': '2s', 'x-ratelimit-reset-tokens': '1s' }),
+        now,
+      ),
+    ).toBe(1000)
+    expect(rateLimitDelay(new Headers(), now)).toBeUndefined()
+  })
+})
+
+describe('classifyAttemptFailure', () => {
+  const status = (code: number, headers: Record<string, string> = {}) =>
+    classifyAttemptFailure({ kind: 'status', status: code, headers: new Headers(headers) })
+
+  it.each([
+    [408, true, 'protocol-fault'],
+    [409, true, 'protocol-fault'],
+    [429, true, 'rate-limited'],
+    [500, true, 'server-error'],
+    [502, true, 'server-error'],
+    [503, true, 'server-error'],
+    [529, true, 'overloaded'],
+    [401, true, 'auth-failed'],
+    [403, true, 'auth-failed'],
+    [400, false, 'rejected'],
+    [404, false, 'rejected'],
+    [422, false, 'rejected'],
+  ])('status %i → retry %s, key %s', (code, retry, key) => {
+    const verdict = status(code)
+    expect(verdict.retry).toBe(retry)
+    expect(verdict.key.kind).toBe(key)
+  })
+
+  it('lets x-should-retry override the status rule', () => {
+    expect(status(503, { 'x-should-retry': 'false' }).retry).toBe(false)
+    expect(status(400, { 'x-should-retry': 'true' }).retry).toBe(true)
+  })
+
+  it('passes the wait a 429 asked for to the key and marks it as overload', () => {
+    const verdict = status(429, { 'retry-after': '20' })
+    expect(verdict).toMatchObject({
+      key: { kind: 'rate-limited', retryAfterMs: 20_000 },
+      overload: true,
+      status: 429,
+    })
+  })
+
+  it('never shows the client an upstream auth error', () => {
+    expect(status(401).status).toBe(502)
+  })
+
+  it('classifies peek outcomes: empty and timeouts are protocol faults, aborts are the client going away', () => {
+    const base = { frames: [], reader: {} as never, tracker: {} as never, elapsedMs: 1 }
+    expect(
+      classifyAttemptFailure({
+        kind: 'peek',
+        outcome: { ...base, kind: 'empty', eof: { kind: 'empty' } },
+      }),
+    ).toMatchObject({
+      retry: true,
+      key: { kind: 'protocol-fault' },
+      reason: 'empty-stream',
+      status: 502,
+    })
+    expect(
+      classifyAttemptFailure({ kind: 'peek', outcome: { ...base, kind: 'aborted', reason: 'x' } }),
+    ).toMatchObject({ retry: false, key: { kind: 'client-gone' } })
+  })
+
+  it('reads error frames: overload and rate limits are overload, invalid requests are not retried', () => {
+    const frame = (type: string, retryable: boolean) =>
+      classifyAttemptFailure({
+        kind: 'peek',
+        outcome: {
+          frames: [],
+          reader: {} as never,
+          tracker: {} as never,
+          elapsedMs: 1,
+          kind: 'error-frame',
+          error: { type, message: 'm', code: null, status: null, retryable },
+        },
+      })
+    expect(frame('overloaded_error', true)).toMatchObject({
+      retry: true,
+      overload: true,
+      key: { kind: 'overloaded' },
+      status: 529,
+    })
+    expect(frame('rate_limit_error', true)).toMatchObject({
+      retry: true,
+      overload: true,
+      key: { kind: 'rate-limited' },
+    })
+    expect(frame('invalid_request_error', false)).toMatchObject({
+      retry: false,
+      key: { kind: 'rejected' },
+    })
+  })
+})
+
+describe('classifyConnectionError', () => {
+  const undici = (code: string, message = 'x') =>
+    Object.assign(new TypeError('fetch failed'), {
+      cause: Object.assign(new Error(message), { code }),
+    })
+
+  it.each(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'UND_ERR_SOCKET'])(
+    '%s is retryable',
+    (code) => {
+      expect(classifyConnectionError(undici(code))).toMatchObject({ retryable: true, code })
+    },
+  )
+
+  it.each([
+    'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+    'SELF_SIGNED_CERT_IN_CHAIN',
+    'CERT_HAS_EXPIRED',
+    'ERR_TLS_CERT_ALTNAME_INVALID',
+    'DEPTH_ZERO_SELF_SIGNED_CERT',
+  ])('%s is a TLS failure, not retryable, with an actionable message', (code) => {
+    const verdict = classifyConnectionError(undici(code))
+    expect(verdict.retryable).toBe(false)
+    expect(verdict.message).toContain('check the proxy or corporate CA settings')
+  })
+
+  it('treats an unknown host as final and undici terminated as retryable', () => {
+    expect(classifyConnectionError(undici('ENOTFOUND'))).toMatchObject({ retryable: false })
+    expect(classifyConnectionError(new TypeError('terminated'))).toMatchObject({
+      retryable: true,
+      message: 'the upstream connection was terminated',
+    })
+  })
+
+  it('walks a cyclic cause chain without hanging', () => {
+    const a = new Error('a') as Error & { cause?: unknown }
+    const b = new Error('b', { cause: a })
+    a.cause = b
+    expect(classifyConnectionError(a).retryable).toBe(true)
+  })
+})
+
+describe('errorFromBody', () => {
+  it('reads OpenAI, Anthropic and Gemini error bodies and reduces HTML pages to their title', () => {
+    expect(
+      errorFromBody('{"error":{"message":"Rate limit","type":"rate_limit_error"}}', 429),
+    ).toMatchObject({ type: 'rate_limit_error', message: 'Rate limit', status: 429 })
+    expect(
+      errorFromBody(
+        '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+        529,
+      ),
+    ).toMatchObject({ type: 'overloaded_error' })
+    expect(
+      errorFromBody('{"error":{"code":503,"message":"busy","status":"UNAVAILABLE"}}', 503),
+    ).toMatchObject({ type: 'UNAVAILABLE', retryable: true })
+    expect(errorFromBody('<html><title>502 Bad Gateway</title></html>', 502)).toMatchObject({
+      message: '502 Bad Gateway',
+    })
+    expect(errorFromBody('', 500)).toBeUndefined()
+  })
+})

@@ -15,5 +15,5 @@ export default defineConfig({
   clean: true,
   splitting: false,
   treeshake: true,
-  external: ['fast-check', 'eventsource-parser', 'p-retry'],
+  external: ['fast-check', 'eventsource-parser', 'p-retry', 'stream-boundary/node'],
 })

@@ -1,11 +1,14 @@
 /**
  * `stream-boundary/node`: a downstream sink over Node's `http.ServerResponse` (plain
- * `node:http`, Express, Fastify's `reply.raw`). The only `node:http` code in the package.
+ * `node:http`, Express, Fastify's `reply.raw`), and `serveFetch` to serve a fetch-style
+ * handler on Node. The only `node:http` code in the package.
  *
  * @module
  */
 
-import type { ServerResponse } from 'node:http'
+import { Buffer } from 'node:buffer'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
 
 /**
@@ -76,5 +79,135 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
       res.off('close', onClose)
       if (!res.destroyed) res.destroy(reason instanceof Error ? reason : undefined)
     },
+  }
+}
+
+/** A running {@link serveFetch} server. */
+export interface ServedFetch {
+  /** The base URL, `http://127.0.0.1:<port>`. */
+  readonly url: string
+  readonly port: number
+  /** Stops accepting, ends every open connection, and resolves when closed. */
+  close(): Promise<void>
+}
+
+/** Options of {@link serveFetch}. */
+export interface ServeFetchOptions {
+  /** @default 0 (an ephemeral port) */
+  readonly port?: number
+  /** @default '127.0.0.1' */
+  readonly host?: string
+}
+
+/**
+ * Serves a fetch-style handler (`Request → Response`) over Node's `http`: the request's
+ * signal aborts when the client goes away, the response body is written with backpressure,
+ * and a body that fails mid-way cuts the connection (as a dropped proxy tunnel would), so
+ * clients see a reset rather than a clean end.
+ *
+ * @example
+ * const { url, close } = await serveFetch((request) => new Response('ok'))
+ */
+export async function serveFetch(
+  handler: (request: Request) => Response | Promise<Response>,
+  options: ServeFetchOptions = {},
+): Promise<ServedFetch> {
+  const host = options.host ?? '127.0.0.1'
+  const server: Server = createServer((req, res) => {
+    void respond(handler, host, req, res)
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  }
+}
+
+async function respond(
+  handler: (request: Request) => Response | Promise<Response>,
+  host: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const gone = new AbortController()
+  res.once('close', () => {
+    if (!res.writableFinished) gone.abort(new Error('the client closed the connection'))
+  })
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string') headers.set(name, value)
+    else if (Array.isArray(value)) for (const item of value) headers.append(name, item)
+  }
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD'
+  let body: Buffer | undefined
+  if (hasBody) {
+    const chunks: Uint8Array[] = []
+    for await (const chunk of req) chunks.push(chunk as Uint8Array)
+    body = Buffer.concat(chunks)
+  }
+  let response: Response
+  try {
+    const request = new Request(`http://${req.headers.host ?? host}${req.url ?? '/'}`, {
+      method: req.method ?? 'GET',
+      headers,
+      signal: gone.signal,
+      ...(body === undefined
+        ? {}
+        : { body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength) as BodyInit }),
+    })
+    response = await handler(request)
+  } catch {
+    if (!res.headersSent && !res.destroyed) res.writeHead(500).end()
+    else res.destroy()
+    return
+  }
+  const head: Record<string, string> = {}
+  for (const [name, value] of response.headers) head[name] = value
+  res.writeHead(response.status, head)
+  res.flushHeaders()
+  if (response.body === null) {
+    res.end()
+    return
+  }
+  const reader = response.body.getReader()
+  const cancel = () => {
+    reader.cancel(gone.signal.reason).catch(() => {})
+  }
+  gone.signal.addEventListener('abort', cancel, { once: true })
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      if (!res.write(value)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            res.off('drain', go)
+            res.off('close', go)
+            resolve()
+          }
+          res.once('drain', go)
+          res.once('close', go)
+        })
+      }
+      if (res.destroyed) return
+    }
+    res.end()
+  } catch {
+    // The body failed mid-way: cut the connection instead of ending it cleanly.
+    res.destroy()
+  } finally {
+    gone.signal.removeEventListener('abort', cancel)
   }
 }

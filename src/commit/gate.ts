@@ -7,6 +7,7 @@
  */
 
 import { DownstreamClosedError, HeadersSentError, RetryAfterCommitError } from '../errors.js'
+import { forwardableHeaders } from './headers.js'
 
 /**
  * The seam between the library and a host's response object (Node `ServerResponse`, a Web
@@ -87,6 +88,11 @@ export interface CommitGate {
   readonly failure: DownstreamClosedError | undefined
   /** Content bytes written (keep-alives not counted). */
   readonly bytesWritten: number
+  /**
+   * Sets the upstream's headers to pass on with the head (replacing those of an earlier
+   * attempt). Ignored once headers were sent; the gate's own and the host's headers win.
+   */
+  setUpstreamHeaders(headers: Headers): void
   /** Sends the SSE head if it was not sent. */
   commitHeaders(): Promise<void>
   /** Writes content bytes, committing headers and content first. Waits for backpressure. */
@@ -126,6 +132,7 @@ class Gate implements CommitGate {
   readonly #sink: DownstreamSink
   readonly #status: number
   readonly #headers: Headers
+  #upstreamHeaders: Headers = new Headers()
   readonly #keepAliveMs: number
   readonly earlyHeaders: boolean
   readonly #controller = new AbortController()
@@ -211,12 +218,18 @@ class Gate implements CommitGate {
     return step
   }
 
+  setUpstreamHeaders(headers: Headers): void {
+    if (this.#state === 'open') this.#upstreamHeaders = forwardableHeaders(headers)
+  }
+
   async commitHeaders(): Promise<void> {
     this.#ensureUsable()
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
     await this.#run(async () => {
-      await this.#sink.sendHead(this.#status, this.#headers)
+      const head = new Headers(this.#upstreamHeaders)
+      for (const [name, value] of this.#headers) head.set(name, value)
+      await this.#sink.sendHead(this.#status, head)
       await this.#sink.flush?.()
     })
     this.#startKeepAlive()

@@ -6,6 +6,7 @@
 
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
 export { commitGateDefaults, createCommitGate, sseHeaders } from './gate.js'
+export { forwardableHeaders } from './headers.js'
 export type {
   DeliverOptions,
   DeliverOutcome,

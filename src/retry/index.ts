@@ -25,3 +25,5 @@ export type {
   Route,
 } from './relay.js'
 export { errorFromBody, relay, relayDefaults } from './relay.js'
+export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
+export { adapterForUrl, createResilientFetch } from './resilient-fetch.js'

@@ -17,6 +17,7 @@ import { field, parseObject, stringField, upstreamError } from '../protocols/com
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type { RenderableError, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import { sleep } from './sleep.js'
 
 /** What an attempt function is given. */
 export interface AttemptContext {
@@ -232,26 +233,6 @@ function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void
   } catch {
     // A hook must never break the request it observes.
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (ms <= 0) return signal.aborted ? Promise.reject(signal.reason) : Promise.resolve()
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason)
-      return
-    }
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(signal.reason)
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    ;(timer as { unref?: () => void }).unref?.()
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
 }
 
 function backoffDelay(options: Required<BackoffOptions>, retry: number): number {
@@ -557,6 +538,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
             status,
           )
         }
+        gate.setUpstreamHeaders(response.headers)
         let timeToFirstOutputMs = 0
         const delivered = await deliver({
           gate,

@@ -8,6 +8,15 @@
  */
 
 export * as arbitraries from './arbitraries.js'
+export type {
+  Fault,
+  FaultKind,
+  FaultyUpstream,
+  FaultyUpstreamOptions,
+  RecordedRequest,
+  Scenario,
+} from './faulty-upstream.js'
+export { createFaultyUpstream } from './faulty-upstream.js'
 export type { RecordingSink, SinkEvent } from './recording-sink.js'
 export { createRecordingSink } from './recording-sink.js'
 export type { ScriptedBody, ScriptStep } from './scripted-body.js'

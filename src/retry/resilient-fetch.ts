@@ -1,0 +1,210 @@
+/**
+ * `createResilientFetch()`: a function with `fetch`'s signature that an SDK can be given
+ * (`new OpenAI({ fetch })`, `new Anthropic({ fetch })`), so its streaming requests retry
+ * inside the pre-output window and its callers see one clean stream or one honest error.
+ *
+ * @module
+ */
+
+import { webSink } from '../commit/web-sink.js'
+import { createMemoryKeyPool } from '../key-pool/memory.js'
+import type { KeyPool } from '../key-pool/types.js'
+import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { geminiGenerateContent } from '../protocols/gemini.js'
+import { openaiChat } from '../protocols/openai-chat.js'
+import { openaiResponses } from '../protocols/openai-responses.js'
+import type { StreamAdapter } from '../protocols/types.js'
+import { classifyAttemptFailure } from './classify.js'
+import {
+  errorFromBody,
+  type RelayHooks,
+  type RelayOutcome,
+  type RelayPolicy,
+  relay,
+} from './relay.js'
+import { sleep } from './sleep.js'
+
+/** A `fetch`-compatible function. */
+export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
+
+/** Options of {@link createResilientFetch}. */
+export interface ResilientFetchOptions {
+  /**
+   * The `fetch` that reaches the upstream.
+   * @default globalThis.fetch
+   */
+  fetch?: FetchFunction
+  /**
+   * The protocol; by default picked per request from its URL (`/chat/completions`,
+   * `/responses`, `/messages`, `:streamGenerateContent`). Requests it cannot place pass through.
+   */
+  adapter?: StreamAdapter
+  /**
+   * Keys to rotate. When given, each attempt sets the protocol's credential header
+   * (`authorization: Bearer`, `x-api-key`, `x-goog-api-key`) from the leased key, replacing
+   * the SDK's. Without it the SDK's own credential is used for every attempt.
+   */
+  pool?: KeyPool
+  /** How streaming requests are retried and ended (see `relay`). */
+  policy?: RelayPolicy
+  hooks?: RelayHooks
+  /** Called with every streaming request's outcome. */
+  onOutcome?: (outcome: RelayOutcome) => void
+}
+
+const adapterRoutes: readonly [RegExp, StreamAdapter][] = [
+  [/\/chat\/completions\/?$/, openaiChat],
+  [/\/responses\/?$/, openaiResponses],
+  [/\/messages\/?$/, anthropicMessages],
+  [/:streamGenerateContent$/, geminiGenerateContent],
+]
+
+/** The shipped adapter for a request URL, or `undefined`. */
+export function adapterForUrl(url: string | URL): StreamAdapter | undefined {
+  const path = new URL(url).pathname
+  return adapterRoutes.find(([pattern]) => pattern.test(path))?.[1]
+}
+
+const credentialHeaders: Record<string, (secret: string) => [string, string]> = {
+  'openai-chat': (secret) => ['authorization', `Bearer ${secret}`],
+  'openai-responses': (secret) => ['authorization', `Bearer ${secret}`],
+  'anthropic-messages': (secret) => ['x-api-key', secret],
+  gemini: (secret) => ['x-goog-api-key', secret],
+}
+
+function withCredential(headers: Headers, adapter: StreamAdapter, secret: string): Headers {
+  const out = new Headers(headers)
+  const make = credentialHeaders[adapter.name] ?? credentialHeaders['openai-chat']
+  const [name, value] = (make as (secret: string) => [string, string])(secret)
+  out.set(name, value)
+  return out
+}
+
+/** Whether the request asks for a stream: `stream: true` in a JSON body, or Gemini's stream path. */
+function isStreaming(url: URL, body: string | undefined): boolean {
+  if (url.pathname.endsWith(':streamGenerateContent')) return true
+  if (body === undefined || !body.includes('"stream"')) return false
+  try {
+    return (JSON.parse(body) as { stream?: unknown }).stream === true
+  } catch {
+    return false
+  }
+}
+
+/** Stands in for a pool when the SDK supplies its own credential. */
+function callerCredential(): KeyPool {
+  return createMemoryKeyPool([{ id: 'caller', secret: 'caller-supplied' }])
+}
+
+/**
+ * Creates a `fetch` that retries streaming LLM requests inside the pre-output window. The
+ * request body is buffered once so it can be sent again. A streaming request resolves to a
+ * `Response` whose body is the committed stream (peeked frames, then the rest), or to the
+ * final error status with a JSON body in the protocol's shape; the SDK sees one clean
+ * stream or one honest error. Non-streaming requests are retried on the same rules, and the
+ * last answer is returned as the upstream gave it.
+ *
+ * @example
+ * import OpenAI from 'openai'
+ * const client = new OpenAI({ fetch: createResilientFetch({ policy: { peek: { firstOutputTimeoutMs: 20_000 } } }) })
+ */
+export function createResilientFetch(options: ResilientFetchOptions = {}): FetchFunction {
+  const inner: FetchFunction = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+
+  return async function resilientFetch(input, init) {
+    const request = new Request(input, init)
+    const url = new URL(request.url)
+    const adapter = options.adapter ?? adapterForUrl(url)
+    if (adapter === undefined) return inner(input, init)
+    const body = request.body === null ? undefined : await request.text()
+    const headers = new Headers(request.headers)
+    const callerSignal = init?.signal ?? undefined
+    // Without a pool the SDK's own credential is used: a fresh stand-in per request, so one
+    // request's 401 or 429 never blocks the next.
+    const pool = options.pool ?? callerCredential()
+    const send = (secret: string | undefined, signal: AbortSignal) =>
+      inner(url.toString(), {
+        method: request.method,
+        headers:
+          options.pool === undefined || secret === undefined
+            ? headers
+            : withCredential(headers, adapter, secret),
+        ...(body === undefined ? {} : { body }),
+        signal,
+      })
+
+    if (!isStreaming(url, body))
+      return retryPlain(send, pool, options.policy?.maxAttempts ?? 3, callerSignal)
+
+    const { sink, response } = webSink()
+    const relayed = relay({
+      sink,
+      pool,
+      adapter,
+      signal: callerSignal,
+      ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+      attempt: ({ key, signal }) =>
+        send(
+          key.secret,
+          callerSignal === undefined ? signal : AbortSignal.any([signal, callerSignal]),
+        ),
+    })
+    relayed.then(options.onOutcome, () => {})
+    return response
+  }
+}
+
+/** Plain requests: retried on the same status and connection rules, the last answer returned as given. */
+async function retryPlain(
+  send: (secret: string | undefined, signal: AbortSignal) => Promise<Response>,
+  pool: KeyPool,
+  maxAttempts: number,
+  callerSignal: AbortSignal | undefined,
+): Promise<Response> {
+  const signal = callerSignal ?? new AbortController().signal
+  const tried = new Set<string>()
+  for (let attempt = 1; ; attempt++) {
+    let acquired = await pool.acquire({ exclude: tried })
+    if (acquired.kind !== 'leased') acquired = await pool.acquire()
+    if (acquired.kind !== 'leased') return send(undefined, signal)
+    const lease = acquired.lease
+    tried.add(lease.keyId)
+    let response: Response
+    try {
+      response = await send(lease.secret, signal)
+    } catch (error) {
+      const verdict = classifyAttemptFailure({ kind: 'connection', error })
+      await lease.report(signal.aborted ? { kind: 'client-gone' } : verdict.key)
+      if (signal.aborted || !verdict.retry || attempt >= maxAttempts) throw error
+      await sleep(plainBackoffMs(attempt, undefined), signal)
+      continue
+    }
+    if (response.ok) {
+      await lease.report({ kind: 'success' })
+      return response
+    }
+    const text = await response.text()
+    const verdict = classifyAttemptFailure({
+      kind: 'status',
+      status: response.status,
+      headers: response.headers,
+      error: errorFromBody(text, response.status),
+    })
+    await lease.report(verdict.key)
+    if (!verdict.retry || attempt >= maxAttempts) {
+      return new Response(text, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      })
+    }
+    await sleep(plainBackoffMs(attempt, verdict.retryAfterMs), signal)
+  }
+}
+
+/** A short wait between plain retries: what the upstream asked for (up to 10 s), else 250 ms doubling. */
+function plainBackoffMs(attempt: number, retryAfterMs: number | undefined): number {
+  if (retryAfterMs !== undefined && retryAfterMs <= 10_000) return retryAfterMs
+  return Math.min(4000, 250 * 2 ** (attempt - 1))
+}

@@ -1,0 +1,556 @@
+/**
+ * A scriptable, fault-injecting LLM upstream that speaks OpenAI Chat, OpenAI Responses,
+ * Anthropic Messages and Gemini (picked from the request path). Use it as a `fetch`
+ * (no sockets) or as a real HTTP server on 127.0.0.1 (`listen()`). Each scenario is a list
+ * of faults, one per attempt: "first call fails this way, second succeeds".
+ *
+ * @module
+ */
+
+import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { geminiGenerateContent } from '../protocols/gemini.js'
+import { openaiChat } from '../protocols/openai-chat.js'
+import { openaiResponses } from '../protocols/openai-responses.js'
+import type { StreamAdapter } from '../protocols/types.js'
+
+/** Every fault the upstream can play. */
+export type FaultKind =
+  | 'ok'
+  | 'empty-eof'
+  | 'hang-before-headers'
+  | 'headers-then-hang'
+  | 'keepalives-only'
+  | 'role-only-then-stall'
+  | 'error-frame'
+  | 'fatal-error-frame'
+  | 'rate-limited'
+  | 'overloaded'
+  | 'html-500'
+  | 'json-error-200'
+  | 'partial-then-cut'
+  | 'thinking-only'
+  | 'slow-drip'
+  | 'reset-mid-frame'
+  | 'oversized-frame'
+  | 'invalid-utf8'
+  | 'no-final-blank-line'
+
+/** One fault, with its knobs. */
+export interface Fault {
+  readonly kind: FaultKind
+  /** `rate-limited`: the `retry-after` header, in seconds. @default 1 */
+  readonly retryAfterSeconds?: number
+  /** `rate-limited`: a `retry-after-ms` header instead. */
+  readonly retryAfterMs?: number
+  /** `slow-drip`: the gap between frames. @default 300 */
+  readonly delayMs?: number
+}
+
+/** Faults per attempt; the last one repeats. */
+export type Scenario = readonly (Fault | FaultKind)[]
+
+/** Options of {@link createFaultyUpstream}. */
+export interface FaultyUpstreamOptions {
+  /** Named scenarios, chosen per request by the `x-fault-scenario` header. */
+  readonly scenarios?: Readonly<Record<string, Scenario>>
+  /** The text of a normal answer. @default 'The quick brown fox jumps over the lazy dog.' */
+  readonly text?: string
+  /** The reasoning of `thinking-only`. @default 'Let me think about this step by step.' */
+  readonly reasoning?: string
+  /** Gap between the frames of a normal stream. @default 0 */
+  readonly frameDelayMs?: number
+  /** Gap between keep-alives of `keepalives-only`. @default 200 */
+  readonly keepAliveMs?: number
+}
+
+/** What one attempt received and which fault answered it. */
+export interface RecordedRequest {
+  readonly scenario: string
+  /** 1 for the first request of its scenario. */
+  readonly attempt: number
+  readonly fault: FaultKind
+  readonly protocol: string
+  readonly method: string
+  readonly path: string
+  /** Request headers, credentials redacted. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+/** A running faulty upstream. */
+export interface FaultyUpstream {
+  /** A `fetch` that answers in process, without sockets. */
+  readonly fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>
+  /** The handler behind `fetch` and `listen`. */
+  handle(request: Request): Promise<Response>
+  /** Serves the upstream on 127.0.0.1 (an ephemeral port by default); resolves to its base URL. */
+  listen(port?: number): Promise<string>
+  /** Stops the server (if listening) and every stream still open. */
+  close(): Promise<void>
+  /** What each attempt received, in order. */
+  readonly requests: readonly RecordedRequest[]
+  /** Starts every scenario's attempt count again. */
+  reset(): void
+}
+
+const encoder = new TextEncoder()
+const secretHeaders = new Set([
+  'authorization',
+  'x-api-key',
+  'x-goog-api-key',
+  'api-key',
+  'proxy-authorization',
+])
+
+const adapters: readonly [RegExp, StreamAdapter][] = [
+  [/\/chat\/completions\/?$/, openaiChat],
+  [/\/responses\/?$/, openaiResponses],
+  [/\/messages\/?$/, anthropicMessages],
+  [/:streamGenerateContent$/, geminiGenerateContent],
+]
+
+/** Frames of one protocol, for the faults to arrange. */
+interface Wire {
+  preamble(reasoning: boolean): string[]
+  text(delta: string): string
+  reasoning(delta: string): string
+  finish(): string[]
+  error(type: string, message: string): string
+  errorBody(type: string, message: string, status: number): string
+}
+
+const sse = (data: unknown, event?: string) =>
+  `${event === undefined ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
+
+function chatWire(): Wire {
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    sse({
+      id: 'chatcmpl-faulty',
+      object: 'chat.completion.chunk',
+      created: 1_764_000_000,
+      model: 'faulty-model',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    })
+  return {
+    preamble: () => [chunk({ role: 'assistant', content: '' })],
+    text: (delta) => chunk({ content: delta }),
+    reasoning: (delta) => chunk({ reasoning_content: delta }),
+    finish: () => [chunk({}, 'stop'), sse('[DONE]')],
+    error: (type, message) => sse({ error: { message, type, param: null, code: null } }),
+    errorBody: (type, message) =>
+      JSON.stringify({ error: { message, type, param: null, code: null } }),
+  }
+}
+
+function anthropicWire(): Wire {
+  const event = (type: string, body: Record<string, unknown>) => sse({ type, ...body }, type)
+  return {
+    preamble: (reasoning) => [
+      event('message_start', {
+        message: {
+          id: 'msg_faulty',
+          type: 'message',
+          role: 'assistant',
+          content: [],
+          model: 'faulty-model',
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 10, output_tokens: 1 },
+        },
+      }),
+      event('content_block_start', {
+        index: 0,
+        content_block: reasoning
+          ? { type: 'thinking', thinking: '', signature: '' }
+          : { type: 'text', text: '' },
+      }),
+      sse({ type: 'ping' }, 'ping'),
+    ],
+    text: (delta) =>
+      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: delta } }),
+    reasoning: (delta) =>
+      event('content_block_delta', {
+        index: 0,
+        delta: { type: 'thinking_delta', thinking: delta },
+      }),
+    finish: () => [
+      event('content_block_stop', { index: 0 }),
+      event('message_delta', {
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: 12 },
+      }),
+      event('message_stop', {}),
+    ],
+    error: (type, message) => event('error', { error: { type, message } }),
+    errorBody: (type, message) => JSON.stringify({ type: 'error', error: { type, message } }),
+  }
+}
+
+function responsesWire(): Wire {
+  let sequence = 0
+  const event = (type: string, body: Record<string, unknown>) =>
+    sse({ type, sequence_number: sequence++, ...body }, type)
+  const response = (status: string) => ({
+    id: 'resp_faulty',
+    object: 'response',
+    created_at: 1_764_000_000,
+    status,
+    model: 'faulty-model',
+    output: [],
+  })
+  const item = { item_id: 'msg_faulty', output_index: 0, content_index: 0 }
+  return {
+    preamble: () => [
+      event('response.created', { response: response('in_progress') }),
+      event('response.in_progress', { response: response('in_progress') }),
+      event('response.output_item.added', {
+        output_index: 0,
+        item: {
+          id: 'msg_faulty',
+          type: 'message',
+          status: 'in_progress',
+          role: 'assistant',
+          content: [],
+        },
+      }),
+    ],
+    text: (delta) => event('response.output_text.delta', { ...item, delta }),
+    reasoning: (delta) =>
+      event('response.reasoning_summary_text.delta', {
+        item_id: 'rs_faulty',
+        output_index: 0,
+        summary_index: 0,
+        delta,
+      }),
+    finish: () => [event('response.completed', { response: response('completed') })],
+    error: (type, message) =>
+      event('error', { code: type, message, param: null, error: { type, code: type, message } }),
+    errorBody: (type, message) =>
+      JSON.stringify({ error: { message, type, param: null, code: null } }),
+  }
+}
+
+function geminiWire(): Wire {
+  const chunk = (parts: unknown[], finishReason?: string) =>
+    sse({
+      candidates: [
+        {
+          content: { parts, role: 'model' },
+          index: 0,
+          ...(finishReason === undefined ? {} : { finishReason }),
+        },
+      ],
+      modelVersion: 'faulty-model',
+    })
+  return {
+    preamble: () => [],
+    text: (delta) => chunk([{ text: delta }]),
+    reasoning: (delta) => chunk([{ text: delta, thought: true }]),
+    finish: () => [chunk([{ text: '' }], 'STOP')],
+    error: (type, message) => sse({ error: { code: 503, message, status: type } }),
+    errorBody: (type, message, status) =>
+      JSON.stringify({ error: { code: status, message, status: type } }),
+  }
+}
+
+function wireFor(adapter: StreamAdapter): Wire {
+  switch (adapter.name) {
+    case 'anthropic-messages':
+      return anthropicWire()
+    case 'openai-responses':
+      return responsesWire()
+    case 'gemini':
+      return geminiWire()
+    default:
+      return chatWire()
+  }
+}
+
+const retryableError: Record<string, string> = {
+  'anthropic-messages': 'overloaded_error',
+  gemini: 'UNAVAILABLE',
+}
+const fatalError: Record<string, string> = { gemini: 'INVALID_ARGUMENT' }
+
+function words(text: string): string[] {
+  return text.match(/\S+\s*/g) ?? [text]
+}
+
+type Step = string | Uint8Array | { wait: number } | { hang: true } | { reset: true }
+
+/** A body that plays steps, stops on cancel, and never leaves a timer behind. */
+function playSteps(
+  steps: readonly Step[],
+  signal: AbortSignal,
+  opened: Set<() => void>,
+): ReadableStream<Uint8Array> {
+  let index = 0
+  let wake: (() => void) | undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let stopped = false
+  const stop = () => {
+    stopped = true
+    if (timer !== undefined) clearTimeout(timer)
+    wake?.()
+  }
+  opened.add(stop)
+  signal.addEventListener('abort', stop, { once: true })
+  const release = () => {
+    opened.delete(stop)
+    signal.removeEventListener('abort', stop)
+  }
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        for (;;) {
+          if (stopped) {
+            release()
+            try {
+              controller.close()
+            } catch {
+              // Already cancelled.
+            }
+            return
+          }
+          const step = steps[index++]
+          if (step === undefined) {
+            release()
+            controller.close()
+            return
+          }
+          if (typeof step === 'string' || step instanceof Uint8Array) {
+            controller.enqueue(typeof step === 'string' ? encoder.encode(step) : step)
+            return
+          }
+          if ('reset' in step) {
+            release()
+            controller.error(
+              Object.assign(new TypeError('terminated'), {
+                cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }),
+              }),
+            )
+            return
+          }
+          await new Promise<void>((resolve) => {
+            wake = resolve
+            if ('wait' in step) timer = setTimeout(resolve, step.wait)
+          })
+          timer = undefined
+          wake = undefined
+        }
+      },
+      cancel() {
+        stop()
+        release()
+      },
+    },
+    { highWaterMark: 0 },
+  )
+}
+
+/**
+ * Creates a faulty upstream.
+ *
+ * @example
+ * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+ * const client = new OpenAI({ apiKey: 'sk-test', baseURL: 'http://upstream.test/v1', fetch: upstream.fetch,
+ *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
+ */
+export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
+  const scenarios = options.scenarios ?? {}
+  const answer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
+  const thought = options.reasoning ?? 'Let me think about this step by step.'
+  const frameDelayMs = options.frameDelayMs ?? 0
+  const keepAliveMs = options.keepAliveMs ?? 200
+  const requests: RecordedRequest[] = []
+  const counts = new Map<string, number>()
+  const opened = new Set<() => void>()
+  let server: { close(): Promise<void> } | undefined
+
+  function faultFor(name: string): Fault {
+    const scenario = scenarios[name] ?? ['ok']
+    const attempt = (counts.get(name) ?? 0) + 1
+    counts.set(name, attempt)
+    const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
+    return typeof fault === 'string' ? { kind: fault } : fault
+  }
+
+  function steps(fault: Fault, adapter: StreamAdapter): Step[] {
+    const wire = wireFor(adapter)
+    const spaced = (frames: string[], gap: number): Step[] =>
+      frames.flatMap((frame, i) => (i === 0 || gap === 0 ? [frame] : [{ wait: gap }, frame]))
+    const textFrames = words(answer).map((word) => wire.text(word))
+    switch (fault.kind) {
+      case 'ok':
+        return spaced([...wire.preamble(false), ...textFrames, ...wire.finish()], frameDelayMs)
+      case 'slow-drip':
+        return spaced(
+          [...wire.preamble(false), ...textFrames, ...wire.finish()],
+          fault.delayMs ?? 300,
+        )
+      case 'empty-eof':
+        return []
+      case 'headers-then-hang':
+        return [{ hang: true }]
+      case 'keepalives-only':
+        return Array.from({ length: 10_000 }, (): Step[] => [
+          ': keep-alive\n\n',
+          { wait: keepAliveMs },
+        ]).flat()
+      case 'role-only-then-stall':
+        return [...wire.preamble(false), { hang: true }]
+      case 'error-frame':
+        return [
+          ...wire.preamble(false),
+          wire.error(
+            retryableError[adapter.name] ?? 'server_error',
+            'The upstream is overloaded, try again',
+          ),
+        ]
+      case 'fatal-error-frame':
+        return [
+          ...wire.preamble(false),
+          wire.error(fatalError[adapter.name] ?? 'invalid_request_error', 'The request is invalid'),
+        ]
+      case 'partial-then-cut':
+        return spaced(
+          [
+            ...wire.preamble(false),
+            ...textFrames.slice(0, Math.max(1, Math.floor(textFrames.length / 2))),
+          ],
+          frameDelayMs,
+        )
+      case 'thinking-only':
+        return spaced(
+          [...wire.preamble(true), ...words(thought).map((word) => wire.reasoning(word))],
+          frameDelayMs,
+        )
+      case 'reset-mid-frame': {
+        const [first = ''] = textFrames
+        return [
+          ...wire.preamble(false),
+          first,
+          (textFrames[1] ?? first).slice(0, 12),
+          { reset: true },
+        ]
+      }
+      case 'oversized-frame':
+        return [...wire.preamble(false), wire.text('x'.repeat(2 * 1024 * 1024)), ...wire.finish()]
+      case 'invalid-utf8': {
+        const [first = '', ...rest] = textFrames
+        const broken = encoder.encode(first)
+        const bad = new Uint8Array(broken.length + 2)
+        const cut = broken.indexOf(0x22, broken.length - 40)
+        bad.set(broken.subarray(0, cut))
+        bad.set([0xff, 0xfe], cut)
+        bad.set(broken.subarray(cut), cut + 2)
+        return [...wire.preamble(false), bad, ...rest, ...wire.finish()]
+      }
+      case 'no-final-blank-line': {
+        const frames = [...wire.preamble(false), ...textFrames, ...wire.finish()]
+        const last = frames.pop() ?? ''
+        return [...frames, last.replace(/\n+$/, '')]
+      }
+      default:
+        return []
+    }
+  }
+
+  async function handle(request: Request): Promise<Response> {
+    const url = new URL(request.url)
+    const adapter = adapters.find(([pattern]) => pattern.test(url.pathname))?.[1] ?? openaiChat
+    const scenario = request.headers.get('x-fault-scenario') ?? 'default'
+    const fault = faultFor(scenario)
+    const headers: Record<string, string> = {}
+    for (const [name, value] of request.headers)
+      headers[name] = secretHeaders.has(name) ? '[redacted]' : value
+    const body = request.body === null ? '' : await request.text()
+    requests.push({
+      scenario,
+      attempt: counts.get(scenario) ?? 1,
+      fault: fault.kind,
+      protocol: adapter.name,
+      method: request.method,
+      path: url.pathname,
+      headers,
+      body,
+    })
+    const wire = wireFor(adapter)
+    const json = (status: number, text: string, extra: Record<string, string> = {}) =>
+      new Response(text, { status, headers: { 'content-type': 'application/json', ...extra } })
+    switch (fault.kind) {
+      case 'hang-before-headers':
+        return new Promise<Response>((_, reject) => {
+          const stop = () => {
+            opened.delete(stop)
+            reject(request.signal.reason ?? new DOMException('aborted', 'AbortError'))
+          }
+          opened.add(stop)
+          request.signal.addEventListener('abort', stop, { once: true })
+        })
+      case 'rate-limited': {
+        const extra: Record<string, string> =
+          fault.retryAfterMs === undefined
+            ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) }
+            : { 'retry-after-ms': String(fault.retryAfterMs) }
+        const type = adapter.name === 'gemini' ? 'RESOURCE_EXHAUSTED' : 'rate_limit_error'
+        return json(429, wire.errorBody(type, 'Rate limit reached for this key', 429), extra)
+      }
+      case 'overloaded':
+        return json(
+          529,
+          wire.errorBody(
+            adapter.name === 'gemini' ? 'UNAVAILABLE' : 'overloaded_error',
+            'Overloaded',
+            529,
+          ),
+        )
+      case 'html-500':
+        return new Response(
+          '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>',
+          { status: 500, headers: { 'content-type': 'text/html' } },
+        )
+      case 'json-error-200':
+        return json(
+          200,
+          wire.errorBody(
+            'server_error',
+            'The server had an error while processing your request',
+            500,
+          ),
+        )
+      default:
+        return new Response(playSteps(steps(fault, adapter), request.signal, opened), {
+          status: 200,
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            'x-request-id': `req_faulty_${requests.length}`,
+          },
+        })
+    }
+  }
+
+  return {
+    fetch: (input, init) => handle(new Request(input, init)),
+    handle,
+    async listen(port = 0) {
+      const { serveFetch } = await import('stream-boundary/node')
+      const served = await serveFetch(handle, { port })
+      server = served
+      return served.url
+    },
+    async close() {
+      for (const stop of [...opened]) stop()
+      await server?.close()
+      server = undefined
+    },
+    get requests() {
+      return requests
+    },
+    reset() {
+      counts.clear()
+      requests.length = 0
+    },
+  }
+}

@@ -114,7 +114,7 @@ export async function serveFetch(
 ): Promise<ServedFetch> {
   const host = options.host ?? '127.0.0.1'
   const server: Server = createServer((req, res) => {
-    void respond(handler, host, req, res)
+    respond(handler, host, req, res).catch(() => res.destroy())
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
@@ -152,13 +152,13 @@ async function respond(
   }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD'
   let body: Buffer | undefined
-  if (hasBody) {
-    const chunks: Uint8Array[] = []
-    for await (const chunk of req) chunks.push(chunk as Uint8Array)
-    body = Buffer.concat(chunks)
-  }
   let response: Response
   try {
+    if (hasBody) {
+      const chunks: Uint8Array[] = []
+      for await (const chunk of req) chunks.push(chunk as Uint8Array)
+      body = Buffer.concat(chunks)
+    }
     const request = new Request(`http://${req.headers.host ?? host}${req.url ?? '/'}`, {
       method: req.method ?? 'GET',
       headers,
@@ -205,7 +205,9 @@ async function respond(
     }
     res.end()
   } catch {
-    // The body failed mid-way: cut the connection instead of ending it cleanly.
+    // The body failed mid-way: cut the connection instead of ending it cleanly, once what was
+    // written before the failure has gone out.
+    await new Promise((resolve) => setImmediate(resolve))
     res.destroy()
   } finally {
     gone.signal.removeEventListener('abort', cancel)

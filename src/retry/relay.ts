@@ -594,32 +594,41 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       }
     }
 
+    // p-retry checks its signal even after a success: keep a committed result it would discard.
+    let committed: Committed | undefined
     try {
-      return await pRetry(runAttempt, {
-        retries: config.maxAttempts - 1,
-        minTimeout: 0,
-        factor: 1,
-        signal: stop,
-        shouldRetry: ({ error }) => {
-          if (
-            !(error instanceof AttemptFailedError) ||
-            !gate.canRetry ||
-            stop.aborted ||
-            deadline.signal.aborted
-          )
-            return false
-          const verdict = error.verdict
-          overloads = verdict.overload ? overloads + 1 : 0
-          if (verdict.overload && config.priority === 'background') return false
-          if (verdict.overload && overloads >= config.overloadFallbackAfter && hasNextRoute)
-            return false
-          return verdict.retry
+      return await pRetry(
+        async () => {
+          committed = await runAttempt()
+          return committed
         },
-        onFailedAttempt: ({ error }) => {
-          retryReason = error instanceof AttemptFailedError ? error.verdict.reason : undefined
+        {
+          retries: config.maxAttempts - 1,
+          minTimeout: 0,
+          factor: 1,
+          signal: stop,
+          shouldRetry: ({ error }) => {
+            if (
+              !(error instanceof AttemptFailedError) ||
+              !gate.canRetry ||
+              stop.aborted ||
+              deadline.signal.aborted
+            )
+              return false
+            const verdict = error.verdict
+            overloads = verdict.overload ? overloads + 1 : 0
+            if (verdict.overload && config.priority === 'background') return false
+            if (verdict.overload && overloads >= config.overloadFallbackAfter && hasNextRoute)
+              return false
+            return verdict.retry
+          },
+          onFailedAttempt: ({ error }) => {
+            retryReason = error instanceof AttemptFailedError ? error.verdict.reason : undefined
+          },
         },
-      })
+      )
     } catch (error) {
+      if (committed !== undefined) return committed
       if (error instanceof AttemptFailedError) {
         last = { verdict: error.verdict, adapter: route.adapter }
         return undefined

@@ -6,6 +6,8 @@
  */
 
 import fc from 'fast-check'
+import type { StreamAdapter } from '../protocols/types.js'
+import { wireFor } from './wire.js'
 
 const encoder = new TextEncoder()
 
@@ -221,4 +223,118 @@ export function chunkedSseStream(
   options: SseStreamOptions = {},
 ): fc.Arbitrary<{ bytes: Uint8Array; chunks: Uint8Array[] }> {
   return sseStream(options).chain((bytes) => chunkings(bytes).map((chunks) => ({ bytes, chunks })))
+}
+
+/** What a generated protocol stream is meant to show. */
+export type ProtocolScenario =
+  | 'normal'
+  | 'tool-call'
+  | 'reasoning'
+  | 'empty'
+  | 'partial'
+  | 'thinking-only'
+  | 'error-frame'
+  | 'keepalives-only'
+  | 'role-only-then-stall'
+
+/** Every {@link ProtocolScenario}. */
+export const protocolScenarios: readonly ProtocolScenario[] = [
+  'normal',
+  'tool-call',
+  'reasoning',
+  'empty',
+  'partial',
+  'thinking-only',
+  'error-frame',
+  'keepalives-only',
+  'role-only-then-stall',
+]
+
+/** A complete stream of a shipped protocol, with the EOF class it must be classified as. */
+export interface ProtocolStream {
+  readonly bytes: Uint8Array
+  readonly scenario: ProtocolScenario
+  readonly eof: 'completed' | 'partial' | 'thinking-only' | 'error-only' | 'empty'
+}
+
+const expectedEof: Record<ProtocolScenario, ProtocolStream['eof']> = {
+  normal: 'completed',
+  'tool-call': 'completed',
+  reasoning: 'completed',
+  empty: 'empty',
+  partial: 'partial',
+  'thinking-only': 'thinking-only',
+  'error-frame': 'error-only',
+  'keepalives-only': 'empty',
+  'role-only-then-stall': 'empty',
+}
+
+/**
+ * Complete streams of a shipped protocol (`openaiChat`, `openaiResponses`,
+ * `anthropicMessages`, `geminiGenerateContent`) for a scenario (any when omitted): random
+ * text, reasoning and tool-argument deltas with keep-alives in between.
+ *
+ * @example
+ * fc.assert(fc.asyncProperty(arbitraries.protocolStream(openaiChat, 'partial'), async ({ bytes, eof }) => { … }))
+ */
+export function protocolStream(
+  adapter: StreamAdapter,
+  scenario?: ProtocolScenario,
+): fc.Arbitrary<ProtocolStream> {
+  const delta = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 16 })
+  return fc
+    .record({
+      scenario:
+        scenario === undefined ? fc.constantFrom(...protocolScenarios) : fc.constant(scenario),
+      texts: fc.array(delta, { minLength: 1, maxLength: 8 }),
+      thoughts: fc.array(delta, { minLength: 1, maxLength: 5 }),
+      tool: fc.tuple(
+        fc.stringMatching(/^[a-z_]{1,12}$/),
+        fc.array(delta, { minLength: 1, maxLength: 4 }),
+      ),
+      keepalives: fc.array(fc.nat(), { maxLength: 4 }),
+    })
+    .map(({ scenario: kind, texts, thoughts, tool, keepalives }) => {
+      const wire = wireFor(adapter)
+      const text = () => texts.flatMap((t) => wire.text(t))
+      let frames: string[]
+      switch (kind) {
+        case 'normal':
+          frames = [...wire.start(), ...text(), ...wire.finish('stop')]
+          break
+        case 'tool-call':
+          frames = [...wire.start(), ...wire.tool(tool[0], tool[1]), ...wire.finish('tool_use')]
+          break
+        case 'reasoning':
+          frames = [
+            ...wire.start(),
+            ...thoughts.flatMap((t) => wire.reasoning(t)),
+            ...text(),
+            ...wire.finish('stop'),
+          ]
+          break
+        case 'empty':
+          frames = []
+          break
+        case 'partial':
+          frames = [...wire.start(), ...text()]
+          break
+        case 'thinking-only':
+          frames = [...wire.start(), ...thoughts.flatMap((t) => wire.reasoning(t))]
+          break
+        case 'error-frame':
+          frames = [...wire.start(), wire.error(true, 'overloaded')]
+          break
+        case 'keepalives-only':
+          frames = [wire.keepalive(), wire.keepalive()]
+          break
+        case 'role-only-then-stall':
+          frames = wire.start()
+          break
+      }
+      if (kind !== 'empty') {
+        for (const at of keepalives) frames.splice(at % (frames.length + 1), 0, wire.keepalive())
+      }
+      return { bytes: encoder.encode(frames.join('')), scenario: kind, eof: expectedEof[kind] }
+    })
 }

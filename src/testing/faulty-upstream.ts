@@ -12,6 +12,7 @@ import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter } from '../protocols/types.js'
+import { wireFor } from './wire.js'
 
 /** Every fault the upstream can play. */
 export type FaultKind =
@@ -89,7 +90,7 @@ export interface FaultyUpstream {
   close(): Promise<void>
   /** What each attempt received, in order. */
   readonly requests: readonly RecordedRequest[]
-  /** Starts every scenario's attempt count again. */
+  /** Starts every scenario's attempt count again and forgets the recorded requests. */
   reset(): void
 }
 
@@ -109,169 +110,6 @@ const adapters: readonly [RegExp, StreamAdapter][] = [
   [/:streamGenerateContent$/, geminiGenerateContent],
 ]
 
-/** Frames of one protocol, for the faults to arrange. */
-interface Wire {
-  preamble(reasoning: boolean): string[]
-  text(delta: string): string
-  reasoning(delta: string): string
-  finish(): string[]
-  error(type: string, message: string): string
-  errorBody(type: string, message: string, status: number): string
-}
-
-const sse = (data: unknown, event?: string) =>
-  `${event === undefined ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
-
-function chatWire(): Wire {
-  const chunk = (delta: unknown, finish: string | null = null) =>
-    sse({
-      id: 'chatcmpl-faulty',
-      object: 'chat.completion.chunk',
-      created: 1_764_000_000,
-      model: 'faulty-model',
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    })
-  return {
-    preamble: () => [chunk({ role: 'assistant', content: '' })],
-    text: (delta) => chunk({ content: delta }),
-    reasoning: (delta) => chunk({ reasoning_content: delta }),
-    finish: () => [chunk({}, 'stop'), sse('[DONE]')],
-    error: (type, message) => sse({ error: { message, type, param: null, code: null } }),
-    errorBody: (type, message) =>
-      JSON.stringify({ error: { message, type, param: null, code: null } }),
-  }
-}
-
-function anthropicWire(): Wire {
-  const event = (type: string, body: Record<string, unknown>) => sse({ type, ...body }, type)
-  return {
-    preamble: (reasoning) => [
-      event('message_start', {
-        message: {
-          id: 'msg_faulty',
-          type: 'message',
-          role: 'assistant',
-          content: [],
-          model: 'faulty-model',
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 10, output_tokens: 1 },
-        },
-      }),
-      event('content_block_start', {
-        index: 0,
-        content_block: reasoning
-          ? { type: 'thinking', thinking: '', signature: '' }
-          : { type: 'text', text: '' },
-      }),
-      sse({ type: 'ping' }, 'ping'),
-    ],
-    text: (delta) =>
-      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: delta } }),
-    reasoning: (delta) =>
-      event('content_block_delta', {
-        index: 0,
-        delta: { type: 'thinking_delta', thinking: delta },
-      }),
-    finish: () => [
-      event('content_block_stop', { index: 0 }),
-      event('message_delta', {
-        delta: { stop_reason: 'end_turn', stop_sequence: null },
-        usage: { output_tokens: 12 },
-      }),
-      event('message_stop', {}),
-    ],
-    error: (type, message) => event('error', { error: { type, message } }),
-    errorBody: (type, message) => JSON.stringify({ type: 'error', error: { type, message } }),
-  }
-}
-
-function responsesWire(): Wire {
-  let sequence = 0
-  const event = (type: string, body: Record<string, unknown>) =>
-    sse({ type, sequence_number: sequence++, ...body }, type)
-  const response = (status: string) => ({
-    id: 'resp_faulty',
-    object: 'response',
-    created_at: 1_764_000_000,
-    status,
-    model: 'faulty-model',
-    output: [],
-  })
-  const item = { item_id: 'msg_faulty', output_index: 0, content_index: 0 }
-  return {
-    preamble: () => [
-      event('response.created', { response: response('in_progress') }),
-      event('response.in_progress', { response: response('in_progress') }),
-      event('response.output_item.added', {
-        output_index: 0,
-        item: {
-          id: 'msg_faulty',
-          type: 'message',
-          status: 'in_progress',
-          role: 'assistant',
-          content: [],
-        },
-      }),
-    ],
-    text: (delta) => event('response.output_text.delta', { ...item, delta }),
-    reasoning: (delta) =>
-      event('response.reasoning_summary_text.delta', {
-        item_id: 'rs_faulty',
-        output_index: 0,
-        summary_index: 0,
-        delta,
-      }),
-    finish: () => [event('response.completed', { response: response('completed') })],
-    error: (type, message) =>
-      event('error', { code: type, message, param: null, error: { type, code: type, message } }),
-    errorBody: (type, message) =>
-      JSON.stringify({ error: { message, type, param: null, code: null } }),
-  }
-}
-
-function geminiWire(): Wire {
-  const chunk = (parts: unknown[], finishReason?: string) =>
-    sse({
-      candidates: [
-        {
-          content: { parts, role: 'model' },
-          index: 0,
-          ...(finishReason === undefined ? {} : { finishReason }),
-        },
-      ],
-      modelVersion: 'faulty-model',
-    })
-  return {
-    preamble: () => [],
-    text: (delta) => chunk([{ text: delta }]),
-    reasoning: (delta) => chunk([{ text: delta, thought: true }]),
-    finish: () => [chunk([{ text: '' }], 'STOP')],
-    error: (type, message) => sse({ error: { code: 503, message, status: type } }),
-    errorBody: (type, message, status) =>
-      JSON.stringify({ error: { code: status, message, status: type } }),
-  }
-}
-
-function wireFor(adapter: StreamAdapter): Wire {
-  switch (adapter.name) {
-    case 'anthropic-messages':
-      return anthropicWire()
-    case 'openai-responses':
-      return responsesWire()
-    case 'gemini':
-      return geminiWire()
-    default:
-      return chatWire()
-  }
-}
-
-const retryableError: Record<string, string> = {
-  'anthropic-messages': 'overloaded_error',
-  gemini: 'UNAVAILABLE',
-}
-const fatalError: Record<string, string> = { gemini: 'INVALID_ARGUMENT' }
-
 function words(text: string): string[] {
   return text.match(/\S+\s*/g) ?? [text]
 }
@@ -287,26 +125,31 @@ function playSteps(
   let index = 0
   let wake: (() => void) | undefined
   let timer: ReturnType<typeof setTimeout> | undefined
-  let stopped = false
-  const stop = () => {
-    stopped = true
+  /** `close`: the upstream shuts down (the stream ends); `abort`: the client gave up (it fails). */
+  let stopped: 'close' | 'abort' | undefined
+  const stop = (how: 'close' | 'abort' = 'close') => {
+    stopped ??= how
     if (timer !== undefined) clearTimeout(timer)
     wake?.()
   }
+  const onAbort = () => stop('abort')
   opened.add(stop)
-  signal.addEventListener('abort', stop, { once: true })
+  if (signal.aborted) stopped = 'abort'
+  else signal.addEventListener('abort', onAbort, { once: true })
   const release = () => {
     opened.delete(stop)
-    signal.removeEventListener('abort', stop)
+    signal.removeEventListener('abort', onAbort)
   }
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
         for (;;) {
-          if (stopped) {
+          if (stopped !== undefined) {
             release()
             try {
-              controller.close()
+              // As a real fetch body does: a client's abort fails the body, it does not end it.
+              if (stopped === 'abort') controller.error(signal.reason)
+              else controller.close()
             } catch {
               // Already cancelled.
             }
@@ -367,27 +210,27 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
   const opened = new Set<() => void>()
   let server: { close(): Promise<void> } | undefined
 
-  function faultFor(name: string): Fault {
+  function faultFor(name: string): { fault: Fault; attempt: number } {
     const scenario = scenarios[name] ?? ['ok']
     const attempt = (counts.get(name) ?? 0) + 1
     counts.set(name, attempt)
     const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
-    return typeof fault === 'string' ? { kind: fault } : fault
+    return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
   }
 
   function steps(fault: Fault, adapter: StreamAdapter): Step[] {
     const wire = wireFor(adapter)
     const spaced = (frames: string[], gap: number): Step[] =>
       frames.flatMap((frame, i) => (i === 0 || gap === 0 ? [frame] : [{ wait: gap }, frame]))
-    const textFrames = words(answer).map((word) => wire.text(word))
+    const answerFrames = () => [
+      ...wire.start(),
+      ...words(answer).flatMap((word) => wire.text(word)),
+    ]
     switch (fault.kind) {
       case 'ok':
-        return spaced([...wire.preamble(false), ...textFrames, ...wire.finish()], frameDelayMs)
+        return spaced([...answerFrames(), ...wire.finish('stop')], frameDelayMs)
       case 'slow-drip':
-        return spaced(
-          [...wire.preamble(false), ...textFrames, ...wire.finish()],
-          fault.delayMs ?? 300,
-        )
+        return spaced([...answerFrames(), ...wire.finish('stop')], fault.delayMs ?? 300)
       case 'empty-eof':
         return []
       case 'headers-then-hang':
@@ -398,56 +241,45 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
           { wait: keepAliveMs },
         ]).flat()
       case 'role-only-then-stall':
-        return [...wire.preamble(false), { hang: true }]
+        return [...wire.start(), { hang: true }]
       case 'error-frame':
-        return [
-          ...wire.preamble(false),
-          wire.error(
-            retryableError[adapter.name] ?? 'server_error',
-            'The upstream is overloaded, try again',
-          ),
-        ]
+        return [...wire.start(), wire.error(true, 'The upstream is overloaded, try again')]
       case 'fatal-error-frame':
-        return [
-          ...wire.preamble(false),
-          wire.error(fatalError[adapter.name] ?? 'invalid_request_error', 'The request is invalid'),
-        ]
-      case 'partial-then-cut':
-        return spaced(
-          [
-            ...wire.preamble(false),
-            ...textFrames.slice(0, Math.max(1, Math.floor(textFrames.length / 2))),
-          ],
-          frameDelayMs,
-        )
+        return [...wire.start(), wire.error(false, 'The request is invalid')]
+      case 'partial-then-cut': {
+        const half = words(answer)
+        half.length = Math.max(1, Math.floor(half.length / 2))
+        return spaced([...wire.start(), ...half.flatMap((word) => wire.text(word))], frameDelayMs)
+      }
       case 'thinking-only':
         return spaced(
-          [...wire.preamble(true), ...words(thought).map((word) => wire.reasoning(word))],
+          [...wire.start(), ...words(thought).flatMap((word) => wire.reasoning(word))],
           frameDelayMs,
         )
       case 'reset-mid-frame': {
-        const [first = ''] = textFrames
-        return [
-          ...wire.preamble(false),
-          first,
-          (textFrames[1] ?? first).slice(0, 12),
-          { reset: true },
-        ]
+        const frames = answerFrames()
+        const next = frames[frames.length - 1] ?? ''
+        return [...frames.slice(0, -1), next.slice(0, 12), { reset: true }]
       }
       case 'oversized-frame':
-        return [...wire.preamble(false), wire.text('x'.repeat(2 * 1024 * 1024)), ...wire.finish()]
+        return [...wire.start(), ...wire.text('x'.repeat(2 * 1024 * 1024)), ...wire.finish('stop')]
       case 'invalid-utf8': {
-        const [first = '', ...rest] = textFrames
-        const broken = encoder.encode(first)
-        const bad = new Uint8Array(broken.length + 2)
-        const cut = broken.indexOf(0x22, broken.length - 40)
-        bad.set(broken.subarray(0, cut))
-        bad.set([0xff, 0xfe], cut)
-        bad.set(broken.subarray(cut), cut + 2)
-        return [...wire.preamble(false), bad, ...rest, ...wire.finish()]
+        // Two bytes that are not UTF-8, inside the text of the last delta.
+        const parts = words(answer)
+        const last = parts.pop() ?? ''
+        const head = [...wire.start(), ...parts.flatMap((word) => wire.text(word))]
+        const frame = encoder.encode(wire.text(last).join(''))
+        const quoted = encoder.encode(JSON.stringify(last))
+        let at = frame.length - quoted.length
+        while (at > 0 && !quoted.every((byte, i) => frame[at + i] === byte)) at--
+        const bad = new Uint8Array(frame.length + 2)
+        bad.set(frame.subarray(0, at + 1))
+        bad.set([0xff, 0xfe], at + 1)
+        bad.set(frame.subarray(at + 1), at + 3)
+        return [...head, bad, ...wire.finish('stop')]
       }
       case 'no-final-blank-line': {
-        const frames = [...wire.preamble(false), ...textFrames, ...wire.finish()]
+        const frames = [...answerFrames(), ...wire.finish('stop')]
         const last = frames.pop() ?? ''
         return [...frames, last.replace(/\n+$/, '')]
       }
@@ -459,15 +291,16 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
   async function handle(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const adapter = adapters.find(([pattern]) => pattern.test(url.pathname))?.[1] ?? openaiChat
+    if (request.signal.aborted) throw request.signal.reason
     const scenario = request.headers.get('x-fault-scenario') ?? 'default'
-    const fault = faultFor(scenario)
+    const { fault, attempt } = faultFor(scenario)
     const headers: Record<string, string> = {}
     for (const [name, value] of request.headers)
       headers[name] = secretHeaders.has(name) ? '[redacted]' : value
     const body = request.body === null ? '' : await request.text()
     requests.push({
       scenario,
-      attempt: counts.get(scenario) ?? 1,
+      attempt,
       fault: fault.kind,
       protocol: adapter.name,
       method: request.method,
@@ -493,8 +326,11 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
           fault.retryAfterMs === undefined
             ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) }
             : { 'retry-after-ms': String(fault.retryAfterMs) }
-        const type = adapter.name === 'gemini' ? 'RESOURCE_EXHAUSTED' : 'rate_limit_error'
-        return json(429, wire.errorBody(type, 'Rate limit reached for this key', 429), extra)
+        return json(
+          429,
+          wire.errorBody(wire.rateLimitType, 'Rate limit reached for this key', 429),
+          extra,
+        )
       }
       case 'overloaded':
         return json(

@@ -8,6 +8,8 @@
  */
 
 export * as arbitraries from './arbitraries.js'
+export type { CheckAdapterOptions, StreamSample } from './check-adapter.js'
+export { AdapterConformanceError, checkAdapter } from './check-adapter.js'
 export type {
   Fault,
   FaultKind,
@@ -21,3 +23,4 @@ export type { RecordingSink, SinkEvent } from './recording-sink.js'
 export { createRecordingSink } from './recording-sink.js'
 export type { ScriptedBody, ScriptStep } from './scripted-body.js'
 export { scriptedBody } from './scripted-body.js'
+export type { WireWriter } from './wire.js'

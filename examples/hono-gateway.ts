@@ -1,0 +1,103 @@
+/**
+ * The gateway of `node-http-gateway.ts` on Hono with `webSink()`: Web standards only, so
+ * `createApp(config)` runs unchanged on Workers, Bun, Deno and Node.
+ *
+ * Run it on Node:
+ *   UPSTREAM_OPENAI_URL=https://api.openai.com/v1 UPSTREAM_ANTHROPIC_URL=https://api.anthropic.com \
+ *   GATEWAY_KEYS=primary:sk-...,backup:sk-... PORT=8787 node --import tsx examples/hono-gateway.ts
+ */
+
+import { Hono } from 'hono'
+import {
+  anthropicMessages,
+  createMemoryKeyPool,
+  createResilientFetch,
+  type KeyPool,
+  openaiChat,
+  openaiResponses,
+  relay,
+  type StreamAdapter,
+  webSink,
+} from '../src/index.js'
+import type { GatewayConfig } from './node-http-gateway.js'
+
+const forwardedHeaders = ['content-type', 'anthropic-version', 'anthropic-beta', 'x-fault-scenario']
+// fetch has decoded the body: its framing headers no longer apply.
+const droppedResponseHeaders = ['content-encoding', 'content-length', 'transfer-encoding']
+
+function wantsStream(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { stream?: unknown }).stream === true
+  } catch {
+    return false
+  }
+}
+
+export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
+  const app = new Hono()
+  const policy = config.policy ?? {}
+  const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
+    const plain = createResilientFetch({ pool, policy })
+    const credential = (secret: string): [string, string] =>
+      adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`]
+    app.post(path, async (c) => {
+      const body = await c.req.text()
+      const headers = new Headers()
+      for (const name of forwardedHeaders) {
+        const value = c.req.header(name)
+        if (value !== undefined) headers.set(name, value)
+      }
+      const signal = c.req.raw.signal
+      if (!wantsStream(body)) {
+        const upstream = await plain(url, { method: 'POST', headers, body, signal })
+        const out = new Headers(upstream.headers)
+        for (const name of droppedResponseHeaders) out.delete(name)
+        return new Response(upstream.body, { status: upstream.status, headers: out })
+      }
+      const { sink, response } = webSink()
+      void relay({
+        sink,
+        pool,
+        adapter,
+        policy,
+        signal,
+        ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+        attempt: ({ key, signal }) => {
+          const withKey = new Headers(headers)
+          withKey.set(...credential(key.secret))
+          return fetch(url, { method: 'POST', headers: withKey, body, signal })
+        },
+      })
+      return response
+    })
+  }
+  const openaiPool = createMemoryKeyPool(config.keys)
+  route('/v1/chat/completions', `${config.openaiBaseUrl}/chat/completions`, openaiChat, openaiPool)
+  route('/v1/responses', `${config.openaiBaseUrl}/responses`, openaiResponses, openaiPool)
+  const anthropicPool = createMemoryKeyPool(config.keys)
+  route('/v1/messages', `${config.anthropicBaseUrl}/v1/messages`, anthropicMessages, anthropicPool)
+  app.notFound((c) =>
+    c.json({ error: { type: 'not_found', message: `no route for ${c.req.path}` } }, 404),
+  )
+  return app
+}
+
+// Node-only imports stay dynamic, so the app itself carries no `node:` code.
+const entry = globalThis.process?.argv?.[1]
+if (
+  entry !== undefined &&
+  import.meta.url === (await import('node:url')).pathToFileURL(entry).href
+) {
+  const { serve } = await import('@hono/node-server')
+  const { keysFromEnv } = await import('./node-http-gateway.js')
+  const app = createApp({
+    openaiBaseUrl: process.env.UPSTREAM_OPENAI_URL ?? 'https://api.openai.com/v1',
+    anthropicBaseUrl: process.env.UPSTREAM_ANTHROPIC_URL ?? 'https://api.anthropic.com',
+    keys: keysFromEnv(process.env.GATEWAY_KEYS),
+  })
+  serve(
+    { fetch: app.fetch, port: Number(process.env.PORT ?? 8787), hostname: '127.0.0.1' },
+    (info) =>
+      console.log(`stream-boundary hono gateway listening on http://127.0.0.1:${info.port}`),
+  )
+}

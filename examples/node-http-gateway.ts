@@ -1,0 +1,169 @@
+/**
+ * A stream-boundary gateway on Node's `http` module alone. OpenAI-compatible
+ * `POST /v1/chat/completions` and `POST /v1/responses`, Anthropic-compatible `POST /v1/messages`.
+ * Streaming requests are retried over a key pool until the first byte the client sees, then
+ * relayed to an honest end; non-streaming requests are retried on the same status rules.
+ * The client's own credential is ignored: the gateway's keys are used.
+ *
+ * Run it:
+ *   UPSTREAM_OPENAI_URL=https://api.openai.com/v1 UPSTREAM_ANTHROPIC_URL=https://api.anthropic.com \
+ *   GATEWAY_KEYS=primary:sk-...,backup:sk-... PORT=8787 node --import tsx examples/node-http-gateway.ts
+ */
+
+import { Buffer } from 'node:buffer'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { pathToFileURL } from 'node:url'
+import {
+  anthropicMessages,
+  createMemoryKeyPool,
+  createResilientFetch,
+  type KeyPool,
+  openaiChat,
+  openaiResponses,
+  type PoolKey,
+  type RelayHooks,
+  type RelayOutcome,
+  type RelayPolicy,
+  relay,
+  type StreamAdapter,
+} from '../src/index.js'
+import { nodeSink } from '../src/node.js'
+
+export interface GatewayConfig {
+  /** e.g. `https://api.openai.com/v1`: `/chat/completions` and `/responses` are appended. */
+  openaiBaseUrl: string
+  /** e.g. `https://api.anthropic.com`: `/v1/messages` is appended. */
+  anthropicBaseUrl: string
+  keys: PoolKey[]
+  policy?: RelayPolicy
+  hooks?: RelayHooks
+  /** @default 0 (an ephemeral port) */
+  port?: number
+}
+
+const forwardedHeaders = ['content-type', 'anthropic-version', 'anthropic-beta', 'x-fault-scenario']
+// fetch has decoded and de-chunked the body: its framing headers no longer apply.
+const droppedResponseHeaders = ['content-encoding', 'content-length', 'transfer-encoding']
+
+/** Parses `"id:secret,id:secret"`; a secret may itself hold colons. */
+export function keysFromEnv(value: string | undefined): PoolKey[] {
+  const entries = (value ?? '').split(',').filter((entry) => entry.trim() !== '')
+  return entries.map((entry, index) => {
+    const [id = '', ...rest] = entry.trim().split(':')
+    // The message names the position only: the entry holds a secret.
+    if (id === '' || rest.join(':') === '')
+      throw new Error(`GATEWAY_KEYS entry ${index + 1} is not of the form id:secret`)
+    return { id, secret: rest.join(':') }
+  })
+}
+
+function wantsStream(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { stream?: unknown }).stream === true
+  } catch {
+    return false
+  }
+}
+
+export async function startGateway(
+  config: GatewayConfig,
+): Promise<{ url: string; close(): Promise<void>; outcomes: RelayOutcome[] }> {
+  const outcomes: RelayOutcome[] = []
+  const policy = config.policy ?? {}
+  const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({
+    url,
+    adapter,
+    pool,
+    credential: (secret: string): [string, string] =>
+      adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`],
+    // Non-streaming requests: retried on status and connection failures over the same pool.
+    plain: createResilientFetch({ pool, policy }),
+  })
+  const openai = createMemoryKeyPool(config.keys)
+  const anthropic = createMemoryKeyPool(config.keys)
+  const { openaiBaseUrl, anthropicBaseUrl } = config
+  const endpoints: Record<string, ReturnType<typeof endpoint>> = {
+    '/v1/chat/completions': endpoint(`${openaiBaseUrl}/chat/completions`, openaiChat, openai),
+    '/v1/responses': endpoint(`${openaiBaseUrl}/responses`, openaiResponses, openai),
+    '/v1/messages': endpoint(`${anthropicBaseUrl}/v1/messages`, anthropicMessages, anthropic),
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = new URL(req.url ?? '/', 'http://gateway').pathname
+    const target = req.method === 'POST' ? endpoints[path] : undefined
+    if (target === undefined) {
+      res.writeHead(404, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ error: { type: 'not_found', message: `no route for ${path}` } }))
+      return
+    }
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const body = Buffer.concat(chunks).toString('utf8')
+    const headers = new Headers()
+    for (const name of forwardedHeaders) {
+      const value = req.headers[name]
+      if (typeof value === 'string') headers.set(name, value)
+    }
+    const client = new AbortController()
+    res.once('close', () => {
+      if (!res.writableFinished) client.abort(new Error('the client went away'))
+    })
+
+    if (!wantsStream(body)) {
+      const init = { method: 'POST', headers, body, signal: client.signal }
+      const upstream = await target.plain(target.url, init)
+      const head = Object.fromEntries(upstream.headers)
+      for (const name of droppedResponseHeaders) delete head[name]
+      res.writeHead(upstream.status, head)
+      res.end(Buffer.from(await upstream.arrayBuffer()))
+      return
+    }
+
+    const outcome = await relay({
+      sink: nodeSink(res),
+      pool: target.pool,
+      adapter: target.adapter,
+      policy,
+      signal: client.signal,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+      attempt: ({ key, signal }) => {
+        const withKey = new Headers(headers)
+        withKey.set(...target.credential(key.secret))
+        return fetch(target.url, { method: 'POST', headers: withKey, body, signal })
+      },
+    })
+    outcomes.push(outcome)
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      // Only a non-streaming upstream failure or a vanished client lands here.
+      if (res.headersSent || res.destroyed) return void res.destroy()
+      const error = { type: 'upstream_error', message: 'the upstream request failed' }
+      res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ error }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(config.port ?? 0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    outcomes,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  }
+}
+
+const entry = process.argv[1]
+if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
+  const gateway = await startGateway({
+    openaiBaseUrl: process.env.UPSTREAM_OPENAI_URL ?? 'https://api.openai.com/v1',
+    anthropicBaseUrl: process.env.UPSTREAM_ANTHROPIC_URL ?? 'https://api.anthropic.com',
+    keys: keysFromEnv(process.env.GATEWAY_KEYS),
+    port: Number(process.env.PORT ?? 8787),
+  })
+  console.log(`stream-boundary gateway listening on ${gateway.url}`)
+}

@@ -1,0 +1,382 @@
+/**
+ * How each shipped protocol writes the frames of an answer. A writer is stateful (it opens
+ * and closes content blocks as Anthropic and Responses need); shared by the fault-injecting
+ * upstream and the protocol stream arbitraries.
+ *
+ * @module
+ */
+
+import type { StreamAdapter } from '../protocols/types.js'
+
+/** Writes one answer's frames in one protocol. Each method returns whole SSE frames. */
+export interface WireWriter {
+  /** The preamble before any output: role chunk, `message_start`, `response.created`. */
+  start(): string[]
+  text(delta: string): string[]
+  reasoning(delta: string): string[]
+  /** A whole tool call: its start and its argument fragments. */
+  tool(name: string, fragments: readonly string[]): string[]
+  /** Closes what is open and writes the terminal frames. */
+  finish(reason: 'stop' | 'tool_use'): string[]
+  /** A retryable (`overloaded`) or fatal (`invalid request`) error frame. */
+  error(retryable: boolean, message: string): string
+  /** The JSON body of an error response in this protocol. */
+  errorBody(type: string, message: string, status: number): string
+  /** The protocol's own keep-alive. */
+  keepalive(): string
+  /** The error type a rate limit has in this protocol. */
+  readonly rateLimitType: string
+  /** The error type overload has in this protocol. */
+  readonly overloadType: string
+}
+
+/** One SSE frame. */
+export const sse = (data: unknown, event?: string): string =>
+  `${event === undefined ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
+
+const openaiErrorBody = (type: string, message: string) =>
+  JSON.stringify({ error: { message, type, param: null, code: null } })
+
+function chatWriter(): WireWriter {
+  let toolIndex = 0
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    sse({
+      id: 'chatcmpl-faulty',
+      object: 'chat.completion.chunk',
+      created: 1_764_000_000,
+      model: 'faulty-model',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    })
+  return {
+    start: () => [chunk({ role: 'assistant', content: '' })],
+    text: (delta) => [chunk({ content: delta })],
+    reasoning: (delta) => [chunk({ reasoning_content: delta })],
+    tool: (name, fragments) => {
+      const index = toolIndex++
+      const id = `call_${index}`
+      return [
+        chunk({ tool_calls: [{ index, id, type: 'function', function: { name, arguments: '' } }] }),
+        ...fragments.map((fragment) =>
+          chunk({ tool_calls: [{ index, function: { arguments: fragment } }] }),
+        ),
+      ]
+    },
+    finish: (reason) => [chunk({}, reason === 'tool_use' ? 'tool_calls' : 'stop'), sse('[DONE]')],
+    error: (retryable, message) =>
+      sse({
+        error: {
+          message,
+          type: retryable ? 'server_error' : 'invalid_request_error',
+          param: null,
+          code: null,
+        },
+      }),
+    errorBody: openaiErrorBody,
+    keepalive: () => ': keep-alive\n\n',
+    rateLimitType: 'rate_limit_error',
+    overloadType: 'overloaded_error',
+  }
+}
+
+function anthropicWriter(): WireWriter {
+  let index = -1
+  let open: 'text' | 'thinking' | undefined
+  const event = (type: string, body: Record<string, unknown>) => sse({ type, ...body }, type)
+  const openBlock = (kind: 'text' | 'thinking'): string[] => {
+    if (open === kind) return []
+    const frames = open === undefined ? [] : [event('content_block_stop', { index })]
+    index++
+    open = kind
+    const block =
+      kind === 'text'
+        ? { type: 'text', text: '' }
+        : { type: 'thinking', thinking: '', signature: '' }
+    return [...frames, event('content_block_start', { index, content_block: block })]
+  }
+  const close = (): string[] => {
+    if (open === undefined) return []
+    open = undefined
+    return [event('content_block_stop', { index })]
+  }
+  return {
+    start: () => [
+      event('message_start', {
+        message: {
+          id: 'msg_faulty',
+          type: 'message',
+          role: 'assistant',
+          content: [],
+          model: 'faulty-model',
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 10, output_tokens: 1 },
+        },
+      }),
+    ],
+    text: (delta) => [
+      ...openBlock('text'),
+      event('content_block_delta', { index, delta: { type: 'text_delta', text: delta } }),
+    ],
+    reasoning: (delta) => [
+      ...openBlock('thinking'),
+      event('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: delta } }),
+    ],
+    tool: (name, fragments) => {
+      const frames = close()
+      index++
+      const at = index
+      return [
+        ...frames,
+        event('content_block_start', {
+          index: at,
+          content_block: { type: 'tool_use', id: `toolu_${at}`, name, input: {} },
+        }),
+        ...fragments.map((fragment) =>
+          event('content_block_delta', {
+            index: at,
+            delta: { type: 'input_json_delta', partial_json: fragment },
+          }),
+        ),
+        event('content_block_stop', { index: at }),
+      ]
+    },
+    finish: (reason) => [
+      ...close(),
+      event('message_delta', {
+        delta: {
+          stop_reason: reason === 'tool_use' ? 'tool_use' : 'end_turn',
+          stop_sequence: null,
+        },
+        usage: { output_tokens: 12 },
+      }),
+      event('message_stop', {}),
+    ],
+    error: (retryable, message) =>
+      event('error', {
+        error: { type: retryable ? 'overloaded_error' : 'invalid_request_error', message },
+      }),
+    errorBody: (type, message) => JSON.stringify({ type: 'error', error: { type, message } }),
+    keepalive: () => sse({ type: 'ping' }, 'ping'),
+    rateLimitType: 'rate_limit_error',
+    overloadType: 'overloaded_error',
+  }
+}
+
+function responsesWriter(): WireWriter {
+  let sequence = 0
+  let item = -1
+  let open: { kind: 'message' | 'reasoning'; id: string; text: string } | undefined
+  const output: Record<string, unknown>[] = []
+  const event = (type: string, body: Record<string, unknown>) =>
+    sse({ type, sequence_number: sequence++, ...body }, type)
+  const response = (status: string, final: Record<string, unknown>[] = []) => ({
+    id: 'resp_faulty',
+    object: 'response',
+    created_at: 1_764_000_000,
+    status,
+    model: 'faulty-model',
+    output: final,
+  })
+  const openItem = (kind: 'message' | 'reasoning'): string[] => {
+    if (open?.kind === kind) return []
+    const frames = close()
+    item++
+    const id = `${kind === 'message' ? 'msg' : 'rs'}_${item}`
+    open = { kind, id, text: '' }
+    if (kind === 'message') {
+      return [
+        ...frames,
+        event('response.output_item.added', {
+          output_index: item,
+          item: { id, type: 'message', status: 'in_progress', role: 'assistant', content: [] },
+        }),
+        event('response.content_part.added', {
+          item_id: id,
+          output_index: item,
+          content_index: 0,
+          part: { type: 'output_text', text: '', annotations: [] },
+        }),
+      ]
+    }
+    return [
+      ...frames,
+      event('response.output_item.added', {
+        output_index: item,
+        item: { id, type: 'reasoning', summary: [] },
+      }),
+      event('response.reasoning_summary_part.added', {
+        item_id: id,
+        output_index: item,
+        summary_index: 0,
+        part: { type: 'summary_text', text: '' },
+      }),
+    ]
+  }
+  function close(): string[] {
+    if (open === undefined) return []
+    const { kind, id, text } = open
+    open = undefined
+    if (kind === 'message') {
+      const part = { type: 'output_text', text, annotations: [] }
+      const done = { id, type: 'message', status: 'completed', role: 'assistant', content: [part] }
+      output.push(done)
+      return [
+        event('response.output_text.done', {
+          item_id: id,
+          output_index: item,
+          content_index: 0,
+          text,
+        }),
+        event('response.content_part.done', {
+          item_id: id,
+          output_index: item,
+          content_index: 0,
+          part,
+        }),
+        event('response.output_item.done', { output_index: item, item: done }),
+      ]
+    }
+    const part = { type: 'summary_text', text }
+    const done = { id, type: 'reasoning', summary: [part] }
+    output.push(done)
+    return [
+      event('response.reasoning_summary_text.done', {
+        item_id: id,
+        output_index: item,
+        summary_index: 0,
+        text,
+      }),
+      event('response.reasoning_summary_part.done', {
+        item_id: id,
+        output_index: item,
+        summary_index: 0,
+        part,
+      }),
+      event('response.output_item.done', { output_index: item, item: done }),
+    ]
+  }
+  return {
+    start: () => [
+      event('response.created', { response: response('in_progress') }),
+      event('response.in_progress', { response: response('in_progress') }),
+    ],
+    text: (delta) => {
+      const frames = openItem('message')
+      const current = open as { id: string; text: string }
+      current.text += delta
+      return [
+        ...frames,
+        event('response.output_text.delta', {
+          item_id: current.id,
+          output_index: item,
+          content_index: 0,
+          delta,
+        }),
+      ]
+    },
+    reasoning: (delta) => {
+      const frames = openItem('reasoning')
+      const current = open as { id: string; text: string }
+      current.text += delta
+      return [
+        ...frames,
+        event('response.reasoning_summary_text.delta', {
+          item_id: current.id,
+          output_index: item,
+          summary_index: 0,
+          delta,
+        }),
+      ]
+    },
+    tool: (name, fragments) => {
+      const frames = close()
+      item++
+      const at = item
+      const id = `fc_${at}`
+      const base = { id, type: 'function_call', name, call_id: `call_${at}` }
+      const done = { ...base, status: 'completed', arguments: fragments.join('') }
+      output.push(done)
+      return [
+        ...frames,
+        event('response.output_item.added', {
+          output_index: at,
+          item: { ...base, status: 'in_progress', arguments: '' },
+        }),
+        ...fragments.map((delta) =>
+          event('response.function_call_arguments.delta', { item_id: id, output_index: at, delta }),
+        ),
+        event('response.function_call_arguments.done', {
+          item_id: id,
+          output_index: at,
+          arguments: done.arguments,
+        }),
+        event('response.output_item.done', { output_index: at, item: done }),
+      ]
+    },
+    finish: () => {
+      const frames = close()
+      return [...frames, event('response.completed', { response: response('completed', output) })]
+    },
+    error: (retryable, message) => {
+      const type = retryable ? 'server_error' : 'invalid_request_error'
+      return event('error', {
+        code: type,
+        message,
+        param: null,
+        error: { type, code: type, message },
+      })
+    },
+    errorBody: openaiErrorBody,
+    keepalive: () => ': keep-alive\n\n',
+    rateLimitType: 'rate_limit_error',
+    overloadType: 'overloaded_error',
+  }
+}
+
+function geminiWriter(): WireWriter {
+  const chunk = (parts: unknown[], finishReason?: string) =>
+    sse({
+      candidates: [
+        {
+          content: { parts, role: 'model' },
+          index: 0,
+          ...(finishReason === undefined ? {} : { finishReason }),
+        },
+      ],
+      modelVersion: 'faulty-model',
+    })
+  return {
+    start: () => [],
+    text: (delta) => [chunk([{ text: delta }])],
+    reasoning: (delta) => [chunk([{ text: delta, thought: true }])],
+    tool: (name, fragments) => [
+      chunk([{ functionCall: { name, args: { fragments: fragments.join('') } } }]),
+    ],
+    finish: () => [chunk([{ text: '' }], 'STOP')],
+    error: (retryable, message) =>
+      sse({
+        error: retryable
+          ? { code: 503, message, status: 'UNAVAILABLE' }
+          : { code: 400, message, status: 'INVALID_ARGUMENT' },
+      }),
+    errorBody: (type, message, status) =>
+      JSON.stringify({ error: { code: status, message, status: type } }),
+    keepalive: () => ': keep-alive\n\n',
+    rateLimitType: 'RESOURCE_EXHAUSTED',
+    overloadType: 'UNAVAILABLE',
+  }
+}
+
+/** A fresh frame writer for a shipped adapter (OpenAI Chat's for any other). */
+export function wireFor(adapter: StreamAdapter): WireWriter {
+  switch (adapter.name) {
+    case 'anthropic-messages':
+      return anthropicWriter()
+    case 'openai-responses':
+      return responsesWriter()
+    case 'gemini':
+      return geminiWriter()
+    default:
+      return chatWriter()
+  }
+}

@@ -1,10 +1,25 @@
 /**
- * Frame path: the bare read loop (the floor), the frame reader, and the common alternative
- * `TextDecoderStream → EventSourceParserStream`, side by side on the same seeded input.
+ * Frame path: the bare read loop (the floor), the frame reader, the whole pump (reader +
+ * tracker + commit gate writing to a null sink), and the common alternative
+ * `TextDecoderStream → EventSourceParserStream` (with and without `JSON.parse` per event),
+ * side by side on the same seeded input.
  */
 
+/** A sink that takes every write synchronously and keeps nothing. */
+export function nullSink(): DownstreamSink {
+  return { signal: new AbortController().signal, sendHead() {}, write() {}, close() {}, abort() {} }
+}
+
 import { EventSourceParserStream } from 'eventsource-parser/stream'
-import { createFrameReader } from '../src/index.js'
+import {
+  anthropicMessages,
+  createCommitGate,
+  createFrameReader,
+  type DownstreamSink,
+  deliver,
+  openaiChat,
+  type StreamAdapter,
+} from '../src/index.js'
 import { anthropicStream, chunkFixed, chunkPerFrame, openaiChatStream } from './inputs.js'
 import { type Measurement, measureSideBySide } from './measure.js'
 
@@ -34,12 +49,12 @@ export async function benchFramePath(options: {
   frames: number
   rounds: number
 }): Promise<FramePathResult[]> {
-  const inputs = [
-    { input: 'openai-chat', bytes: openaiChatStream(options.frames) },
-    { input: 'anthropic', bytes: anthropicStream(options.frames) },
+  const inputs: { input: string; bytes: Uint8Array; adapter: StreamAdapter }[] = [
+    { input: 'openai-chat', bytes: openaiChatStream(options.frames), adapter: openaiChat },
+    { input: 'anthropic', bytes: anthropicStream(options.frames), adapter: anthropicMessages },
   ]
   const out: FramePathResult[] = []
-  for (const { input, bytes } of inputs) {
+  for (const { input, bytes, adapter } of inputs) {
     const frameCount = chunkPerFrame(bytes).length
     for (const [chunking, chunks] of [
       ['one frame per chunk', chunkPerFrame(bytes)],
@@ -73,6 +88,30 @@ export async function benchFramePath(options: {
               let n = 0
               for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
                 if (frame.data !== undefined) n++
+              }
+              return n
+            },
+          },
+          {
+            name: 'whole pump: reader + tracker + gate (null sink)',
+            run: async () => {
+              const gate = createCommitGate(nullSink(), { keepAliveIntervalMs: 0 })
+              const outcome = await deliver({ gate, body: streamOf(chunks), adapter })
+              if (outcome.kind !== 'committed') throw new Error('the benchmark stream did not commit')
+              return outcome.pump.frames
+            },
+          },
+          {
+            name: 'TextDecoderStream + EventSourceParserStream + JSON.parse',
+            run: async () => {
+              const events = streamOf(chunks)
+                .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+                .pipeThrough(new EventSourceParserStream())
+                .getReader()
+              let n = 0
+              for (let r = await events.read(); !r.done; r = await events.read()) {
+                if (r.value.data !== '[DONE]') JSON.parse(r.value.data)
+                n++
               }
               return n
             },

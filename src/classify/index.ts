@@ -74,6 +74,12 @@ export type EofClass =
 export interface StreamTracker {
   /** Classifies `frame` with the adapter, records it, and returns the verdict. */
   observe(frame: SseFrame): FrameVerdict
+  /**
+   * The pump's hot path: once content was committed (and no text is kept), frames the
+   * adapter's `quickOutput` recognises are counted as text without being decoded or parsed.
+   * Returns the verdict's kind.
+   */
+  observeCommitted(frame: SseFrame): FrameVerdict['kind']
   /** The state so far (a live view; copy it to keep a snapshot). */
   readonly state: StreamState
   /** The adapter this tracker classifies with. */
@@ -209,7 +215,23 @@ export function createStreamTracker(
     return verdict
   }
 
-  return { observe, state, adapter }
+  const quick = adapter.quickOutput?.bind(adapter)
+  function observeCommitted(frame: SseFrame): FrameVerdict['kind'] {
+    if (
+      quick !== undefined &&
+      state.firstContentIndex !== null &&
+      limits.keepTextChars === 0 &&
+      quick(frame)
+    ) {
+      state.frames++
+      state.bytes += frame.raw.length
+      state.counts.text++
+      return 'text'
+    }
+    return observe(frame).kind
+  }
+
+  return { observe, observeCommitted, state, adapter }
 }
 
 /**

@@ -73,6 +73,7 @@ export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
 })
 
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
+const done: Promise<void> = Promise.resolve()
 
 /** The downstream side of one request. Create one per request, over its sink. */
 export interface CommitGate {
@@ -131,8 +132,9 @@ function normalize(options: CommitGateOptions) {
 class Gate implements CommitGate {
   readonly #sink: DownstreamSink
   readonly #status: number
-  readonly #headers: Headers
-  #upstreamHeaders: Headers = new Headers()
+  /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
+  readonly #hostHeaders: HeadersInit | undefined
+  #upstreamHeaders: Headers | undefined
   readonly #keepAliveMs: number
   readonly earlyHeaders: boolean
   readonly #controller = new AbortController()
@@ -153,8 +155,7 @@ class Gate implements CommitGate {
     this.#status = status
     this.#keepAliveMs = keepAliveIntervalMs
     this.earlyHeaders = earlyHeaders
-    this.#headers = new Headers(sseHeaders)
-    for (const [name, value] of new Headers(options.headers)) this.#headers.set(name, value)
+    this.#hostHeaders = options.headers
     if (sink.signal.aborted) this.#onClientGone()
     else sink.signal.addEventListener('abort', this.#onClientGone, { once: true })
   }
@@ -228,14 +229,54 @@ class Gate implements CommitGate {
     this.#state = 'headers-committed'
     await this.#run(async () => {
       const head = new Headers(this.#upstreamHeaders)
-      for (const [name, value] of this.#headers) head.set(name, value)
+      for (const [name, value] of Object.entries(sseHeaders)) head.set(name, value)
+      for (const [name, value] of new Headers(this.#hostHeaders)) head.set(name, value)
       await this.#sink.sendHead(this.#status, head)
       await this.#sink.flush?.()
     })
     this.#startKeepAlive()
   }
 
-  async write(bytes: Uint8Array): Promise<void> {
+  write(bytes: Uint8Array): Promise<void> {
+    // Hot path: nothing queued and content already committed: write straight through, and
+    // allocate no promise chain when the sink takes the bytes synchronously.
+    if (this.#state === 'content-committed' && this.#pending === 0 && this.#failure === undefined) {
+      this.#bytes += bytes.length
+      let written: void | Promise<void>
+      try {
+        written = this.#sink.write(bytes)
+      } catch (error) {
+        this.#fail(new DownstreamClosedError('write-failed', error))
+        return Promise.reject(this.#failure)
+      }
+      if (written === undefined) {
+        this.#lastWrite = performance.now()
+        return done
+      }
+      return this.#track(written)
+    }
+    return this.#writeQueued(bytes)
+  }
+
+  /** Follows a sink write that did not complete at once, as the queue's tail. */
+  #track(written: Promise<void>): Promise<void> {
+    this.#pending++
+    const step = written.then(
+      () => {
+        this.#pending--
+        this.#lastWrite = performance.now()
+      },
+      (error: unknown) => {
+        this.#pending--
+        this.#fail(new DownstreamClosedError('write-failed', error))
+        throw this.#failure
+      },
+    )
+    this.#tail = step.catch(() => {})
+    return step
+  }
+
+  async #writeQueued(bytes: Uint8Array): Promise<void> {
     this.#ensureUsable()
     // Queue the head and the bytes in this same tick, so unawaited writes keep their order.
     const head = this.#state === 'open' ? this.commitHeaders() : undefined

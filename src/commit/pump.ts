@@ -296,7 +296,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         stalls.totalMs += gap
         stalls.longestMs = Math.max(stalls.longestMs, gap)
       }
-      if (tracker.observe(frame).kind !== 'keepalive') lastActivity = arrived
+      if (tracker.observeCommitted(frame) !== 'keepalive') lastActivity = arrived
       await write(frame)
     }
   }
@@ -358,6 +358,7 @@ export interface DeliverOptions extends PumpPolicy {
   readonly peek?: Omit<PeekOptions, 'signal'> | undefined
   /** Options of the frame reader created over `body`. */
   readonly maxFrameBytes?: number | undefined
+  /** Rewrites a frame's bytes before they are written (`null` drops the frame). */
   readonly transform?: ((frame: SseFrame) => Uint8Array | null) | undefined
   /** Aborting ends the attempt, before or after commit (the host gave up). */
   readonly signal?: AbortSignal | undefined

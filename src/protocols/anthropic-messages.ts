@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { endsWithObject, needle, startsWith } from './bytes.js'
 import {
   encode,
   field,
@@ -27,6 +28,8 @@ import type {
   StreamAdapter,
   TerminalReason,
 } from './types.js'
+
+const deltaEvent = needle('event: content_block_delta\ndata: {"type":"content_block_delta",')
 
 const reasons: Readonly<Record<string, TerminalReason>> = {
   end_turn: 'stop',
@@ -169,6 +172,9 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     const type = frame.event ?? stringField(body, 'type')
     if (type === undefined) return anthropicError(body) ?? { kind: 'meta' }
     return inspectEvent(type, body)
+  },
+  quickOutput(frame: SseFrame): boolean {
+    return startsWith(frame.raw, deltaEvent) && endsWithObject(frame.raw)
   },
   renderError(error: RenderableError): Uint8Array {
     const { type, message } = renderable(error)

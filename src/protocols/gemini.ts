@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { endsWithObject, includes, needle, startsWith } from './bytes.js'
 import {
   encode,
   field,
@@ -29,6 +30,12 @@ import type {
   TerminalInfo,
   TerminalReason,
 } from './types.js'
+
+const dataObject = needle('data: {')
+const candidatesKey = needle('"candidates"', 4)
+const finishKey = needle('"finishReason"', 7)
+const errorKey = needle('"error"', 2)
+const blockKey = needle('"blockReason"', 6)
 
 const reasons: Readonly<Record<string, TerminalReason>> = {
   STOP: 'stop',
@@ -139,6 +146,17 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     if (body === undefined)
       return malformedFrame(`a Gemini data frame is not a JSON object: ${data}`)
     return inspectResponse(body)
+  },
+  quickOutput(frame: SseFrame): boolean {
+    const raw = frame.raw
+    return (
+      startsWith(raw, dataObject) &&
+      endsWithObject(raw) &&
+      includes(raw, candidatesKey) &&
+      !includes(raw, finishKey) &&
+      !includes(raw, errorKey) &&
+      !includes(raw, blockKey)
+    )
   },
   renderError(error: RenderableError): Uint8Array {
     return encode(sseFrameText(geminiErrorBody(error)))

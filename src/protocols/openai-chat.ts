@@ -7,6 +7,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { endsWithObject, includes, needle, startsWith } from './bytes.js'
 import {
   encode,
   field,
@@ -29,6 +30,10 @@ import type {
   TerminalInfo,
   TerminalReason,
 } from './types.js'
+
+const dataObject = needle('data: {')
+const notFinished = needle('"finish_reason":null', 7)
+const errorKey = needle('"error"', 2)
 
 const reasons: Readonly<Record<string, TerminalReason>> = {
   stop: 'stop',
@@ -159,6 +164,16 @@ export const openaiChat: StreamAdapter = Object.freeze({
     if (body === undefined)
       return malformedFrame(`a Chat Completions data frame is not a JSON object: ${data}`)
     return inspectChunk(body)
+  },
+  quickOutput(frame: SseFrame): boolean {
+    // A chunk whose finish_reason is null and that holds no error neither ends nor fails.
+    const raw = frame.raw
+    return (
+      startsWith(raw, dataObject) &&
+      endsWithObject(raw) &&
+      includes(raw, notFinished) &&
+      !includes(raw, errorKey)
+    )
   },
   renderError(error: RenderableError): Uint8Array {
     return encode(sseFrameText(openaiErrorBody(error)))

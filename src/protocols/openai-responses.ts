@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { endsWithObject, needle, startsWith } from './bytes.js'
 import {
   encode,
   field,
@@ -44,6 +45,14 @@ const reasoningDeltas = new Set([
   'response.reasoning_text.delta',
   'response.reasoning.delta',
 ])
+
+const outputDeltas = [
+  'response.output_text.delta',
+  'response.function_call_arguments.delta',
+  'response.reasoning_summary_text.delta',
+  'response.reasoning_text.delta',
+  'response.refusal.delta',
+].map((event) => needle(`event: ${event}\ndata: {"type":"${event}",`))
 
 function errorFrom(error: unknown, fallbackType: string): ErrorVerdict {
   const code = stringField(error, 'code') ?? null
@@ -157,6 +166,9 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     const type = stringField(body, 'type') ?? frame.event
     if (type === undefined) return responsesError(body) ?? { kind: 'meta' }
     return inspectEvent(type, body)
+  },
+  quickOutput(frame: SseFrame): boolean {
+    return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
   },
   renderError(error: RenderableError, state?: RenderState): Uint8Array {
     const { type, message, code } = renderable(error)

@@ -141,6 +141,13 @@ export interface StreamAdapter {
   }
   /** Says what a frame is. Never throws: malformed input is an `error` verdict. */
   inspect(frame: SseFrame): FrameVerdict
+  /**
+   * Optional, for speed: `true` when cheap checks on the raw bytes show the frame is an
+   * ordinary output delta that neither ends the stream nor reports an error. Consulted only
+   * after content was committed and when no text is kept, to skip decoding and parsing.
+   * Return `false` whenever unsure.
+   */
+  quickOutput?(frame: SseFrame): boolean
   /** An honest terminal error frame, written after commit. */
   renderError(error: RenderableError, state?: RenderState): Uint8Array
   /**

@@ -164,11 +164,16 @@ export type RelayOutcome =
 
 /** Hooks, each given a frozen context. A hook that throws is ignored. */
 export interface RelayHooks {
+  /** An attempt starts, with the key it leased. */
   onAttempt?(context: {
     readonly attemptNumber: number
     readonly route: string
     readonly keyId: string
   }): void
+  /**
+   * A failed attempt is followed by another, once its key is leased: why the last one failed
+   * and how long the wait for the next key took.
+   */
   onRetry?(context: {
     readonly attemptNumber: number
     readonly reason: string
@@ -176,17 +181,20 @@ export interface RelayHooks {
     readonly nextKeyId: string | null
     readonly route: string
   }): void
+  /** The first output arrived and the attempt commits, before anything is written. */
   onCommit?(context: {
     readonly attemptNumber: number
     readonly route: string
     readonly keyId: string
     readonly timeToFirstOutputMs: number
   }): void
+  /** Every attempt failed before commit; the client gets `status`. */
   onGiveUp?(context: {
     readonly status: number
     readonly reason: string
     readonly attempts: readonly AttemptRecord[]
   }): void
+  /** The request is over: the outcome `relay()` resolves to. */
   onOutcome?(outcome: RelayOutcome): void
 }
 

@@ -159,6 +159,7 @@ class Reader implements FrameReader {
         }
         if (result.done) {
           this.#ended = true
+          this.#unwatch()
           continue
         }
         this.#bytesRead += result.value.length
@@ -190,11 +191,28 @@ class Reader implements FrameReader {
     const failure = new UpstreamReadError(error)
     this.#failure = failure
     this.#ended = true
+    this.#unwatch()
     throw failure
   }
 
-  /** Pulls a chunk, but an abort leaves the pull pending for the next call: nothing is lost. */
-  async #pullOrAbort(signal: AbortSignal): Promise<Pull> {
+  /** The signal whose abort listener is installed, and the pull it would interrupt. */
+  #watched: AbortSignal | undefined
+  #interrupt: ((reason: unknown) => void) | undefined
+  readonly #onAbort = () => {
+    const signal = this.#watched
+    if (signal !== undefined) this.#interrupt?.(abortReason(signal))
+  }
+
+  /**
+   * Pulls a chunk, but an abort leaves the pull pending for the next call: nothing is lost.
+   * One listener stays on the signal across calls (a pump passes the same one every frame).
+   */
+  #pullOrAbort(signal: AbortSignal): Promise<Pull> {
+    if (this.#watched !== signal) {
+      this.#watched?.removeEventListener('abort', this.#onAbort)
+      this.#watched = signal
+      signal.addEventListener('abort', this.#onAbort)
+    }
     if (this.#pending === undefined) {
       const pending = this.#puller.pull().catch((error: unknown) => this.#readFailed(error))
       // Keeps a failure after an abort from being reported as unhandled; awaiters still see it.
@@ -202,29 +220,43 @@ class Reader implements FrameReader {
       this.#pending = pending
     }
     const pending = this.#pending
-    let onAbort: (() => void) | undefined
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(abortReason(signal))
+    return new Promise<Pull>((resolve, reject) => {
+      // Each call owns its interrupt: a pull that an earlier, interrupted call left behind
+      // must not settle this one's.
+      const interrupt = (reason: unknown) => {
+        if (this.#interrupt === interrupt) this.#interrupt = undefined
+        reject(reason)
+      }
+      this.#interrupt = interrupt
+      pending.then(
+        (result) => {
+          if (this.#interrupt !== interrupt) return
+          this.#interrupt = undefined
+          this.#pending = undefined
+          resolve(result)
+        },
+        (error: unknown) => {
+          if (this.#interrupt !== interrupt) return
+          this.#interrupt = undefined
+          this.#pending = undefined
+          reject(error)
+        },
+      )
       // The source itself may have aborted the signal while we asked it for a chunk.
-      if (signal.aborted) onAbort()
-      else signal.addEventListener('abort', onAbort, { once: true })
+      if (signal.aborted) interrupt(abortReason(signal))
     })
-    try {
-      const result = await Promise.race([pending, aborted])
-      this.#pending = undefined
-      return result
-    } catch (error) {
-      // Only an abort leaves the pull pending; a failed pull is recorded in #failure.
-      if (this.#failure !== undefined) this.#pending = undefined
-      throw error
-    } finally {
-      signal.removeEventListener('abort', onAbort as () => void)
-    }
+  }
+
+  /** Removes the abort listener (a pull still in flight settles as usual). */
+  #unwatch(): void {
+    this.#watched?.removeEventListener('abort', this.#onAbort)
+    this.#watched = undefined
   }
 
   async cancel(reason?: unknown): Promise<void> {
     if (this.#released) return
     this.#released = true
+    this.#unwatch()
     this.#splitter.clear()
     this.#pending?.catch(() => {})
     this.#pending = undefined

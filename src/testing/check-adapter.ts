@@ -111,7 +111,9 @@ function verdictText(verdicts: readonly FrameVerdict[]): string {
  * - the EOF class is the one a sample states (when it states one);
  * - `renderError` writes one well-formed frame the adapter classifies as `error`;
  * - `renderStop` after output writes well-formed frames that end the stream `completed`;
- * - `renderReasoningAsText` writes visible text, never a keep-alive.
+ * - `renderReasoningAsText` writes visible text, never a keep-alive;
+ * - `quickOutput` (when the adapter has it) vouches only for output frames that neither end
+ *   nor fail.
  *
  * Resolves when all hold; rejects with an {@link AdapterConformanceError} naming the first
  * property that failed, its counterexample and how to replay it.
@@ -228,6 +230,28 @@ export async function checkAdapter(
         const [sample, cut] = value as [StreamSample, number]
         return `Stream: ${show(bytesOf(sample))}, cut after frame index ${cut}`
       },
+    ],
+    [
+      'quickOutput vouches only for output frames that neither end nor fail',
+      fc.asyncProperty(fc.oneof(options.streams.map(bytesOf), sseStream()), async (bytes) => {
+        if (adapter.quickOutput === undefined) return
+        for (const frame of await framesOf([bytes])) {
+          if (!adapter.quickOutput(frame)) continue
+          const verdict = adapter.inspect(frame)
+          const ends = 'terminal' in verdict && verdict.terminal !== undefined
+          if (
+            verdict.kind === 'error' ||
+            verdict.kind === 'keepalive' ||
+            verdict.kind === 'terminal' ||
+            ends
+          ) {
+            fail(
+              `quickOutput said ordinary output, inspect said ${verdict.kind}${ends ? '+terminal' : ''} for ${show(frame.raw)}`,
+            )
+          }
+        }
+      }) as never,
+      (value) => `Input: ${show((value as [Uint8Array])[0])}`,
     ],
     [
       'renderReasoningAsText writes visible text, never a keep-alive',

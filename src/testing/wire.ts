@@ -12,7 +12,9 @@ import type { StreamAdapter } from '../protocols/types.js'
 export interface WireWriter {
   /** The preamble before any output: role chunk, `message_start`, `response.created`. */
   start(): string[]
+  /** A text delta. */
   text(delta: string): string[]
+  /** A reasoning delta, in the protocol's own style. */
   reasoning(delta: string): string[]
   /** A whole tool call: its start and its argument fragments. */
   tool(name: string, fragments: readonly string[]): string[]

@@ -10,6 +10,7 @@ import {
   type StreamAdapter,
   sanitizeMessage,
 } from '../../src/index.js'
+import * as arbitraries from '../../src/testing/arbitraries.js'
 import { chunkings, concatBytes, sseStream } from '../../src/testing/arbitraries.js'
 import { runs } from '../support/runs.js'
 import { chunkSource, readAll } from '../support/sources.js'
@@ -179,6 +180,39 @@ describe.each(protocols)('%s adapter properties', (protocol) => {
           expect(verdicts.every((v) => v.kind === 'text' || v.kind === 'meta')).toBe(true)
           const text = verdicts.map((v) => (v.kind === 'text' ? v.text : '')).join('')
           expect(text).toBe(state.reasoningText)
+        },
+      ),
+      { numRuns },
+    )
+  })
+
+  it('quickOutput vouches only for frames inspect classifies as output that neither ends nor fails', async () => {
+    const quick = adapter.quickOutput?.bind(adapter)
+    expect(quick).toBeDefined()
+    const fixtureFrames = (
+      await Promise.all(
+        fixtures.filter((f) => f.protocol === protocol).map((f) => framesOf(fixtureBytes(f.file))),
+      )
+    ).flat()
+    let vouched = 0
+    const check = (frame: SseFrame) => {
+      if (!quick?.(frame)) return
+      vouched++
+      const verdict = adapter.inspect(frame)
+      expect(['text', 'tool', 'reasoning', 'refusal', 'meta']).toContain(verdict.kind)
+      expect('terminal' in verdict && verdict.terminal !== undefined).toBe(false)
+    }
+    for (const frame of fixtureFrames) check(frame)
+    expect(vouched).toBeGreaterThan(0)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          arbitraries.protocolStream(adapter).map((s) => s.bytes),
+          sseStream(),
+          jsonFrame,
+        ),
+        async (bytes) => {
+          for (const frame of await framesOf(bytes)) check(frame)
         },
       ),
       { numRuns },

@@ -235,3 +235,40 @@ describe('createFrameReader', () => {
     })
   })
 })
+
+describe('createFrameReader with one signal across calls', () => {
+  it('a cancel while next() waits resolves that call with null', async () => {
+    const never = new ReadableStream<Uint8Array>({ pull: () => new Promise(() => {}) })
+    const reader = createFrameReader(never)
+    const controller = new AbortController()
+    const pending = reader.next({ signal: controller.signal })
+    await reader.cancel('gone')
+    expect(await pending).toBeNull()
+  })
+
+  it('keeps one abort listener on a signal reused for every frame, and removes it at the end', async () => {
+    const controller = new AbortController()
+    let listeners = 0
+    const signal = controller.signal
+    const add = signal.addEventListener.bind(signal)
+    const remove = signal.removeEventListener.bind(signal)
+    signal.addEventListener = ((...args: Parameters<typeof add>) => {
+      listeners++
+      add(...args)
+    }) as typeof add
+    signal.removeEventListener = ((...args: Parameters<typeof remove>) => {
+      listeners--
+      remove(...args)
+    }) as typeof remove
+    const reader = createFrameReader(
+      chunkSource([utf8('data: a\n\n'), utf8('data: b\n\n'), utf8('data: c\n\n')]),
+    )
+    const seen: (string | undefined)[] = []
+    for (let frame = await reader.next({ signal }); frame; frame = await reader.next({ signal })) {
+      seen.push(frame.data)
+      expect(listeners).toBeLessThanOrEqual(1)
+    }
+    expect(seen).toEqual(['a', 'b', 'c'])
+    expect(listeners).toBe(0)
+  })
+})

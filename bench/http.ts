@@ -1,0 +1,126 @@
+/**
+ * HTTP end to end on 127.0.0.1: the same load of concurrent streaming requests through a raw
+ * byte-pipe Node proxy and through the Node example gateway, to the same local upstream.
+ * Reports the relay process's CPU time per relayed frame and the p99 time to first byte.
+ */
+
+import { type ChildProcess, fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { serveFetch } from '../src/node.js'
+import { chunkPerFrame, openaiChatStream } from './inputs.js'
+
+export interface HttpSide {
+  readonly name: string
+  readonly frames: number
+  readonly cpuUsPerFrame: number
+  readonly ttfbP50Ms: number
+  readonly ttfbP99Ms: number
+  readonly wallMs: number
+}
+
+export interface HttpResult {
+  readonly requests: number
+  readonly concurrency: number
+  readonly framesPerRequest: number
+  readonly raw: HttpSide
+  readonly gateway: HttpSide
+  readonly cpuRatio: number
+}
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+
+function startRelay(mode: 'raw' | 'gateway', upstream: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = fork(`${here}http-proxy.ts`, [mode, upstream], { execArgv: ['--import', 'tsx'], stdio: 'inherit' })
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))
+  })
+}
+
+function cpuOf(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('message', (message) => {
+      const { user, system } = (message as { cpu: { user: number; system: number } }).cpu
+      resolve(user + system)
+    })
+    child.send('cpu')
+  })
+}
+
+async function load(url: string, requests: number, concurrency: number): Promise<{ ttfb: number[]; frames: number }> {
+  const body = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: 'hi' }] })
+  const ttfb: number[] = []
+  let frames = 0
+  let next = 0
+  const worker = async () => {
+    while (next < requests) {
+      next++
+      const started = performance.now()
+      const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+      let first = true
+      let tail = 0
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        if (first) {
+          ttfb.push(performance.now() - started)
+          first = false
+        }
+        // Count frames by their blank lines, across chunk boundaries.
+        for (const byte of r.value) {
+          tail = byte === 10 ? tail + 1 : 0
+          if (tail === 2) frames++
+        }
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  return { ttfb, frames }
+}
+
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
+}
+
+export async function benchHttp(options: { requests: number; concurrency: number; framesPerRequest: number }): Promise<HttpResult> {
+  const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 3))
+  const upstream = await serveFetch(() => {
+    let index = 0
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          const chunk = chunks[index++]
+          if (chunk === undefined) controller.close()
+          else controller.enqueue(chunk)
+        },
+      },
+      { highWaterMark: 0 },
+    )
+    return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
+  })
+  const sides: HttpSide[] = []
+  try {
+    for (const mode of ['raw', 'gateway'] as const) {
+      const { child, url } = await startRelay(mode, upstream.url)
+      await load(url, Math.min(32, options.requests), options.concurrency)
+      const cpuBefore = await cpuOf(child)
+      const started = performance.now()
+      const { ttfb, frames } = await load(url, options.requests, options.concurrency)
+      const wallMs = performance.now() - started
+      const cpu = (await cpuOf(child)) - cpuBefore
+      child.send('exit')
+      sides.push({
+        name: mode === 'raw' ? 'raw byte-pipe proxy' : 'stream-boundary gateway (examples/node-http-gateway.ts)',
+        frames,
+        cpuUsPerFrame: cpu / frames,
+        ttfbP50Ms: quantile(ttfb, 0.5),
+        ttfbP99Ms: quantile(ttfb, 0.99),
+        wallMs,
+      })
+    }
+  } finally {
+    await upstream.close()
+  }
+  const [raw, gateway] = sides as [HttpSide, HttpSide]
+  return { ...options, raw, gateway, cpuRatio: gateway.cpuUsPerFrame / raw.cpuUsPerFrame }
+}

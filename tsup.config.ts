@@ -14,6 +14,8 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   splitting: false,
+  // Keep `node:http` as written: Deno and Workers resolve builtins by their `node:` names.
+  removeNodeProtocol: false,
   treeshake: true,
-  external: ['fast-check', 'eventsource-parser', 'p-retry', 'stream-boundary/node'],
+  external: ['fast-check', 'p-retry', 'ioredis', 'stream-boundary/node', /^node:/],
 })

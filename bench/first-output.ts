@@ -7,9 +7,15 @@
 import { createCommitGate, type DownstreamSink, deliver, openaiChat } from '../src/index.js'
 
 const encoder = new TextEncoder()
-const role = encoder.encode('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n')
-const first = encoder.encode('data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n')
-const done = encoder.encode('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+const role = encoder.encode(
+  'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+)
+const first = encoder.encode(
+  'data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n',
+)
+const done = encoder.encode(
+  'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
+)
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
@@ -64,7 +70,10 @@ export async function benchFirstOutput(samples: number): Promise<FirstOutputResu
     {
       const up = upstream()
       let firstByteAt = 0
-      const gate = createCommitGate(timingSink(() => (firstByteAt = performance.now())), { keepAliveIntervalMs: 0 })
+      const gate = createCommitGate(
+        timingSink(() => (firstByteAt = performance.now())),
+        { keepAliveIntervalMs: 0 },
+      )
       const pending = deliver({ gate, body: up.stream, adapter: openaiChat })
       await new Promise((resolve) => setImmediate(resolve))
       up.release()

@@ -97,7 +97,8 @@ export async function benchFramePath(options: {
             run: async () => {
               const gate = createCommitGate(nullSink(), { keepAliveIntervalMs: 0 })
               const outcome = await deliver({ gate, body: streamOf(chunks), adapter })
-              if (outcome.kind !== 'committed') throw new Error('the benchmark stream did not commit')
+              if (outcome.kind !== 'committed')
+                throw new Error('the benchmark stream did not commit')
               return outcome.pump.frames
             },
           },
@@ -105,7 +106,9 @@ export async function benchFramePath(options: {
             name: 'TextDecoderStream + EventSourceParserStream + JSON.parse',
             run: async () => {
               const events = streamOf(chunks)
-                .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+                .pipeThrough(
+                  new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>,
+                )
                 .pipeThrough(new EventSourceParserStream())
                 .getReader()
               let n = 0

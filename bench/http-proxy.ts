@@ -1,22 +1,53 @@
 /**
  * A relay under test for the HTTP benchmark, run in its own process so its CPU time is its
- * own: `raw` pipes bytes (a typical proxy), `gateway` is examples/node-http-gateway.ts.
+ * own: `raw` pipes bytes (a typical proxy), `fetch` pipes bytes read with `fetch`, `gateway`
+ * is examples/node-http-gateway.ts.
  * Prints its URL on IPC, answers `cpu` with `process.cpuUsage()`.
  */
 
+import { Buffer } from 'node:buffer'
 import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { startGateway } from '../examples/node-http-gateway.js'
 
 const [mode, upstream] = process.argv.slice(2)
-if (upstream === undefined || (mode !== 'raw' && mode !== 'gateway')) throw new Error('usage: http-proxy.ts raw|gateway <upstream url>')
+if (upstream === undefined || (mode !== 'raw' && mode !== 'fetch' && mode !== 'gateway')) {
+  throw new Error('usage: http-proxy.ts raw|fetch|gateway <upstream url>')
+}
+
+/** A byte pipe that reads the upstream with `fetch` (web streams), as the gateway does. */
+async function startFetchPipe(target: string): Promise<string> {
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const answer = await fetch(`${target}${req.url ?? '/'}`, {
+      method: req.method ?? 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.concat(chunks),
+    })
+    res.writeHead(answer.status, {
+      'content-type': answer.headers.get('content-type') ?? 'text/event-stream',
+    })
+    const reader = (answer.body as ReadableStream<Uint8Array>).getReader()
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      if (!res.write(r.value)) await new Promise((resolve) => res.once('drain', resolve))
+    }
+    res.end()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
 
 async function startRaw(target: string): Promise<string> {
   const server = createServer((req, res) => {
-    const forward = httpRequest(`${target}${req.url ?? '/'}`, { method: req.method, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers)
-      answer.pipe(res)
-    })
+    const forward = httpRequest(
+      `${target}${req.url ?? '/'}`,
+      { method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers)
+        answer.pipe(res)
+      },
+    )
     forward.on('error', () => res.destroy())
     req.pipe(forward)
   })
@@ -27,7 +58,16 @@ async function startRaw(target: string): Promise<string> {
 const url =
   mode === 'raw'
     ? await startRaw(upstream)
-    : (await startGateway({ openaiBaseUrl: `${upstream}/v1`, anthropicBaseUrl: upstream, keys: [{ id: 'bench', secret: 'sk-bench-not-real' }], policy: { keepAliveIntervalMs: 0 } })).url
+    : mode === 'fetch'
+      ? await startFetchPipe(upstream)
+      : (
+          await startGateway({
+            openaiBaseUrl: `${upstream}/v1`,
+            anthropicBaseUrl: upstream,
+            keys: [{ id: 'bench', secret: 'sk-bench-not-real' }],
+            policy: { keepAliveIntervalMs: 0 },
+          })
+        ).url
 
 process.send?.({ url })
 process.on('message', (message) => {

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { serveFetch } from '../src/node.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 
-export interface HttpSide {
+interface HttpSide {
   readonly name: string
   readonly frames: number
   readonly cpuUsPerFrame: number
@@ -23,14 +23,24 @@ export interface HttpResult {
   readonly concurrency: number
   readonly framesPerRequest: number
   readonly raw: HttpSide
+  /** A byte pipe reading the upstream with `fetch`, as the gateway does: the web-streams share. */
+  readonly fetchPipe: HttpSide
   readonly gateway: HttpSide
   readonly cpuRatio: number
+  /** The gateway against the fetch byte pipe: the library's own share. */
+  readonly cpuRatioToFetchPipe: number
 }
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 
-function startRelay(mode: 'raw' | 'gateway', upstream: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork(`${here}http-proxy.ts`, [mode, upstream], { execArgv: ['--import', 'tsx'], stdio: 'inherit' })
+function startRelay(
+  mode: 'raw' | 'fetch' | 'gateway',
+  upstream: string,
+): Promise<{ child: ChildProcess; url: string }> {
+  const child = fork(`${here}http-proxy.ts`, [mode, upstream], {
+    execArgv: ['--import', 'tsx'],
+    stdio: 'inherit',
+  })
   return new Promise((resolve, reject) => {
     child.once('error', reject)
     child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))
@@ -47,8 +57,16 @@ function cpuOf(child: ChildProcess): Promise<number> {
   })
 }
 
-async function load(url: string, requests: number, concurrency: number): Promise<{ ttfb: number[]; frames: number }> {
-  const body = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: 'hi' }] })
+async function load(
+  url: string,
+  requests: number,
+  concurrency: number,
+): Promise<{ ttfb: number[]; frames: number }> {
+  const body = JSON.stringify({
+    model: 'bench',
+    stream: true,
+    messages: [{ role: 'user', content: 'hi' }],
+  })
   const ttfb: number[] = []
   let frames = 0
   let next = 0
@@ -56,7 +74,11 @@ async function load(url: string, requests: number, concurrency: number): Promise
     while (next < requests) {
       next++
       const started = performance.now()
-      const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+      const response = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      })
       const reader = (response.body as ReadableStream<Uint8Array>).getReader()
       let first = true
       let tail = 0
@@ -82,7 +104,11 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
 }
 
-export async function benchHttp(options: { requests: number; concurrency: number; framesPerRequest: number }): Promise<HttpResult> {
+export async function benchHttp(options: {
+  requests: number
+  concurrency: number
+  framesPerRequest: number
+}): Promise<HttpResult> {
   const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 3))
   const upstream = await serveFetch(() => {
     let index = 0
@@ -100,7 +126,7 @@ export async function benchHttp(options: { requests: number; concurrency: number
   })
   const sides: HttpSide[] = []
   try {
-    for (const mode of ['raw', 'gateway'] as const) {
+    for (const mode of ['raw', 'fetch', 'gateway'] as const) {
       const { child, url } = await startRelay(mode, upstream.url)
       await load(url, Math.min(32, options.requests), options.concurrency)
       const cpuBefore = await cpuOf(child)
@@ -110,7 +136,12 @@ export async function benchHttp(options: { requests: number; concurrency: number
       const cpu = (await cpuOf(child)) - cpuBefore
       child.send('exit')
       sides.push({
-        name: mode === 'raw' ? 'raw byte-pipe proxy' : 'stream-boundary gateway (examples/node-http-gateway.ts)',
+        name:
+          mode === 'raw'
+            ? 'raw byte-pipe proxy (node:http pipe)'
+            : mode === 'fetch'
+              ? 'byte pipe reading the upstream with fetch'
+              : 'stream-boundary gateway (examples/node-http-gateway.ts)',
         frames,
         cpuUsPerFrame: cpu / frames,
         ttfbP50Ms: quantile(ttfb, 0.5),
@@ -121,6 +152,13 @@ export async function benchHttp(options: { requests: number; concurrency: number
   } finally {
     await upstream.close()
   }
-  const [raw, gateway] = sides as [HttpSide, HttpSide]
-  return { ...options, raw, gateway, cpuRatio: gateway.cpuUsPerFrame / raw.cpuUsPerFrame }
+  const [raw, fetchPipe, gateway] = sides as [HttpSide, HttpSide, HttpSide]
+  return {
+    ...options,
+    raw,
+    fetchPipe,
+    gateway,
+    cpuRatio: gateway.cpuUsPerFrame / raw.cpuUsPerFrame,
+    cpuRatioToFetchPipe: gateway.cpuUsPerFrame / fetchPipe.cpuUsPerFrame,
+  }
 }

@@ -8,8 +8,12 @@ import { createCommitGate, deliver, openaiChat } from '../src/index.js'
 import { nullSink } from './frame-path.js'
 
 const encoder = new TextEncoder()
-const role = encoder.encode('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n')
-const text = encoder.encode('data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n')
+const role = encoder.encode(
+  'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+)
+const text = encoder.encode(
+  'data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n',
+)
 
 function gc(): void {
   const collect = (globalThis as { gc?: () => void }).gc
@@ -31,7 +35,10 @@ function idleUpstream(): { stream: ReadableStream<Uint8Array>; close(): void } {
   return { stream, close: () => controller.close() }
 }
 
-async function heapPerStream(count: number, hold: (stream: ReadableStream<Uint8Array>) => Promise<unknown>): Promise<number> {
+async function heapPerStream(
+  count: number,
+  hold: (stream: ReadableStream<Uint8Array>) => Promise<unknown>,
+): Promise<number> {
   gc()
   const before = process.memoryUsage().heapUsed
   const upstreams = Array.from({ length: count }, () => idleUpstream())
@@ -52,10 +59,17 @@ export interface MemoryResult {
   readonly pumpBytesPerStream: number
   /** What the library adds per stream. */
   readonly libraryBytesPerStream: number
-  readonly soak: { readonly frames: number; readonly heapMiB: readonly number[]; readonly growthMiB: number }
+  readonly soak: {
+    readonly frames: number
+    readonly heapMiB: readonly number[]
+    readonly growthMiB: number
+  }
 }
 
-export async function benchMemory(options: { streams: number; soakFrames: number }): Promise<MemoryResult> {
+export async function benchMemory(options: {
+  streams: number
+  soakFrames: number
+}): Promise<MemoryResult> {
   const floorBytesPerStream = await heapPerStream(options.streams, async (stream) => {
     const reader = stream.getReader()
     while (!(await reader.read()).done) {
@@ -63,7 +77,11 @@ export async function benchMemory(options: { streams: number; soakFrames: number
     }
   })
   const pumpBytesPerStream = await heapPerStream(options.streams, (stream) =>
-    deliver({ gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }), body: stream, adapter: openaiChat }),
+    deliver({
+      gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }),
+      body: stream,
+      adapter: openaiChat,
+    }),
   )
 
   // Soak: frames made on the fly, heap sampled every tenth of the run.
@@ -90,7 +108,11 @@ export async function benchMemory(options: { streams: number; soakFrames: number
     },
     { highWaterMark: 0 },
   )
-  const outcome = await deliver({ gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }), body: soak, adapter: openaiChat })
+  const outcome = await deliver({
+    gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }),
+    body: soak,
+    adapter: openaiChat,
+  })
   if (outcome.kind !== 'committed') throw new Error('the soak stream did not commit')
   const settled = heapMiB.slice(1)
   return {
@@ -98,6 +120,10 @@ export async function benchMemory(options: { streams: number; soakFrames: number
     floorBytesPerStream,
     pumpBytesPerStream,
     libraryBytesPerStream: pumpBytesPerStream - floorBytesPerStream,
-    soak: { frames: options.soakFrames, heapMiB, growthMiB: (settled.at(-1) ?? 0) - (settled[0] ?? 0) },
+    soak: {
+      frames: options.soakFrames,
+      heapMiB,
+      growthMiB: (settled.at(-1) ?? 0) - (settled[0] ?? 0),
+    },
   }
 }

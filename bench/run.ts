@@ -24,19 +24,27 @@ async function main() {
   const results: Record<string, unknown> = { started, node: process.version, quick }
 
   if (only.has('frame')) {
-    const framePath = await benchFramePath(quick ? { frames: 500, rounds: 3 } : { frames: 20_000, rounds: 15 })
+    const framePath = await benchFramePath(
+      quick ? { frames: 500, rounds: 3 } : { frames: 20_000, rounds: 15 },
+    )
     results.framePath = framePath
     for (const group of framePath) {
-      console.log(`\n### Frame path: ${group.input}, ${group.chunking} (${group.frames} frames, ${group.bytes} bytes)\n`)
+      console.log(
+        `\n### Frame path: ${group.input}, ${group.chunking} (${group.frames} frames, ${group.bytes} bytes)\n`,
+      )
       console.log('| contender | µs/frame | MB/s | × floor |')
       console.log('| --- | ---: | ---: | ---: |')
       for (const r of group.results) {
-        console.log(`| ${r.name} | ${fmt(r.usPerFrame, 3)} | ${fmt(r.megabytesPerSecond, 0)} | ${fmt(r.ratioToFloor)} |`)
+        console.log(
+          `| ${r.name} | ${fmt(r.usPerFrame, 3)} | ${fmt(r.megabytesPerSecond, 0)} | ${fmt(r.ratioToFloor)} |`,
+        )
       }
       const pump = group.results.find((r) => r.name.startsWith('whole pump'))
       const pipeline = group.results.find((r) => r.name.endsWith('JSON.parse'))
       if (pump !== undefined && pipeline !== undefined) {
-        console.log(`\nwhole pump: ${fmt(pump.ratioToFloor)}× the floor, ${fmt(pipeline.usPerFrame / pump.usPerFrame)}× cheaper than the pipeline with JSON.parse`)
+        console.log(
+          `\nwhole pump: ${fmt(pump.ratioToFloor)}× the floor, ${fmt(pipeline.usPerFrame / pump.usPerFrame)}× cheaper than the pipeline with JSON.parse`,
+        )
       }
     }
   }
@@ -47,36 +55,60 @@ async function main() {
     console.log(`\n### Time to first output (${first.samples} streams, in process)\n`)
     console.log('| path | p50 ms | p99 ms |')
     console.log('| --- | ---: | ---: |')
-    console.log(`| bare pipe (read, write) | ${fmt(first.barePipe.p50, 3)} | ${fmt(first.barePipe.p99, 3)} |`)
-    console.log(`| deliver(): peek, commit, pump | ${fmt(first.deliver.p50, 3)} | ${fmt(first.deliver.p99, 3)} |`)
+    console.log(
+      `| bare pipe (read, write) | ${fmt(first.barePipe.p50, 3)} | ${fmt(first.barePipe.p99, 3)} |`,
+    )
+    console.log(
+      `| deliver(): peek, commit, pump | ${fmt(first.deliver.p50, 3)} | ${fmt(first.deliver.p99, 3)} |`,
+    )
     console.log(`\npeek adds ${fmt(first.addedP99Ms, 3)} ms at p99`)
   }
 
   if (only.has('memory')) {
-    const memory = await benchMemory(quick ? { streams: 200, soakFrames: 5000 } : { streams: 10_000, soakFrames: 1_000_000 })
+    const memory = await benchMemory(
+      quick ? { streams: 200, soakFrames: 5000 } : { streams: 10_000, soakFrames: 1_000_000 },
+    )
     results.memory = memory
-    console.log(`\n### Memory (${memory.streams} idle in-flight streams; soak of ${memory.soak.frames} frames)\n`)
+    console.log(
+      `\n### Memory (${memory.streams} idle in-flight streams; soak of ${memory.soak.frames} frames)\n`,
+    )
     console.log('| measure | value |')
     console.log('| --- | ---: |')
-    console.log(`| heap per stream, upstream only read (floor) | ${fmt(memory.floorBytesPerStream / 1024)} KiB |`)
-    console.log(`| heap per stream, held open through the pump | ${fmt(memory.pumpBytesPerStream / 1024)} KiB |`)
-    console.log(`| added by the library per stream | ${fmt(memory.libraryBytesPerStream / 1024)} KiB |`)
-    console.log(`| soak heap samples (MiB) | ${memory.soak.heapMiB.map((v) => fmt(v, 1)).join(', ')} |`)
+    console.log(
+      `| heap per stream, upstream only read (floor) | ${fmt(memory.floorBytesPerStream / 1024)} KiB |`,
+    )
+    console.log(
+      `| heap per stream, held open through the pump | ${fmt(memory.pumpBytesPerStream / 1024)} KiB |`,
+    )
+    console.log(
+      `| added by the library per stream | ${fmt(memory.libraryBytesPerStream / 1024)} KiB |`,
+    )
+    console.log(
+      `| soak heap samples (MiB) | ${memory.soak.heapMiB.map((v) => fmt(v, 1)).join(', ')} |`,
+    )
     console.log(`| soak heap growth after warm-up | ${fmt(memory.soak.growthMiB, 2)} MiB |`)
   }
 
   if (only.has('http')) {
     const http = await benchHttp(
-      quick ? { requests: 16, concurrency: 4, framesPerRequest: 50 } : { requests: 400, concurrency: 32, framesPerRequest: 200 },
+      quick
+        ? { requests: 16, concurrency: 4, framesPerRequest: 50 }
+        : { requests: 400, concurrency: 32, framesPerRequest: 200 },
     )
     results.http = http
-    console.log(`\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each)\n`)
+    console.log(
+      `\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each)\n`,
+    )
     console.log('| relay | CPU µs/frame | p50 TTFB ms | p99 TTFB ms | wall ms |')
     console.log('| --- | ---: | ---: | ---: | ---: |')
-    for (const side of [http.raw, http.gateway]) {
-      console.log(`| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`)
+    for (const side of [http.raw, http.fetchPipe, http.gateway]) {
+      console.log(
+        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
+      )
     }
-    console.log(`\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe`)
+    console.log(
+      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe, ${fmt(http.cpuRatioToFetchPipe)}× a byte pipe that reads with fetch`,
+    )
   }
 
   const dir = join(here, 'results')

@@ -62,10 +62,18 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         policy,
         signal,
         ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
-        attempt: ({ key, signal }) => {
+        request: { url, body: JSON.parse(body) as Record<string, unknown> },
+        attempt: ({ key, signal, request, requestId }) => {
           const withKey = new Headers(headers)
           withKey.set(...credential(key.secret))
-          return fetch(url, { method: 'POST', headers: withKey, body, signal })
+          if (requestId !== undefined) withKey.set('x-client-request-id', requestId)
+          const sent = request === undefined ? body : JSON.stringify(request.body)
+          return fetch(request?.url ?? url, {
+            method: 'POST',
+            headers: withKey,
+            body: sent,
+            signal,
+          })
         },
       })
       return response

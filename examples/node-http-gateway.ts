@@ -127,10 +127,19 @@ export async function startGateway(
       policy,
       signal: client.signal,
       ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
-      attempt: ({ key, signal }) => {
+      // The body as JSON lets the relay adjust it or fall back to a non-streaming request.
+      request: { url: target.url, body: JSON.parse(body) as Record<string, unknown> },
+      attempt: ({ key, signal, request, requestId }) => {
         const withKey = new Headers(headers)
         withKey.set(...target.credential(key.secret))
-        return fetch(target.url, { method: 'POST', headers: withKey, body, signal })
+        if (requestId !== undefined) withKey.set('x-client-request-id', requestId)
+        const sent = request === undefined ? body : JSON.stringify(request.body)
+        return fetch(request?.url ?? target.url, {
+          method: 'POST',
+          headers: withKey,
+          body: sent,
+          signal,
+        })
       },
     })
     outcomes.push(outcome)

@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'RETRY_AFTER_COMMIT'
   | 'HEADERS_SENT'
   | 'DEADLINE_EXCEEDED'
+  | 'REDIS_UNAVAILABLE'
 
 /** Base class of every error this package creates. */
 export class StreamBoundaryError extends Error {

@@ -1,8 +1,14 @@
 /**
- * `stream-boundary/redis`: a key pool whose state is shared by many gateway replicas.
- * Nothing is exported yet.
+ * `stream-boundary/redis`: a key pool whose state is shared by many gateway replicas through
+ * Redis (ioredis, an optional peer dependency), with a local fallback while Redis is down.
  *
  * @module
  */
 
-export {}
+export type { RedisKeyPool, RedisKeyPoolOptions, RedisPoolOperation } from './redis/pool.js'
+export {
+  createRedisKeyPool,
+  isRedisUnavailableError,
+  RedisUnavailableError,
+  redisKeyPoolDefaults,
+} from './redis/pool.js'

@@ -79,6 +79,27 @@ export type PumpEnd =
   | { readonly kind: 'downstream-closed'; readonly error: DownstreamClosedError }
   | { readonly kind: 'aborted'; readonly reason: unknown }
 
+/** The frames' bytes as one array: a view when they lie side by side in one chunk. */
+function joinRaw(frames: readonly SseFrame[]): Uint8Array {
+  const first = (frames[0] as SseFrame).raw
+  let length = 0
+  let adjacent = true
+  let offset = first.byteOffset
+  for (const { raw } of frames) {
+    adjacent &&= raw.buffer === first.buffer && raw.byteOffset === offset
+    offset += raw.length
+    length += raw.length
+  }
+  if (adjacent) return new Uint8Array(first.buffer, first.byteOffset, length)
+  const out = new Uint8Array(length)
+  let at = 0
+  for (const { raw } of frames) {
+    out.set(raw, at)
+    at += raw.length
+  }
+  return out
+}
+
 /** Gaps between upstream frames after commit. */
 export interface StallStats {
   readonly count: number
@@ -297,7 +318,26 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         stalls.longestMs = Math.max(stalls.longestMs, gap)
       }
       if (tracker.observeCommitted(frame) !== 'keepalive') lastActivity = arrived
-      await write(frame)
+      // Frames that came in the same upstream chunk go out in one write, as a byte pipe's would.
+      const batch = [frame]
+      for (;;) {
+        let more: SseFrame | null
+        try {
+          more = reader.takeBuffered()
+        } catch {
+          // The reader keeps the failure: the next read reports it, after this batch is out.
+          break
+        }
+        if (more === null) break
+        if (tracker.observeCommitted(more) !== 'keepalive') lastActivity = arrived
+        batch.push(more)
+      }
+      if (batch.length === 1 || transform !== undefined) {
+        for (const each of batch) await write(each)
+      } else {
+        await gate.write(joinRaw(batch))
+        frames += batch.length
+      }
     }
   }
 

@@ -27,6 +27,7 @@ import type {
   RenderState,
   StreamAdapter,
   TerminalReason,
+  UpstreamRequest,
 } from './types.js'
 
 const deltaEvent = needle('event: content_block_delta\ndata: {"type":"content_block_delta",')
@@ -148,6 +149,78 @@ function event(type: string, body: Record<string, unknown>): string {
   return sseFrameText(JSON.stringify({ type, ...body }), type)
 }
 
+function blockFrames(index: number, block: unknown): string {
+  const type = stringField(block, 'type')
+  const stop = event('content_block_stop', { index })
+  const delta = (body: Record<string, unknown>) =>
+    event('content_block_delta', { index, delta: body })
+  switch (type) {
+    case 'text': {
+      const text = stringField(block, 'text') ?? ''
+      const start = event('content_block_start', {
+        index,
+        content_block: { ...(block as object), text: '' },
+      })
+      return start + (text === '' ? '' : delta({ type: 'text_delta', text })) + stop
+    }
+    case 'thinking': {
+      const thinking = stringField(block, 'thinking') ?? ''
+      const signature = stringField(block, 'signature') ?? ''
+      const start = event('content_block_start', {
+        index,
+        content_block: { type: 'thinking', thinking: '', signature: '' },
+      })
+      return (
+        start +
+        (thinking === '' ? '' : delta({ type: 'thinking_delta', thinking })) +
+        (signature === '' ? '' : delta({ type: 'signature_delta', signature })) +
+        stop
+      )
+    }
+    case 'tool_use':
+    case 'server_tool_use': {
+      const input = JSON.stringify(field(block, 'input') ?? {})
+      const start = event('content_block_start', {
+        index,
+        content_block: { ...(block as object), input: {} },
+      })
+      return (
+        start +
+        (input === '{}' ? '' : delta({ type: 'input_json_delta', partial_json: input })) +
+        stop
+      )
+    }
+    default:
+      return event('content_block_start', { index, content_block: block }) + stop
+  }
+}
+
+function anthropicFromMessage(message: unknown): Uint8Array {
+  const whole =
+    typeof message === 'object' && message !== null ? (message as Record<string, unknown>) : {}
+  const content = Array.isArray(whole.content) ? (whole.content as unknown[]) : []
+  const usage = field(whole, 'usage')
+  let out = event('message_start', {
+    message: {
+      ...whole,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { ...(usage as object), output_tokens: 1 },
+    },
+  })
+  for (const [index, block] of content.entries()) out += blockFrames(index, block)
+  out += event('message_delta', {
+    delta: {
+      stop_reason: whole.stop_reason ?? 'end_turn',
+      stop_sequence: whole.stop_sequence ?? null,
+    },
+    usage: { output_tokens: field(usage, 'output_tokens') ?? 0 },
+  })
+  out += event('message_stop', {})
+  return encode(out)
+}
+
 /**
  * The Anthropic Messages adapter.
  *
@@ -184,6 +257,11 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     const { type, message } = renderable(error)
     return JSON.stringify({ type: 'error', error: { type, message } })
   },
+  nonStreamingRequest: (request: UpstreamRequest): UpstreamRequest => ({
+    url: request.url,
+    body: { ...request.body, stream: false },
+  }),
+  renderFromMessage: anthropicFromMessage,
   renderStop(state: RenderState): Uint8Array {
     let out = ''
     if (state.firstData === undefined) {

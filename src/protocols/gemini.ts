@@ -29,6 +29,7 @@ import type {
   StreamAdapter,
   TerminalInfo,
   TerminalReason,
+  UpstreamRequest,
 } from './types.js'
 
 const dataObject = needle('data: {')
@@ -162,6 +163,16 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     return encode(sseFrameText(geminiErrorBody(error)))
   },
   renderErrorBody: geminiErrorBody,
+  nonStreamingRequest(request: UpstreamRequest): UpstreamRequest {
+    if (request.url === undefined) return request
+    const url = new URL(request.url)
+    url.pathname = url.pathname.replace(/:streamGenerateContent$/, ':generateContent')
+    url.searchParams.delete('alt')
+    return { url: url.toString(), body: request.body }
+  },
+  // A complete answer is one GenerateContentResponse: one frame carries it whole.
+  renderFromMessage: (message: unknown): Uint8Array =>
+    encode(sseFrameText(JSON.stringify(message))),
   renderStop(state: RenderState): Uint8Array {
     return encode(
       chunk(state, { content: { parts: [{ text: '' }], role: 'model' }, finishReason: 'STOP' }),

@@ -25,4 +25,5 @@ export type {
   TerminalReason,
   TerminalVerdict,
   UpstreamErrorInfo,
+  UpstreamRequest,
 } from './types.js'

@@ -29,6 +29,7 @@ import type {
   StreamAdapter,
   TerminalInfo,
   TerminalReason,
+  UpstreamRequest,
 } from './types.js'
 
 const dataObject = needle('data: {')
@@ -107,6 +108,59 @@ function inspectChunk(body: Record<string, unknown>): FrameVerdict {
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
 }
 
+/** The same body with streaming off (and its stream-only options dropped). */
+export function withoutStreaming(request: UpstreamRequest): UpstreamRequest {
+  const { stream_options: _dropped, ...body } = request.body
+  return { url: request.url, body: { ...body, stream: false } }
+}
+
+function chatFromMessage(message: unknown): Uint8Array {
+  const created = field(message, 'created')
+  const envelope = {
+    id: stringField(message, 'id') ?? 'chatcmpl-stream-boundary',
+    object: 'chat.completion.chunk',
+    created: typeof created === 'number' ? created : Math.floor(Date.now() / 1000),
+    model: stringField(message, 'model') ?? 'unknown',
+  }
+  const frame = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    sseFrameText(JSON.stringify({ ...envelope, choices, ...extra }))
+  const delta = (index: number, body: Record<string, unknown>, finish: unknown = null) =>
+    frame([{ index, delta: body, logprobs: null, finish_reason: finish }])
+  const choices = field(message, 'choices')
+  let out = ''
+  for (const [position, choice] of (Array.isArray(choices) ? choices : []).entries()) {
+    const indexField = field(choice, 'index')
+    const index = typeof indexField === 'number' ? indexField : position
+    const answer = field(choice, 'message')
+    out += delta(index, { role: 'assistant', content: '' })
+    for (const key of ['reasoning_content', 'reasoning']) {
+      const text = textField(answer, key)
+      if (text !== undefined) out += delta(index, { [key]: text })
+    }
+    const content = textField(answer, 'content')
+    if (content !== undefined) out += delta(index, { content })
+    const refusal = textField(answer, 'refusal')
+    if (refusal !== undefined) out += delta(index, { refusal })
+    const calls = field(answer, 'tool_calls')
+    for (const [slot, call] of (Array.isArray(calls) ? calls : []).entries()) {
+      out += delta(index, {
+        tool_calls: [
+          {
+            index: slot,
+            id: field(call, 'id'),
+            type: 'function',
+            function: field(call, 'function'),
+          },
+        ],
+      })
+    }
+    out += delta(index, {}, field(choice, 'finish_reason') ?? 'stop')
+  }
+  const usage = field(message, 'usage')
+  if (usage !== undefined) out += frame([], { usage })
+  return encode(`${out}${sseFrameText('[DONE]')}`)
+}
+
 /** The OpenAI error object, as both Chat and Responses return it on a non-2xx status. */
 export function openaiErrorBody(error: RenderableError): string {
   const { type, message, code } = renderable(error)
@@ -179,6 +233,8 @@ export const openaiChat: StreamAdapter = Object.freeze({
     return encode(sseFrameText(openaiErrorBody(error)))
   },
   renderErrorBody: openaiErrorBody,
+  nonStreamingRequest: withoutStreaming,
+  renderFromMessage: chatFromMessage,
   renderStop(state: RenderState): Uint8Array {
     const finish = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_calls' : 'stop'
     return encode(`${chunk(state, {}, finish)}${sseFrameText('[DONE]')}`)

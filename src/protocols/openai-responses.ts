@@ -19,7 +19,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
-import { openaiErrorBody } from './openai-chat.js'
+import { openaiErrorBody, withoutStreaming } from './openai-chat.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -123,6 +123,80 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
   }
 }
 
+function responsesFromMessage(message: unknown): Uint8Array {
+  const response =
+    typeof message === 'object' && message !== null ? (message as Record<string, unknown>) : {}
+  const output = Array.isArray(response.output) ? (response.output as unknown[]) : []
+  let sequence = 0
+  const frame = (type: string, body: Record<string, unknown>) => event(type, sequence++, body)
+  let out = frame('response.created', {
+    response: { ...response, status: 'in_progress', output: [] },
+  })
+  out += frame('response.in_progress', {
+    response: { ...response, status: 'in_progress', output: [] },
+  })
+  for (const [index, item] of output.entries()) {
+    const type = stringField(item, 'type')
+    const id = stringField(item, 'id')
+    if (type === 'message') {
+      out += frame('response.output_item.added', {
+        output_index: index,
+        item: { ...(item as object), status: 'in_progress', content: [] },
+      })
+      const content = field(item, 'content')
+      for (const [part, piece] of (Array.isArray(content) ? content : []).entries()) {
+        const common = { item_id: id, output_index: index, content_index: part }
+        const text = stringField(piece, 'text') ?? stringField(piece, 'refusal') ?? ''
+        const refusal = stringField(piece, 'type') === 'refusal'
+        out += frame('response.content_part.added', {
+          ...common,
+          part: { ...(piece as object), [refusal ? 'refusal' : 'text']: '' },
+        })
+        if (text !== '') {
+          out += frame(refusal ? 'response.refusal.delta' : 'response.output_text.delta', {
+            ...common,
+            delta: text,
+          })
+        }
+        out += frame(refusal ? 'response.refusal.done' : 'response.output_text.done', {
+          ...common,
+          [refusal ? 'refusal' : 'text']: text,
+        })
+        out += frame('response.content_part.done', { ...common, part: piece })
+      }
+    } else if (type === 'function_call') {
+      out += frame('response.output_item.added', {
+        output_index: index,
+        item: { ...(item as object), status: 'in_progress', arguments: '' },
+      })
+      const args = stringField(item, 'arguments') ?? ''
+      if (args !== '')
+        out += frame('response.function_call_arguments.delta', {
+          item_id: id,
+          output_index: index,
+          delta: args,
+        })
+      out += frame('response.function_call_arguments.done', {
+        item_id: id,
+        output_index: index,
+        arguments: args,
+      })
+    } else {
+      out += frame('response.output_item.added', { output_index: index, item })
+    }
+    out += frame('response.output_item.done', { output_index: index, item })
+  }
+  const status = stringField(response, 'status')
+  const end =
+    status === 'incomplete'
+      ? 'response.incomplete'
+      : status === 'failed'
+        ? 'response.failed'
+        : 'response.completed'
+  out += frame(end, { response })
+  return encode(out)
+}
+
 function responseOf(state: RenderState | undefined): Record<string, unknown> {
   const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
   const response = field(first, 'response')
@@ -182,6 +256,8 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     )
   },
   renderErrorBody: openaiErrorBody,
+  nonStreamingRequest: withoutStreaming,
+  renderFromMessage: responsesFromMessage,
   renderStop(state: RenderState): Uint8Array {
     const response = responseOf(state)
     const output =

@@ -88,6 +88,13 @@ export type FrameVerdict =
   | TerminalVerdict
   | ErrorVerdict
 
+/** A request as the relay may rewrite it: where it goes and its JSON body. */
+export interface UpstreamRequest {
+  /** The URL, when the host gave one. */
+  readonly url: string | undefined
+  readonly body: Readonly<Record<string, unknown>>
+}
+
 /** An error to render as the protocol's own error frame. */
 export interface RenderableError {
   /** The error type to report (`overloaded_error`, `upstream_error`, `timeout`…). */
@@ -155,6 +162,16 @@ export interface StreamAdapter {
    * anything was sent). Optional: a generic `{"error":{…}}` body is used without it.
    */
   renderErrorBody?(error: RenderableError): string
+  /**
+   * The same request without streaming (for the non-streaming fallback): `stream: false`, or
+   * Gemini's `:generateContent` instead of `:streamGenerateContent`.
+   */
+  nonStreamingRequest?(request: UpstreamRequest): UpstreamRequest
+  /**
+   * The protocol's own stream for a complete non-streaming answer (the parsed JSON body), so a
+   * client that asked for a stream still gets one.
+   */
+  renderFromMessage?(message: unknown): Uint8Array
   /** A clean end for a stream that had output but lost its terminal event. */
   renderStop(state: RenderState): Uint8Array
   /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */

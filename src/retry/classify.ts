@@ -67,6 +67,29 @@ const tlsCodes = new Set([
   'ERR_SSL_WRONG_VERSION_NUMBER',
 ])
 
+/** Bun's and Deno's names for the same failures. */
+const codeAliases: Record<string, string> = {
+  ConnectionRefused: 'ECONNREFUSED',
+  ConnectionReset: 'ECONNRESET',
+  ConnectionClosed: 'ECONNRESET',
+  ConnectionAborted: 'ECONNRESET',
+  FailedToOpenSocket: 'ECONNREFUSED',
+  Timeout: 'ETIMEDOUT',
+  TimedOut: 'ETIMEDOUT',
+  BrokenPipe: 'EPIPE',
+  NotFound: 'ENOTFOUND',
+}
+
+/** Words in messages (Deno puts the OS error in the text) that name a known failure. */
+const messagePatterns: readonly [RegExp, string][] = [
+  [/invalid peer certificate|certificate|UnknownIssuer|self[- ]signed/i, 'CERT_UNTRUSTED'],
+  [/connection refused/i, 'ECONNREFUSED'],
+  [/connection reset|reset by peer/i, 'ECONNRESET'],
+  [/dns error|failed to lookup address|getaddrinfo|name or service not known/i, 'ENOTFOUND'],
+  [/timed out/i, 'ETIMEDOUT'],
+  [/broken pipe/i, 'EPIPE'],
+]
+
 const connectionMessages: Record<string, string> = {
   ECONNRESET: 'connection reset by the upstream',
   ECONNREFUSED: 'the upstream refused the connection',
@@ -97,31 +120,41 @@ export function classifyConnectionError(error: unknown): ConnectionErrorVerdict 
   let current: unknown = error
   const seen = new Set<unknown>()
   let terminated = false
+  let fromMessage: string | undefined
   for (
     let depth = 0;
     depth < 8 && typeof current === 'object' && current !== null && !seen.has(current);
     depth++
   ) {
     seen.add(current)
-    const code = (current as { code?: unknown }).code
-    if (typeof code === 'string') {
-      if (tlsCodes.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('CERT_')) {
-        return {
-          retryable: false,
-          code,
-          message: `TLS certificate verification failed (${code}): check the proxy or corporate CA settings`,
-        }
+    const name = (current as { name?: unknown }).name
+    if (name === 'AbortError') {
+      return {
+        retryable: false,
+        code: 'ABORT_ERR',
+        message: 'the request was aborted by the caller',
       }
-      if (code === 'ENOTFOUND')
-        return { retryable: false, code, message: connectionMessages.ENOTFOUND as string }
-      if (code in connectionMessages)
-        return { retryable: true, code, message: connectionMessages[code] as string }
+    }
+    if (name === 'TimeoutError') {
+      return { retryable: true, code: 'ETIMEDOUT', message: connectionMessages.ETIMEDOUT as string }
+    }
+    const raw =
+      (current as { code?: unknown }).code ??
+      (typeof name === 'string' && name in codeAliases ? name : undefined)
+    const code = typeof raw === 'string' ? (codeAliases[raw] ?? raw) : undefined
+    if (code !== undefined) {
+      const verdict = fromCode(code)
+      if (verdict !== undefined) return verdict
     }
     const message = (current as { message?: unknown }).message
-    if (typeof message === 'string' && /terminated|socket hang up|other side closed/i.test(message))
-      terminated = true
+    if (typeof message === 'string') {
+      if (/terminated|socket hang up|other side closed/i.test(message)) terminated = true
+      fromMessage ??= messagePatterns.find(([pattern]) => pattern.test(message))?.[1]
+    }
     current = (current as { cause?: unknown }).cause
   }
+  const known = fromMessage === undefined || terminated ? undefined : fromCode(fromMessage)
+  if (known !== undefined) return { ...known, code: undefined }
   return {
     retryable: true,
     code: undefined,
@@ -129,6 +162,21 @@ export function classifyConnectionError(error: unknown): ConnectionErrorVerdict 
       ? 'the upstream connection was terminated'
       : 'the request to the upstream failed',
   }
+}
+
+function fromCode(code: string): ConnectionErrorVerdict | undefined {
+  if (tlsCodes.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('CERT_')) {
+    return {
+      retryable: false,
+      code,
+      message: `TLS certificate verification failed (${code}): check the proxy or corporate CA settings`,
+    }
+  }
+  if (code === 'ENOTFOUND')
+    return { retryable: false, code, message: connectionMessages.ENOTFOUND as string }
+  if (code in connectionMessages)
+    return { retryable: true, code, message: connectionMessages[code] as string }
+  return undefined
 }
 
 function shouldRetryHeader(headers: Headers): boolean | undefined {

@@ -6,6 +6,12 @@
 
 export type { AttemptFailure, ConnectionErrorVerdict, FailureVerdict } from './classify.js'
 export { classifyAttemptFailure, classifyConnectionError } from './classify.js'
+export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
+export {
+  contextWindowFitDefaults,
+  fitContextWindow,
+  parseContextOverflow,
+} from './context-window.js'
 export {
   parseResetDuration,
   parseResetTimestamp,
@@ -14,6 +20,7 @@ export {
   rateLimitDelay,
 } from './rate-limit-headers.js'
 export type {
+  AdjustRequestContext,
   AttemptContext,
   AttemptFunction,
   AttemptRecord,

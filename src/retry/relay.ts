@@ -15,8 +15,14 @@ import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import type { PeekOptions } from '../peek/index.js'
 import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
-import type { RenderableError, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
+import type {
+  RenderableError,
+  StreamAdapter,
+  UpstreamErrorInfo,
+  UpstreamRequest,
+} from '../protocols/types.js'
 import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import { type ContextWindowFitOptions, fitContextWindow } from './context-window.js'
 import { sleep } from './sleep.js'
 
 /** What an attempt function is given. */
@@ -33,6 +39,17 @@ export interface AttemptContext {
   readonly attemptNumber: number
   /** The route's name. */
   readonly route: string
+  /**
+   * The request to send, when `relay` was given one: its body reflects adjustments
+   * (`adjustRequest`, the context-window fit) and, for the non-streaming fallback, has
+   * streaming off (`stream: false` here too). Send `JSON.stringify(request.body)`.
+   */
+  readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
+  /**
+   * A correlation id for this attempt; send it as `x-client-request-id` so an attempt that
+   * timed out can be found in upstream logs. `undefined` when `correlationIds` is off.
+   */
+  readonly requestId: string | undefined
 }
 
 /** Makes one upstream request and returns its `Response` (usually a `fetch`). */
@@ -45,6 +62,20 @@ export interface Route {
   readonly adapter: StreamAdapter
   readonly pool: KeyPool
   readonly attempt: AttemptFunction
+  /** This route's request (a fallback model's body); by default the relay's `request`. */
+  readonly request?: UpstreamRequest
+}
+
+/** What `adjustRequest` is told about a refused attempt. */
+export interface AdjustRequestContext {
+  readonly attemptNumber: number
+  readonly route: string
+  /** The refused attempt's HTTP status (`null` for an error frame in a stream). */
+  readonly status: number | null
+  /** The upstream's error, sanitised. */
+  readonly error: RenderableError
+  /** The request as it was sent. */
+  readonly request: UpstreamRequest
 }
 
 /** Exponential backoff with jitter, for retrying the same key. */
@@ -107,6 +138,35 @@ export interface RelayPolicy extends PumpPolicy {
   maxFrameBytes?: number
   /** How much of an upstream error body is read for its message. @default 65_536 */
   maxErrorBodyBytes?: number
+  /**
+   * Send a correlation id per attempt (`AttemptContext.requestId`, reported in outcomes and
+   * hooks).
+   * @default true
+   */
+  correlationIds?: boolean
+  /**
+   * Called when an attempt is refused for its request (a 4xx, a non-retryable error frame):
+   * return a changed body to try again with it, or `undefined` to give up as usual. Needs
+   * `request`.
+   */
+  adjustRequest?:
+    | ((context: AdjustRequestContext) => Record<string, unknown> | undefined)
+    | undefined
+  /**
+   * When input plus the output budget overflows the context window and the error says the
+   * numbers, lower the budget to fit and retry once (`true`, or margin and floor). Needs
+   * `request`.
+   * @default false
+   */
+  fitContextWindow?: boolean | ContextWindowFitOptions
+  /**
+   * After a route's streaming attempts all failed before output (or at once on a 404/405 to the
+   * streaming request), send one non-streaming request and turn its answer into the
+   * protocol's stream. Needs `request` and an adapter with `nonStreamingRequest` and
+   * `renderFromMessage` (all four shipped ones).
+   * @default false
+   */
+  nonStreamingFallback?: boolean | { readonly timeoutMs?: number }
 }
 
 /** Defaults of {@link RelayPolicy}. */
@@ -117,6 +177,11 @@ export const relayDefaults = Object.freeze({
   overloadFallbackAfter: 3,
   priority: 'interactive' as const,
   maxErrorBodyBytes: 65_536,
+  correlationIds: true,
+  fitContextWindow: false,
+  nonStreamingFallback: false,
+  /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
+  fallbackTimeoutMs: 300_000,
 })
 
 /** One attempt, as reported in outcomes and hooks. Never holds a secret. */
@@ -124,6 +189,10 @@ export interface AttemptRecord {
   readonly attemptNumber: number
   readonly route: string
   readonly keyId: string | null
+  /** `stream`, or `non-streaming` for the fallback. */
+  readonly mode: 'stream' | 'non-streaming'
+  /** The attempt's correlation id, when sent. */
+  readonly requestId: string | undefined
   /** The upstream's HTTP status, when it answered. */
   readonly status: number | null
   /** `committed`, or the failure reason (`empty-stream`, `status-429`, `first-output-timeout`…). */
@@ -139,6 +208,8 @@ export type RelayOutcome =
       readonly attempts: readonly AttemptRecord[]
       readonly route: string
       readonly keyId: string
+      /** `non-streaming` when the answer came from the non-streaming fallback. */
+      readonly mode: 'stream' | 'non-streaming'
       /** From the start of the request to the first output. */
       readonly timeToFirstOutputMs: number
       readonly end: PumpEnd
@@ -169,6 +240,8 @@ export interface RelayHooks {
     readonly attemptNumber: number
     readonly route: string
     readonly keyId: string
+    readonly mode: 'stream' | 'non-streaming'
+    readonly requestId: string | undefined
   }): void
   /**
    * A failed attempt is followed by another, once its key is leased: why the last one failed
@@ -211,6 +284,11 @@ export interface RelayOptions {
   /** The host's signal (the client request's), if it has one besides the sink's. */
   readonly signal?: AbortSignal | undefined
   readonly hooks?: RelayHooks
+  /**
+   * The request's JSON body (and URL), when the relay may rewrite it: for `adjustRequest`,
+   * `fitContextWindow` and the non-streaming fallback. Attempts get it as `context.request`.
+   */
+  readonly request?: UpstreamRequest
 }
 
 /** Thrown inside the retry loop for a failed attempt. */
@@ -226,6 +304,7 @@ interface Committed {
   readonly attemptNumber: number
   readonly route: string
   readonly keyId: string
+  readonly mode: 'stream' | 'non-streaming'
   readonly timeToFirstOutputMs: number
   readonly end: PumpEnd
   readonly eof: EofClass | null
@@ -233,6 +312,9 @@ interface Committed {
 }
 
 const now = (): number => performance.now()
+
+/** The most of a non-streaming answer the fallback reads. */
+const maxMessageBytes = 32 * 1024 * 1024
 
 function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
   if (hook === undefined) return
@@ -333,6 +415,18 @@ function normalize(policy: RelayPolicy) {
     peek: policy.peek ?? relayDefaults.peek,
     priority: policy.priority ?? relayDefaults.priority,
     maxErrorBodyBytes: policy.maxErrorBodyBytes ?? relayDefaults.maxErrorBodyBytes,
+    correlationIds: policy.correlationIds ?? relayDefaults.correlationIds,
+    fit:
+      policy.fitContextWindow === true
+        ? {}
+        : policy.fitContextWindow === false || policy.fitContextWindow === undefined
+          ? undefined
+          : policy.fitContextWindow,
+    fallback: policy.nonStreamingFallback !== undefined && policy.nonStreamingFallback !== false,
+    fallbackTimeoutMs:
+      typeof policy.nonStreamingFallback === 'object'
+        ? (policy.nonStreamingFallback.timeoutMs ?? relayDefaults.fallbackTimeoutMs)
+        : relayDefaults.fallbackTimeoutMs,
   }
 }
 
@@ -411,6 +505,32 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     /** Why the previous attempt of this route failed, told to `onRetry` once the next key is known. */
     let retryReason: string | undefined
     const hasNextRoute = routes.indexOf(route) < routes.length - 1
+    /** The request as it will be sent next (adjustments replace it). */
+    let currentRequest: UpstreamRequest | undefined = route.request ?? options.request
+    let fitted = false
+
+    /** A changed request for an attempt refused for its request, or `undefined`. */
+    const adjust = (
+      verdict: FailureVerdict,
+      status: number | null,
+      number: number,
+    ): UpstreamRequest | undefined => {
+      const request = currentRequest
+      if (request === undefined) return undefined
+      const body = policy.adjustRequest?.({
+        attemptNumber: number,
+        route: routeName,
+        status,
+        error: verdict.error,
+        request,
+      })
+      if (body !== undefined) return { url: request.url, body }
+      if (config.fit !== undefined && !fitted) {
+        fitted = true
+        return fitContextWindow(route.adapter.name, request, verdict.error.message, config.fit)
+      }
+      return undefined
+    }
 
     /** Leases a key, preferring untried ones; waits only when the budget allows. */
     const leaseKey = async (): Promise<KeyLease> => {
@@ -474,25 +594,50 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       }
     }
 
-    const runAttempt = async (): Promise<Committed> => {
+    const runAttempt = async (mode: 'stream' | 'non-streaming'): Promise<Committed> => {
       gate.assertCanRetry()
       const lease = await leaseKey()
       attemptNumber++
       const number = attemptNumber
       tried.add(lease.keyId)
       const attemptStarted = now()
-      callHook(hooks.onAttempt, { attemptNumber: number, route: routeName, keyId: lease.keyId })
+      const requestId = config.correlationIds ? globalThis.crypto.randomUUID() : undefined
+      const sent = currentRequest
+      const request =
+        sent === undefined
+          ? undefined
+          : mode === 'stream'
+            ? { ...sent, stream: true }
+            : { ...(route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
+      callHook(hooks.onAttempt, {
+        attemptNumber: number,
+        route: routeName,
+        keyId: lease.keyId,
+        mode,
+        requestId,
+      })
       const record = (status: number | null, result: string, retry: boolean) =>
         attempts.push({
           attemptNumber: number,
           route: routeName,
           keyId: lease.keyId,
+          mode,
+          requestId,
           status,
           result,
           retry,
           durationMs: now() - attemptStarted,
         })
-      const fail = async (verdict: FailureVerdict, status: number | null): Promise<never> => {
+      const fail = async (failed: FailureVerdict, status: number | null): Promise<never> => {
+        let verdict = failed
+        // Refused for its request: a changed request may succeed (the key did nothing wrong).
+        if (!verdict.retry && verdict.key.kind === 'rejected' && mode === 'stream') {
+          const adjusted = adjust(verdict, status, number)
+          if (adjusted !== undefined) {
+            currentRequest = adjusted
+            verdict = { ...verdict, retry: true, reason: `${verdict.reason}:request-adjusted` }
+          }
+        }
         await lease.report(verdict.key)
         last = { verdict, adapter: route.adapter }
         record(status, verdict.reason, verdict.retry)
@@ -508,6 +653,16 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       else stop.addEventListener('abort', onStop, { once: true })
       if (deadline.signal.aborted) onDeadline()
       else deadline.signal.addEventListener('abort', onDeadline, { once: true })
+      // The non-streaming fallback has its own bound: a whole answer can take long to come.
+      const fallbackMs = Math.min(config.fallbackTimeoutMs, Math.max(1, deadlineAt - now()))
+      const fallbackTimer =
+        mode === 'non-streaming'
+          ? setTimeout(
+              () => controller.abort(new StreamTimeoutError('first-output', fallbackMs)),
+              fallbackMs,
+            )
+          : undefined
+      ;(fallbackTimer as { unref?: () => void } | undefined)?.unref?.()
       try {
         let response: Response
         try {
@@ -516,13 +671,25 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
             signal: controller.signal,
             attemptNumber: number,
             route: routeName,
+            request,
+            requestId,
           })
         } catch (error) {
           if (stop.aborted) return await fail(clientGoneVerdict(), null)
           if (deadline.signal.aborted) return await fail(budgetVerdict(last?.verdict), null)
+          if (controller.signal.aborted) return await fail(fallbackTimeoutVerdict(fallbackMs), null)
           return await fail(classifyAttemptFailure({ kind: 'connection', error }), null)
         }
         const status = response.status
+        if (
+          (status === 404 || status === 405) &&
+          mode === 'stream' &&
+          config.fallback &&
+          request !== undefined
+        ) {
+          await readBounded(response.body, 0)
+          return await fail(streamingUnsupportedVerdict(status), status)
+        }
         if (status < 200 || status > 299) {
           const text = await readBounded(response.body, config.maxErrorBodyBytes)
           const failure: AttemptFailure = {
@@ -533,7 +700,30 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
           }
           return await fail(classifyAttemptFailure(failure), status)
         }
-        if (response.body === null || !isEventStream(response.headers)) {
+        let body: ReadableStream<Uint8Array> | null = response.body
+        if (mode === 'non-streaming') {
+          const text = await readBounded(response.body, maxMessageBytes)
+          const message = parseObject(text)
+          const rendered =
+            message === undefined ? undefined : route.adapter.renderFromMessage?.(message)
+          if (rendered === undefined) {
+            return await fail(
+              classifyAttemptFailure({
+                kind: 'not-sse',
+                status,
+                contentType: response.headers.get('content-type'),
+                error: errorFromBody(text, status),
+              }),
+              status,
+            )
+          }
+          body = new ReadableStream<Uint8Array>({
+            start(controller) {
+              controller.enqueue(rendered)
+              controller.close()
+            },
+          })
+        } else if (response.body === null || !isEventStream(response.headers)) {
           const text = await readBounded(response.body, config.maxErrorBodyBytes)
           const error = errorFromBody(text, status)
           return await fail(
@@ -550,7 +740,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
         let timeToFirstOutputMs = 0
         const delivered = await deliver({
           gate,
-          body: response.body,
+          body: body as ReadableStream<Uint8Array>,
           adapter: route.adapter,
           peek: config.peek,
           ...(policy.maxFrameBytes === undefined ? {} : { maxFrameBytes: policy.maxFrameBytes }),
@@ -591,14 +781,43 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
           attemptNumber: number,
           route: routeName,
           keyId: lease.keyId,
+          mode,
           timeToFirstOutputMs,
           end,
           eof: delivered.pump.eof,
           bytes: delivered.pump.bytes,
         }
       } finally {
+        if (fallbackTimer !== undefined) clearTimeout(fallbackTimer)
         stop.removeEventListener('abort', onStop)
         detachDeadline()
+      }
+    }
+
+    /** One non-streaming attempt, after the streaming ones failed before output. */
+    const runFallback = async (): Promise<Committed | undefined> => {
+      const verdict = last?.verdict
+      const wanted =
+        config.fallback &&
+        currentRequest !== undefined &&
+        route.adapter.nonStreamingRequest !== undefined &&
+        route.adapter.renderFromMessage !== undefined &&
+        verdict !== undefined &&
+        (verdict.retry || verdict.reason === 'streaming-unsupported')
+      // Overload already spent this route's budget: the fallback would only add load.
+      const overloaded = overloads >= config.overloadFallbackAfter && hasNextRoute
+      if (!wanted || overloaded || !gate.canRetry || stop.aborted || deadline.signal.aborted)
+        return undefined
+      retryReason = verdict.reason
+      try {
+        return await runAttempt('non-streaming')
+      } catch (error) {
+        if (error instanceof AttemptFailedError) {
+          if (error.verdict.overload) overloads++
+          return undefined
+        }
+        if (stop.aborted || deadline.signal.aborted) return undefined
+        throw error
       }
     }
 
@@ -607,7 +826,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     try {
       return await pRetry(
         async () => {
-          committed = await runAttempt()
+          committed = await runAttempt('stream')
           return committed
         },
         {
@@ -639,7 +858,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       if (committed !== undefined) return committed
       if (error instanceof AttemptFailedError) {
         last = { verdict: error.verdict, adapter: route.adapter }
-        return undefined
+        return runFallback()
       }
       if (stop.aborted || deadline.signal.aborted || error instanceof AbortError) return undefined
       throw error
@@ -656,6 +875,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
           attempts,
           route: committed.route,
           keyId: committed.keyId,
+          mode: committed.mode,
           timeToFirstOutputMs: committed.timeToFirstOutputMs,
           end: committed.end,
           eof: committed.eof,
@@ -717,6 +937,31 @@ function clientGoneVerdict(): FailureVerdict {
     overload: false,
     status: 499,
     error: { type: 'client_closed', message: 'the client went away' },
+  }
+}
+
+function streamingUnsupportedVerdict(status: number): FailureVerdict {
+  return {
+    retry: false,
+    key: { kind: 'rejected' },
+    reason: 'streaming-unsupported',
+    overload: false,
+    status: 502,
+    error: {
+      type: 'upstream_error',
+      message: `the upstream refused the streaming request (${status})`,
+    },
+  }
+}
+
+function fallbackTimeoutVerdict(ms: number): FailureVerdict {
+  return {
+    retry: false,
+    key: { kind: 'protocol-fault' },
+    reason: 'fallback-timeout',
+    overload: false,
+    status: 504,
+    error: { type: 'timeout', message: `the non-streaming fallback got no answer within ${ms} ms` },
   }
 }
 

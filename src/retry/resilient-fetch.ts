@@ -10,10 +10,11 @@ import { webSink } from '../commit/web-sink.js'
 import { createMemoryKeyPool } from '../key-pool/memory.js'
 import type { KeyPool } from '../key-pool/types.js'
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { parseObject } from '../protocols/common.js'
 import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
-import type { StreamAdapter } from '../protocols/types.js'
+import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { classifyAttemptFailure } from './classify.js'
 import {
   errorFromBody,
@@ -112,26 +113,36 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   const inner: FetchFunction = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
 
   return async function resilientFetch(input, init) {
-    const request = new Request(input, init)
-    const url = new URL(request.url)
+    const incoming = new Request(input, init)
+    const url = new URL(incoming.url)
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
-    const body = request.body === null ? undefined : await request.text()
-    const headers = new Headers(request.headers)
+    const body = incoming.body === null ? undefined : await incoming.text()
+    const headers = new Headers(incoming.headers)
     const callerSignal = init?.signal ?? undefined
     // Without a pool the SDK's own credential is used: a fresh stand-in per request, so one
     // request's 401 or 429 never blocks the next.
     const pool = options.pool ?? callerCredential()
-    const send = (secret: string | undefined, signal: AbortSignal) =>
-      inner(url.toString(), {
-        method: request.method,
-        headers:
-          options.pool === undefined || secret === undefined
-            ? headers
-            : withCredential(headers, adapter, secret),
-        ...(body === undefined ? {} : { body }),
+    const send = (
+      secret: string | undefined,
+      signal: AbortSignal,
+      request?: UpstreamRequest,
+      requestId?: string,
+    ) => {
+      const sentHeaders =
+        options.pool === undefined || secret === undefined
+          ? new Headers(headers)
+          : withCredential(headers, adapter, secret)
+      if (requestId !== undefined) sentHeaders.set('x-client-request-id', requestId)
+      const sentBody = request === undefined ? body : JSON.stringify(request.body)
+      return inner(request?.url ?? url.toString(), {
+        method: incoming.method,
+        headers: sentHeaders,
+        ...(sentBody === undefined ? {} : { body: sentBody }),
         signal,
       })
+    }
+    const parsed = body === undefined ? undefined : parseObject(body)
 
     if (!isStreaming(url, body))
       return retryPlain(send, pool, options.policy?.maxAttempts ?? 3, callerSignal)
@@ -144,10 +155,14 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       signal: callerSignal,
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
-      attempt: ({ key, signal }) =>
+      // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
+      ...(parsed === undefined ? {} : { request: { url: url.toString(), body: parsed } }),
+      attempt: ({ key, signal, request, requestId }) =>
         send(
           key.secret,
           callerSignal === undefined ? signal : AbortSignal.any([signal, callerSignal]),
+          request,
+          requestId,
         ),
     })
     relayed.then(options.onOutcome, () => {})

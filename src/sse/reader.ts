@@ -43,6 +43,12 @@ export interface FrameReader {
    * {@link UpstreamReadError} when the body fails. Calls must not overlap.
    */
   next(options?: NextFrameOptions): Promise<SseFrame | null>
+  /**
+   * The next frame if a whole one is already buffered, else `null`, synchronously and without
+   * reading from the upstream. A pump uses it to write the frames of one upstream chunk in
+   * one write. Throws what `next()` would reject with for a buffered frame.
+   */
+  takeBuffered(): SseFrame | null
   /** Releases the upstream (cancels the stream or returns the iterator) and drops the buffer. */
   cancel(reason?: unknown): Promise<void>
   /** Bytes read from the upstream but not yet returned as frames. */
@@ -120,6 +126,17 @@ class Reader implements FrameReader {
 
   get done(): boolean {
     return this.#ended || this.#released
+  }
+
+  takeBuffered(): SseFrame | null {
+    if (this.#busy) throw new ReaderBusyError()
+    if (this.#failure !== undefined) throw this.#failure
+    try {
+      return this.#splitter.take()
+    } catch (error) {
+      this.#fail(error)
+      throw error
+    }
   }
 
   next(options?: NextFrameOptions): Promise<SseFrame | null> {

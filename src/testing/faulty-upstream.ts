@@ -35,6 +35,8 @@ export type FaultKind =
   | 'oversized-frame'
   | 'invalid-utf8'
   | 'no-final-blank-line'
+  | 'streaming-unsupported'
+  | 'context-overflow'
 
 /** One fault, with its knobs. */
 export interface Fault {
@@ -45,6 +47,10 @@ export interface Fault {
   readonly retryAfterMs?: number
   /** `slow-drip`: the gap between frames. @default 300 */
   readonly delayMs?: number
+  /** `context-overflow`: the model's window, in tokens. @default 200_000 */
+  readonly limitTokens?: number
+  /** `context-overflow`: the request's input, in tokens. @default 190_000 */
+  readonly inputTokens?: number
 }
 
 /** Faults per attempt; the last one repeats. */
@@ -191,6 +197,25 @@ function playSteps(
   )
 }
 
+/** The output budget a request asks for (any protocol's field), or 4096 when it names none. */
+function requestedOutputTokens(body: string): number {
+  try {
+    const parsed = JSON.parse(body) as Record<string, unknown>
+    const config = parsed.generationConfig as Record<string, unknown> | undefined
+    for (const value of [
+      parsed.max_tokens,
+      parsed.max_completion_tokens,
+      parsed.max_output_tokens,
+      config?.maxOutputTokens,
+    ]) {
+      if (typeof value === 'number') return value
+    }
+  } catch {
+    // Not JSON: the default.
+  }
+  return 4096
+}
+
 /**
  * Creates a faulty upstream.
  *
@@ -278,6 +303,9 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         bad.set(frame.subarray(at + 1), at + 3)
         return [...head, bad, ...wire.finish('stop')]
       }
+      case 'streaming-unsupported':
+      case 'context-overflow':
+        return spaced([...answerFrames(), ...wire.finish('stop')], frameDelayMs)
       case 'no-final-blank-line': {
         const frames = [...answerFrames(), ...wire.finish('stop')]
         const last = frames.pop() ?? ''
@@ -311,6 +339,32 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     const wire = wireFor(adapter)
     const json = (status: number, text: string, extra: Record<string, string> = {}) =>
       new Response(text, { status, headers: { 'content-type': 'application/json', ...extra } })
+    const streaming =
+      url.pathname.endsWith(':streamGenerateContent') || /"stream"\s*:\s*true/.test(body)
+    if (fault.kind === 'streaming-unsupported' && streaming) {
+      return json(
+        404,
+        wire.errorBody('not_found_error', 'Streaming is not supported on this endpoint', 404),
+      )
+    }
+    if (fault.kind === 'context-overflow') {
+      const limit = fault.limitTokens ?? 200_000
+      const input = fault.inputTokens ?? 190_000
+      const output = requestedOutputTokens(body)
+      if (input + output > limit) {
+        const type = adapter.name === 'gemini' ? 'INVALID_ARGUMENT' : 'invalid_request_error'
+        return json(400, wire.errorBody(type, wire.overflowMessage(input, output, limit), 400))
+      }
+    }
+    // A plain (non-streaming) request that meets no status fault gets the whole answer as JSON.
+    if (
+      !streaming &&
+      !['rate-limited', 'overloaded', 'html-500', 'json-error-200', 'hang-before-headers'].includes(
+        fault.kind,
+      )
+    ) {
+      return json(200, JSON.stringify(wire.message(answer)))
+    }
     switch (fault.kind) {
       case 'hang-before-headers':
         return new Promise<Response>((_, reject) => {

@@ -26,6 +26,10 @@ export interface WireWriter {
   errorBody(type: string, message: string, status: number): string
   /** The protocol's own keep-alive. */
   keepalive(): string
+  /** The complete non-streaming answer (the JSON body) carrying `text`. */
+  message(text: string): unknown
+  /** An overflow error message stating the numbers, in the protocol's wording. */
+  overflowMessage(input: number, output: number, limit: number): string
   /** The error type a rate limit has in this protocol. */
   readonly rateLimitType: string
   /** The error type overload has in this protocol. */
@@ -33,7 +37,7 @@ export interface WireWriter {
 }
 
 /** One SSE frame. */
-export const sse = (data: unknown, event?: string): string =>
+const sse = (data: unknown, event?: string): string =>
   `${event === undefined ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
 
 const openaiErrorBody = (type: string, message: string) =>
@@ -77,6 +81,23 @@ function chatWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    message: (text) => ({
+      id: 'chatcmpl-faulty',
+      object: 'chat.completion',
+      created: 1_764_000_000,
+      model: 'faulty-model',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: text, refusal: null },
+          logprobs: null,
+          finish_reason: 'stop',
+        },
+      ],
+      usage: { prompt_tokens: 10, completion_tokens: 12, total_tokens: 22 },
+    }),
+    overflowMessage: (input, output, limit) =>
+      `This model's maximum context length is ${limit} tokens. However, you requested ${input + output} tokens (${input} in the messages, ${output} in the completion). Please reduce the length of the messages or completion.`,
   }
 }
 
@@ -161,6 +182,18 @@ function anthropicWriter(): WireWriter {
     keepalive: () => sse({ type: 'ping' }, 'ping'),
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    message: (text) => ({
+      id: 'msg_faulty',
+      type: 'message',
+      role: 'assistant',
+      model: 'faulty-model',
+      content: [{ type: 'text', text }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: 10, output_tokens: 12 },
+    }),
+    overflowMessage: (input, output, limit) =>
+      `input length and \`max_tokens\` exceed context limit: ${input} + ${output} > ${limit}, decrease input length or \`max_tokens\` and try again`,
   }
 }
 
@@ -332,6 +365,20 @@ function responsesWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    message: (text) => ({
+      ...response('completed', [
+        {
+          id: 'msg_0',
+          type: 'message',
+          status: 'completed',
+          role: 'assistant',
+          content: [{ type: 'output_text', text, annotations: [] }],
+        },
+      ]),
+      usage: { input_tokens: 10, output_tokens: 12, total_tokens: 22 },
+    }),
+    overflowMessage: (input, output, limit) =>
+      `This model's maximum context length is ${limit} tokens. However, you requested ${input + output} tokens (${input} in the messages, ${output} in the completion). Please reduce the length of the messages or completion.`,
   }
 }
 
@@ -366,6 +413,14 @@ function geminiWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'RESOURCE_EXHAUSTED',
     overloadType: 'UNAVAILABLE',
+    message: (text) => ({
+      candidates: [
+        { content: { parts: [{ text }], role: 'model' }, finishReason: 'STOP', index: 0 },
+      ],
+      modelVersion: 'faulty-model',
+    }),
+    overflowMessage: (input, output, limit) =>
+      `The input token count (${input}) plus the maximum output tokens (${output}) exceeds the maximum number of tokens allowed (${limit}).`,
   }
 }
 

@@ -14,7 +14,7 @@ export interface Behaviour {
   readonly throws?: unknown
 }
 
-export interface Call {
+interface Call {
   readonly keyId: string
   readonly attemptNumber: number
   readonly route: string

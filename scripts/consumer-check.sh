@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A consumer's view of the packed package: `npm pack`, unpack the tarball into a throwaway
+# project's node_modules/stream-boundary (its dependencies linked from this repo, so no
+# network), then `import` and `require` every entry, and use each once, on Node 20 (the
+# machine's) and Node 22. Run after `npm run build`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+system_node=$(command -v node)
+# Node 22 from the npm package `node`, kept out of node_modules (see scripts/runtimes.sh).
+node22=".runtimes/node22/node_modules/node/bin/node"
+[ -x "$node22" ] || npm install --prefix .runtimes/node22 node@22 --no-audit --no-fund --no-save --silent >/dev/null
+node22="$repo/$node22"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/stream-boundary-consumer.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
+echo "packed $tarball"
+
+app="$work/app"
+mkdir -p "$app/node_modules/stream-boundary"
+tar -xzf "$work/$tarball" -C "$app/node_modules/stream-boundary" --strip-components=1
+printf '{ "name": "consumer", "private": true }\n' >"$app/package.json"
+
+# Link what the packed package.json asks for (dependencies, optional ones and peers) from this repo.
+"$system_node" -e '
+  const manifest = require(process.argv[1])
+  const { dependencies, optionalDependencies, peerDependencies } = manifest
+  const names = Object.keys({ ...dependencies, ...optionalDependencies, ...peerDependencies })
+  console.log(names.join("\n"))
+' "$app/node_modules/stream-boundary/package.json" | while read -r dep; do
+  [ -n "$dep" ] || continue
+  if [ ! -e "$repo/node_modules/$dep" ]; then
+    echo "not installed here: $dep" >&2
+    exit 1
+  fi
+  mkdir -p "$(dirname "$app/node_modules/$dep")"
+  ln -s "$repo/node_modules/$dep" "$app/node_modules/$dep"
+  echo "linked $dep"
+done
+
+cat >"$app/esm.mjs" <<'EOF'
+import { createRequire } from 'node:module'
+import * as root from 'stream-boundary'
+import * as node from 'stream-boundary/node'
+import * as redis from 'stream-boundary/redis'
+import * as testing from 'stream-boundary/testing'
+
+const require = createRequire(import.meta.url)
+const checks = {
+  "import 'stream-boundary'": () => typeof root.relay === 'function' && typeof root.webSink === 'function',
+  "import 'stream-boundary/node'": () => typeof node.nodeSink === 'function' && typeof node.serveFetch === 'function',
+  "import 'stream-boundary/testing'": () => typeof testing.checkAdapter === 'function' && typeof testing.arbitraries.protocolStream === 'function',
+  "import 'stream-boundary/redis'": () => typeof redis === 'object',
+  'error guards match across the ESM and CJS copies': () => {
+    const cjs = require('stream-boundary')
+    return root.isFrameTooLargeError(new cjs.FrameTooLargeError(1, 2)) && cjs.isFrameTooLargeError(new root.FrameTooLargeError(1, 2))
+  },
+  'ESM: relay over a faulty upstream served on 127.0.0.1': () => relayOnce(root, testing),
+}
+await runChecks(checks)
+
+export async function relayOnce(sb, kit) {
+  const upstream = kit.createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+  const url = await upstream.listen()
+  try {
+    const { sink, response } = sb.webSink()
+    const outcome = sb.relay({
+      sink,
+      pool: sb.createMemoryKeyPool([{ id: 'a', secret: 'sk-a' }, { id: 'b', secret: 'sk-b' }]),
+      adapter: sb.openaiChat,
+      attempt: ({ signal }) =>
+        fetch(`${url}/v1/chat/completions`, { method: 'POST', body: '{"stream":true}', signal, headers: { 'x-fault-scenario': 'flaky' } }),
+    })
+    const text = await (await response).text()
+    return (await outcome).kind === 'committed' && text.includes('lazy') && upstream.requests.length === 2
+  } finally {
+    await upstream.close()
+  }
+}
+
+async function runChecks(table) {
+  let failed = 0
+  for (const [name, check] of Object.entries(table)) {
+    let ok = false
+    try {
+      ok = (await check()) === true
+    } catch (error) {
+      console.log(`     ${error?.stack ?? error}`)
+    }
+    if (!ok) failed++
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}`)
+  }
+  if (failed > 0) process.exitCode = 1
+}
+EOF
+
+cat >"$app/cjs.cjs" <<'EOF'
+const root = require('stream-boundary')
+const node = require('stream-boundary/node')
+const testing = require('stream-boundary/testing')
+const redis = require('stream-boundary/redis')
+const manifest = require('stream-boundary/package.json')
+
+const checks = {
+  "require('stream-boundary')": () => typeof root.relay === 'function' && typeof root.createResilientFetch === 'function',
+  "require('stream-boundary/node')": () => typeof node.nodeSink === 'function',
+  "require('stream-boundary/testing')": () => typeof testing.createFaultyUpstream === 'function',
+  "require('stream-boundary/redis')": () => typeof redis === 'object',
+  "require('stream-boundary/package.json')": () => manifest.name === 'stream-boundary',
+  'CJS: relay (p-retry is ESM-only: require(esm)) over a faulty upstream on 127.0.0.1': async () => {
+    const { relayOnce } = await import('./esm-relay.mjs')
+    return relayOnce(root, testing)
+  },
+}
+
+;(async () => {
+  let failed = 0
+  for (const [name, check] of Object.entries(checks)) {
+    let ok = false
+    try {
+      ok = (await check()) === true
+    } catch (error) {
+      console.log(`     ${error && error.stack ? error.stack : error}`)
+    }
+    if (!ok) failed++
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}`)
+  }
+  if (failed > 0) process.exitCode = 1
+})()
+EOF
+# The relay helper alone, without esm.mjs's top-level checks, for the CJS run.
+sed -n '/^export async function relayOnce/,/^}/p' "$app/esm.mjs" >"$app/esm-relay.mjs"
+
+status=0
+for runtime in "$system_node" "$node22"; do
+  printf '\n--- node %s\n' "$("$runtime" --version)"
+  (cd "$app" && timeout 60 "$runtime" esm.mjs && timeout 60 "$runtime" cjs.cjs) || status=1
+done
+exit $status

@@ -1,0 +1,370 @@
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import {
+  type AcquireResult,
+  createMemoryKeyPool,
+  type KeyLease,
+  type KeyOutcome,
+  type KeySelection,
+  type PoolKey,
+} from '../../src/index.js'
+import {
+  createRedisKeyPool,
+  isRedisUnavailableError,
+  type RedisKeyPool,
+  type RedisKeyPoolOptions,
+  redisKeyPoolDefaults,
+} from '../../src/redis.js'
+import { describePoolContract } from '../key-pool/pool-contract.js'
+import {
+  connect,
+  connected,
+  eventually,
+  freshPrefix,
+  type RedisServer,
+  sleep,
+  startRedisServer,
+} from './redis-server.js'
+
+let server: RedisServer
+let redis: Redis
+const pools: RedisKeyPool[] = []
+
+beforeAll(async () => {
+  server = await startRedisServer()
+  redis = await connected(server.port)
+})
+
+afterAll(async () => {
+  for (const pool of pools) pool.close()
+  redis?.disconnect()
+  await server?.close()
+})
+
+function redisPool(
+  keys: readonly PoolKey[],
+  options: Omit<RedisKeyPoolOptions, 'redis' | 'prefix'> & { prefix?: string; redis?: Redis } = {},
+): RedisKeyPool {
+  const pool = createRedisKeyPool(keys, { redis, prefix: freshPrefix(), ...options })
+  pools.push(pool)
+  return pool
+}
+
+const keys = (...ids: string[]): PoolKey[] =>
+  ids.map((id) => ({ id, secret: `sk-${id}-secret-0123456789` }))
+
+async function leased(pool: RedisKeyPool, exclude?: string[]): Promise<KeyLease> {
+  const result = await pool.acquire(exclude === undefined ? {} : { exclude: new Set(exclude) })
+  if (result.kind !== 'leased') throw new Error(`expected a lease, got ${JSON.stringify(result)}`)
+  return result.lease
+}
+
+describePoolContract('redis pool', async (poolKeys, options) => redisPool(poolKeys, options))
+
+describe('redis pool with Redis unreachable from the start', () => {
+  let down: Redis
+  let degradedCalls = 0
+  beforeAll(async () => {
+    const probe = await startRedisServer()
+    const port = probe.port
+    await probe.close()
+    // Nothing listens on this port any more.
+    down = connect(port, { retryStrategy: () => null })
+  })
+  afterAll(() => {
+    down.disconnect()
+    // Every pool of the shared table went local, once.
+    expect(degradedCalls).toBeGreaterThanOrEqual(8)
+  })
+
+  describePoolContract('local fallback', async (poolKeys, options) =>
+    redisPool(poolKeys, {
+      ...options,
+      redis: down,
+      onDegraded: (error) => {
+        degradedCalls++
+        expect(isRedisUnavailableError(error)).toBe(true)
+      },
+    }),
+  )
+})
+
+describe('createRedisKeyPool', () => {
+  const outcomes: KeyOutcome[] = [
+    { kind: 'success' },
+    { kind: 'rate-limited' },
+    { kind: 'rate-limited', retryAfterMs: 1500 },
+    { kind: 'auth-failed', status: 401 },
+    { kind: 'server-error', status: 502 },
+    { kind: 'server-error', status: 500 },
+    { kind: 'server-error' },
+    { kind: 'protocol-fault' },
+    { kind: 'overloaded' },
+    { kind: 'client-gone' },
+    { kind: 'rejected' },
+  ]
+
+  function mulberry32(seed: number) {
+    let state = seed
+    return () => {
+      state = (state + 0x6d2b79f5) | 0
+      let t = Math.imul(state ^ (state >>> 15), 1 | state)
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+    }
+  }
+
+  const shape = (result: AcquireResult) =>
+    result.kind === 'leased' ? { kind: 'leased', keyId: result.lease.keyId } : result
+
+  it.each<[KeySelection, number]>([
+    ['round-robin', 5],
+    ['weighted', 2],
+    ['least-inflight', 3],
+  ])('%s: matches the memory pool step for step (seed %i)', async (selection, seed) => {
+    let clock = 5_000_000
+    const now = () => clock
+    const poolKeys: PoolKey[] = [
+      { id: 'a', secret: 'sk-a-0123456789', weight: 3 },
+      { id: 'b', secret: 'sk-b-0123456789', weight: 1, maxInflight: 2 },
+      { id: 'c', secret: 'sk-c-0123456789', weight: 2 },
+    ]
+    const options = {
+      selection,
+      maxInflight: 3,
+      failureThreshold: 2,
+      circuitOpenMs: 4000,
+      defaultCooldownMs: 2500,
+      now,
+    }
+    const memory = createMemoryKeyPool(poolKeys, options)
+    const shared = redisPool(poolKeys, { ...options, leaseTtlMs: 1e12 })
+    const random = mulberry32(seed)
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
+    const open: [KeyLease, KeyLease][] = []
+    const kinds = new Set<string>()
+    for (let step = 0; step < 250; step++) {
+      const roll = random()
+      if (roll < 0.45) {
+        const exclude = random() < 0.25 ? new Set([pick(['a', 'b', 'c'])]) : undefined
+        const expected = await memory.acquire({ exclude })
+        const actual = await shared.acquire({ exclude })
+        expect(shape(actual), `step ${step}`).toEqual(shape(expected))
+        kinds.add(expected.kind)
+        if (expected.kind === 'leased' && actual.kind === 'leased') {
+          open.push([expected.lease, actual.lease])
+        }
+      } else if (roll < 0.8 && open.length > 0) {
+        const index = Math.floor(random() * open.length)
+        const [expected, actual] = open.splice(index, 1)[0] as [KeyLease, KeyLease]
+        const outcome = pick(outcomes)
+        await expected.report(outcome)
+        await actual.report(outcome)
+      } else if (roll < 0.84) {
+        const id = pick(['a', 'b', 'c'])
+        await memory.disable(id)
+        await shared.disable(id)
+      } else if (roll < 0.9) {
+        const id = pick(['a', 'b', 'c'])
+        await memory.enable(id)
+        await shared.enable(id)
+      } else {
+        clock += Math.floor(random() * 3000)
+      }
+      expect(shared.toJSON(), `step ${step}`).toEqual(memory.toJSON())
+      for (const key of memory.toJSON().keys) {
+        kinds.add(key.circuit)
+        if (key.cooldownUntil > clock) kinds.add('cooldown')
+        if (key.disabled) kinds.add('disabled')
+      }
+    }
+    expect(await shared.stats()).toEqual(await memory.stats())
+    // The walk reached every kind of answer and key state, so the comparison covered them.
+    expect([...kinds].sort()).toEqual([
+      'closed',
+      'cooldown',
+      'cooling',
+      'disabled',
+      'half-open',
+      'leased',
+      'open',
+      'unavailable',
+    ])
+    expect(shared.degraded).toBe(false)
+  })
+
+  it('two pools on one prefix (two replicas) share cooldowns, disables and inflight', async () => {
+    const prefix = freshPrefix('shared')
+    const first = redisPool(keys('a', 'b'), { prefix, maxInflight: 1 })
+    const second = redisPool(keys('a', 'b'), { prefix, maxInflight: 1 })
+    const a = await leased(first)
+    expect(a.keyId).toBe('a')
+    // `a` is at its limit for every replica.
+    const b = await leased(second)
+    expect(b.keyId).toBe('b')
+    expect(await second.acquire()).toEqual({ kind: 'cooling', retryInMs: 1 })
+    await a.report({ kind: 'rate-limited', retryAfterMs: 60_000 })
+    await b.report({ kind: 'auth-failed', status: 401 })
+    const cooling = await second.acquire()
+    expect(cooling.kind).toBe('cooling')
+    expect(cooling.kind === 'cooling' && cooling.retryInMs).toBeGreaterThan(59_000)
+    await first.enable('b')
+    expect((await leased(second)).keyId).toBe('b')
+    expect(second.toJSON().keys.find((key) => key.id === 'a')?.cooldownUntil).toBeGreaterThan(0)
+  })
+
+  it('sends only key ids and lease ids to Redis, never a secret', async () => {
+    const monitor = await redis.duplicate().monitor()
+    const sent: string[] = []
+    monitor.on('monitor', (_time: string, args: string[]) => sent.push(...args))
+    const poolKeys = keys('a', 'b')
+    const pool = redisPool(poolKeys, {
+      initialState: createMemoryKeyPool(poolKeys).toJSON(),
+    })
+    const lease = await leased(pool)
+    await lease.report({ kind: 'auth-failed' })
+    await pool.disable('b')
+    await pool.enable('b')
+    await pool.stats()
+    await sleep(50)
+    monitor.disconnect()
+    expect(sent.some((arg) => arg.includes('"release"'))).toBe(true)
+    expect(sent.length).toBeGreaterThan(10)
+    for (const key of poolKeys) {
+      expect(sent.filter((arg) => arg.includes(key.secret))).toEqual([])
+    }
+    expect(JSON.stringify(pool)).not.toContain('secret')
+  })
+
+  it('reads the clock from Redis TIME by default', async () => {
+    const pool = redisPool(keys('a'))
+    const lease = await leased(pool)
+    await lease.report({ kind: 'rate-limited', retryAfterMs: 5000 })
+    const [seconds = 0, micros = 0] = (await redis.time()).map(Number)
+    const redisNow = seconds * 1000 + Math.floor(micros / 1000)
+    const until = pool.toJSON().keys[0]?.cooldownUntil ?? 0
+    expect(until).toBeGreaterThan(redisNow + 4000)
+    expect(until).toBeLessThanOrEqual(redisNow + 5000)
+  })
+
+  it('renews open leases while their replica lives; a lease no one renews expires', async () => {
+    const prefix = freshPrefix('ttl')
+    const holder = redisPool(keys('a'), { prefix, maxInflight: 1, leaseTtlMs: 600 })
+    const other = redisPool(keys('a'), { prefix, maxInflight: 1, leaseTtlMs: 600 })
+    const lease = await leased(holder)
+    await sleep(1300)
+    // Renewed every 200 ms: still held after more than twice its TTL.
+    expect((await other.acquire()).kind).toBe('cooling')
+    holder.close()
+    await sleep(800)
+    const next = await leased(other)
+    expect(next.keyId).toBe('a')
+    // The late report still counts its outcome, and frees nothing twice.
+    await lease.report({ kind: 'success' })
+    expect((await other.stats())[0]).toMatchObject({ inflight: 1, leases: 2 })
+  })
+
+  it('puts back an open lease that Redis lost (emptied between two renewals)', async () => {
+    const prefix = freshPrefix('lost')
+    const leases = `{${prefix}}:l:a`
+    const holder = redisPool(keys('a'), { prefix, maxInflight: 1, leaseTtlMs: 600 })
+    const lease = await leased(holder)
+    await redis.del(leases)
+    await eventually(async () => (await redis.zcard(leases)) === 1, 1000, 'the lease to return')
+    const other = redisPool(keys('a'), { prefix, maxInflight: 1 })
+    expect((await other.acquire()).kind).toBe('cooling')
+    await lease.report({ kind: 'success' })
+    expect(await redis.zcard(leases)).toBe(0)
+    expect((await leased(other)).keyId).toBe('a')
+  })
+
+  it('frees a half-open trial whose lease expired (its replica crashed)', async () => {
+    let clock = 1_000_000
+    const now = () => clock
+    const prefix = freshPrefix('trial')
+    const options = { prefix, now, failureThreshold: 1, circuitOpenMs: 1000, leaseTtlMs: 5000 }
+    const crashed = redisPool(keys('a'), options)
+    const survivor = redisPool(keys('a'), options)
+    await (await leased(crashed)).report({ kind: 'server-error' })
+    clock += 1000
+    await leased(crashed) // the trial, never reported
+    crashed.close()
+    expect((await survivor.acquire()).kind).toBe('cooling')
+    clock += 5000
+    expect((await leased(survivor)).keyId).toBe('a')
+  })
+
+  it('seeds initialState only for keys Redis does not know yet', async () => {
+    const prefix = freshPrefix('seed')
+    const first = redisPool(keys('a', 'b'), { prefix })
+    await (await leased(first)).report({ kind: 'auth-failed' })
+    const snapshot = {
+      version: 1 as const,
+      keys: [
+        {
+          id: 'a',
+          disabled: false,
+          cooldownUntil: 0,
+          failures: 0,
+          circuit: 'closed' as const,
+          circuitUntil: 0,
+        },
+        {
+          id: 'c',
+          disabled: true,
+          cooldownUntil: 0,
+          failures: 0,
+          circuit: 'closed' as const,
+          circuitUntil: 0,
+        },
+      ],
+    }
+    const second = redisPool(keys('a', 'b', 'c'), { prefix, initialState: snapshot })
+    // `a` stays disabled (Redis wins); `c` starts disabled (seeded); `b` is the only usable key.
+    expect((await leased(second)).keyId).toBe('b')
+    expect(second.toJSON().keys.map((key) => key.disabled)).toEqual([true, false, true])
+  })
+
+  it('validates its options with exact messages and documents its defaults', () => {
+    expect(redisKeyPoolDefaults).toMatchObject({
+      leaseTtlMs: 30_000,
+      commandTimeoutMs: 500,
+      probeIntervalMs: 1000,
+      failureThreshold: 5,
+    })
+    expect(() => createRedisKeyPool([], { redis: {} as Redis, prefix: 'p' })).toThrow(
+      'redis must be an ioredis client (new Redis() or new Cluster())',
+    )
+    expect(() => createRedisKeyPool([], { redis, prefix: '' })).toThrow(
+      'prefix must be a non-empty string without { or }, got ',
+    )
+    expect(() => createRedisKeyPool([], { redis, prefix: 'a{b}' })).toThrow(
+      'prefix must be a non-empty string without { or }, got a{b}',
+    )
+    expect(() => createRedisKeyPool([], { redis, prefix: 'p', leaseTtlMs: 0 })).toThrow(
+      'leaseTtlMs must be a positive number, got 0',
+    )
+    expect(() =>
+      createRedisKeyPool([], { redis, prefix: 'p', commandTimeoutMs: Number.NaN }),
+    ).toThrow('commandTimeoutMs must be a positive number, got NaN')
+    // The memory pool's own checks, with its messages; no secret in them.
+    expect(() =>
+      createRedisKeyPool([{ id: 'a', secret: 'sk-live-abcdef', weight: -1 }], {
+        redis,
+        prefix: 'p',
+      }),
+    ).toThrow('weight of key "a" must be a positive number, got -1')
+  })
+
+  it('ignores a hook that throws', async () => {
+    const onDegraded = vi.fn(() => {
+      throw new Error('hook failed')
+    })
+    const down = connect(1, { retryStrategy: () => null, lazyConnect: true })
+    const pool = redisPool(keys('a'), { redis: down, onDegraded })
+    expect((await pool.acquire()).kind).toBe('leased')
+    expect(onDegraded).toHaveBeenCalledTimes(1)
+    expect(pool.degraded).toBe(true)
+    down.disconnect()
+  })
+})

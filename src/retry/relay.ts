@@ -300,15 +300,12 @@ class AttemptFailedError extends Error {
   }
 }
 
-interface Committed {
+/** What a committed attempt hands to the outcome. */
+type Committed = Omit<
+  Extract<RelayOutcome, { kind: 'committed' }>,
+  'kind' | 'attempts' | 'durationMs'
+> & {
   readonly attemptNumber: number
-  readonly route: string
-  readonly keyId: string
-  readonly mode: 'stream' | 'non-streaming'
-  readonly timeToFirstOutputMs: number
-  readonly end: PumpEnd
-  readonly eof: EofClass | null
-  readonly bytes: number
 }
 
 const now = (): number => performance.now()

@@ -1,14 +1,12 @@
-import type { Server } from 'node:http'
 import Anthropic from '@anthropic-ai/sdk'
-import { serve } from '@hono/node-server'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { createApp } from '../../examples/hono-gateway.js'
 import { type GatewayConfig, startGateway } from '../../examples/node-http-gateway.js'
 import { main as wrapFetchMain } from '../../examples/wrap-fetch.js'
-import type { PoolKey, RelayOutcome, RelayPolicy } from '../../src/index.js'
+import type { PoolKey, RelayPolicy } from '../../src/index.js'
 import { serveFetch } from '../../src/node.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { type RunningGateway, startHonoGateway } from '../support/gateways.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 const reasoning = 'Let me think about this step by step.'
@@ -21,35 +19,9 @@ const fastPolicy: RelayPolicy = {
   backoff: { baseMs: 10 },
 }
 
-interface RunningGateway {
-  readonly url: string
-  readonly outcomes: RelayOutcome[]
-  close(): Promise<void>
-}
 type StartGateway = (config: Omit<GatewayConfig, 'port'>) => Promise<RunningGateway>
 
 const startNodeGateway: StartGateway = (config) => startGateway(config)
-
-const startHonoGateway: StartGateway = async (config) => {
-  const outcomes: RelayOutcome[] = []
-  const app = createApp({ ...config, hooks: { onOutcome: (outcome) => outcomes.push(outcome) } })
-  const server = await new Promise<Server>((resolve) => {
-    const started = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () =>
-      resolve(started as Server),
-    )
-  })
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    outcomes,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  }
-}
 
 const cleanups: (() => Promise<void>)[] = []
 afterEach(async () => {

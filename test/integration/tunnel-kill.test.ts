@@ -1,12 +1,10 @@
-import type { Server } from 'node:http'
 import { createServer, type Socket, connect as tcpConnect } from 'node:net'
-import { serve } from '@hono/node-server'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { createApp } from '../../examples/hono-gateway.js'
 import { startGateway } from '../../examples/node-http-gateway.js'
-import type { PoolKey, RelayOutcome, RelayPolicy } from '../../src/index.js'
+import type { PoolKey, RelayPolicy } from '../../src/index.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { type RunningGateway, startHonoGateway } from '../support/gateways.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 const keys: PoolKey[] = [
@@ -118,37 +116,8 @@ async function startTunnel(targetPort: number, cut: Cut) {
   }
 }
 
-interface RunningGateway {
-  readonly url: string
-  readonly outcomes: RelayOutcome[]
-  close(): Promise<void>
-}
-
-async function startHonoGateway(openaiBaseUrl: string): Promise<RunningGateway> {
-  const outcomes: RelayOutcome[] = []
-  const app = createApp({
-    openaiBaseUrl,
-    anthropicBaseUrl: openaiBaseUrl,
-    keys,
-    policy,
-    hooks: { onOutcome: (outcome) => outcomes.push(outcome) },
-  })
-  const server = await new Promise<Server>((resolve) => {
-    const started = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () =>
-      resolve(started as Server),
-    )
-  })
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    outcomes,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  }
+function startHono(openaiBaseUrl: string): Promise<RunningGateway> {
+  return startHonoGateway({ openaiBaseUrl, anthropicBaseUrl: openaiBaseUrl, keys, policy })
 }
 
 const cleanups: (() => Promise<void>)[] = []
@@ -171,7 +140,7 @@ async function setup(cut: Cut, scenario: Scenario = ['ok'], gatewayKind: 'node' 
           keys,
           policy,
         })
-      : await startHonoGateway(`${tunnel.url}/v1`)
+      : await startHono(`${tunnel.url}/v1`)
   cleanups.push(() => gateway.close())
   const openai = new OpenAI({
     apiKey: 'sk-client-own-key',

@@ -111,7 +111,7 @@ function behaviour(kind: Kind, marker: string): Behaviour {
 }
 
 describe('relay properties', () => {
-  it('for any sequence of upstream behaviours: at most one attempt reaches the client, none starts after commit, every body and timer is released, and the pool counts every outcome once', async () => {
+  it('for any sequence of upstream behaviours: at most one attempt reaches the client, none starts after commit, every body and timer is released, the pool counts every outcome once, and only upstream failures count against a key', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.constantFrom(...kinds), { minLength: 1, maxLength: 6 }),
@@ -184,6 +184,28 @@ describe('relay properties', () => {
             outcome.attempts.filter((a) => a.result === result).length
           expect(sum((s) => s.outcomes['rate-limited'])).toBe(attemptsWith('status-429'))
           expect(sum((s) => s.outcomes['auth-failed'])).toBe(attemptsWith('status-401'))
+          // Invariants 6 and 7: only upstream failures count against a key. A client that went
+          // away or a failed write is never a server error, and a protocol fault (empty stream,
+          // timeout, non-SSE body) never cools a key down or opens its circuit.
+          const serverErrors = outcome.attempts.filter((a) =>
+            // (`not-sse` here is only json-200, whose body states a server_error; 529 is overload.)
+            /^status-5(?!29)|^connection-|^error-frame:server_error|^not-sse$/.test(a.result),
+          ).length
+          expect(sum((s) => s.outcomes['server-error'])).toBe(serverErrors)
+          const faultOnly = stats.filter(
+            (s) =>
+              s.outcomes['protocol-fault'] > 0 &&
+              s.outcomes['rate-limited'] === 0 &&
+              s.outcomes['server-error'] === 0 &&
+              s.outcomes['auth-failed'] === 0,
+          )
+          for (const key of faultOnly) {
+            expect(pool.toJSON().keys.find((k) => k.id === key.id)).toMatchObject({
+              cooldownUntil: 0,
+              circuit: 'closed',
+              disabled: false,
+            })
+          }
           // Nothing secret in what the host is told.
           expect(JSON.stringify(outcome)).not.toContain('sk-secret')
           vi.useRealTimers()

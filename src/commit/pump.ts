@@ -13,6 +13,7 @@ import {
   isUpstreamReadError,
   StreamTimeoutError,
 } from '../errors.js'
+import { positiveMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekFirstOutput } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
 import type { RenderableError, StreamAdapter } from '../protocols/types.js'
@@ -140,17 +141,11 @@ const now = (): number => performance.now()
 
 function normalizePolicy(policy: PumpPolicy) {
   const idle = policy.idleTimeoutMs
-  if (idle !== undefined && (!Number.isFinite(idle) || idle <= 0)) {
-    throw new RangeError(
-      `idleTimeoutMs must be a positive number of milliseconds, got ${String(idle)}`,
-    )
-  }
-  const stallThresholdMs = policy.stallThresholdMs ?? pumpDefaults.stallThresholdMs
-  if (!Number.isFinite(stallThresholdMs) || stallThresholdMs <= 0) {
-    throw new RangeError(
-      `stallThresholdMs must be a positive number of milliseconds, got ${String(stallThresholdMs)}`,
-    )
-  }
+  if (idle !== undefined) positiveMilliseconds('idleTimeoutMs', idle)
+  const stallThresholdMs = positiveMilliseconds(
+    'stallThresholdMs',
+    policy.stallThresholdMs ?? pumpDefaults.stallThresholdMs,
+  )
   return {
     onPartialEof: policy.onPartialEof ?? pumpDefaults.onPartialEof,
     onThinkingOnly: policy.onThinkingOnly ?? pumpDefaults.onThinkingOnly,

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { positiveInteger } from '../options.js'
 import type { DownstreamSink } from './gate.js'
 
 /** Options of {@link webSink}. */
@@ -36,10 +37,7 @@ export interface WebSink {
  * })
  */
 export function webSink(options: WebSinkOptions = {}): WebSink {
-  const highWaterMark = options.highWaterMark ?? 65_536
-  if (!Number.isSafeInteger(highWaterMark) || highWaterMark < 1) {
-    throw new RangeError(`highWaterMark must be a positive integer, got ${String(highWaterMark)}`)
-  }
+  const highWaterMark = positiveInteger('highWaterMark', options.highWaterMark ?? 65_536)
   const gone = new AbortController()
   let controller!: ReadableStreamDefaultController<Uint8Array>
   let resolveResponse!: (response: Response) => void

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { positiveNumber as positive } from '../options.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -90,13 +91,6 @@ interface KeyState {
   leases: number
   currentWeight: number
   outcomes: Record<KeyOutcome['kind'], number>
-}
-
-function positive(name: string, value: number, allowInfinity = false): number {
-  if (!(value > 0) || (!allowInfinity && !Number.isFinite(value)) || Number.isNaN(value)) {
-    throw new RangeError(`${name} must be a positive number, got ${String(value)}`)
-  }
-  return value
 }
 
 function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {

@@ -20,6 +20,7 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
+import { positiveInteger, positiveMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import type { FrameReader } from '../sse/reader.js'
@@ -116,15 +117,7 @@ export type PeekOutcome =
   | (PeekBase & { readonly kind: 'aborted'; readonly reason: unknown })
 
 function checkTimeout(name: string, value: number | undefined): void {
-  if (value !== undefined && (!Number.isFinite(value) || value <= 0)) {
-    throw new RangeError(`${name} must be a positive number of milliseconds, got ${String(value)}`)
-  }
-}
-
-function checkCount(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new RangeError(`${name} must be a positive integer, got ${String(value)}`)
-  }
+  if (value !== undefined) positiveMilliseconds(name, value)
 }
 
 function normalize(options: PeekOptions) {
@@ -138,8 +131,8 @@ function normalize(options: PeekOptions) {
   checkTimeout('firstOutputTimeoutMs', options.firstOutputTimeoutMs)
   const maxPeekBytes = options.maxPeekBytes ?? peekDefaults.maxPeekBytes
   const maxPeekFrames = options.maxPeekFrames ?? peekDefaults.maxPeekFrames
-  checkCount('maxPeekBytes', maxPeekBytes)
-  checkCount('maxPeekFrames', maxPeekFrames)
+  positiveInteger('maxPeekBytes', maxPeekBytes)
+  positiveInteger('maxPeekFrames', maxPeekFrames)
   return { commitOn, maxPeekBytes, maxPeekFrames }
 }
 

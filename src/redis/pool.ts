@@ -24,6 +24,7 @@ import type {
   KeyStats,
   PoolKey,
 } from '../key-pool/types.js'
+import { positiveNumber as positive } from '../options.js'
 import { luaScripts } from './scripts.js'
 
 /** Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives. */
@@ -263,13 +264,6 @@ const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
 const maxAbandoned = 1024
 /** setTimeout/setInterval fire at once beyond this. */
 const maxDelay = 2 ** 31 - 1
-
-function positive(name: string, value: number): number {
-  if (!(value > 0) || !Number.isFinite(value)) {
-    throw new RangeError(`${name} must be a positive number, got ${String(value)}`)
-  }
-  return value
-}
 
 function decode<T>(reply: unknown): T {
   if (typeof reply !== 'string') throw new TypeError('A key pool script returned no JSON')

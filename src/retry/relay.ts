@@ -12,6 +12,7 @@ import { type CommitGate, createCommitGate, type DownstreamSink } from '../commi
 import { deliver, failBeforeContent, type PumpEnd, type PumpPolicy } from '../commit/pump.js'
 import { isDownstreamClosedError, isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
+import { positiveInteger, positiveMilliseconds } from '../options.js'
 import type { PeekOptions } from '../peek/index.js'
 import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
@@ -388,22 +389,16 @@ export function errorFromBody(text: string, status: number): UpstreamErrorInfo |
 }
 
 function normalize(policy: RelayPolicy) {
-  const maxAttempts = policy.maxAttempts ?? relayDefaults.maxAttempts
-  if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1) {
-    throw new RangeError(`maxAttempts must be a positive integer, got ${String(maxAttempts)}`)
-  }
+  const maxAttempts = positiveInteger(
+    'maxAttempts',
+    policy.maxAttempts ?? relayDefaults.maxAttempts,
+  )
   const deadlineMs = policy.deadlineMs
-  if (deadlineMs !== undefined && (!Number.isFinite(deadlineMs) || deadlineMs <= 0)) {
-    throw new RangeError(
-      `deadlineMs must be a positive number of milliseconds, got ${String(deadlineMs)}`,
-    )
-  }
-  const overloadFallbackAfter = policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter
-  if (!Number.isSafeInteger(overloadFallbackAfter) || overloadFallbackAfter < 1) {
-    throw new RangeError(
-      `overloadFallbackAfter must be a positive integer, got ${String(overloadFallbackAfter)}`,
-    )
-  }
+  if (deadlineMs !== undefined) positiveMilliseconds('deadlineMs', deadlineMs)
+  const overloadFallbackAfter = positiveInteger(
+    'overloadFallbackAfter',
+    policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter,
+  )
   return {
     maxAttempts,
     deadlineMs,

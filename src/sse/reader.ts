@@ -7,6 +7,7 @@
  */
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
+import { positiveInteger } from '../options.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
 
@@ -90,10 +91,7 @@ function toPuller(source: FrameSource): Puller {
 
 function normalizeOptions(options: FrameReaderOptions | undefined): Required<FrameReaderOptions> {
   const maxFrameBytes = options?.maxFrameBytes ?? frameReaderDefaults.maxFrameBytes
-  if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1) {
-    throw new RangeError(`maxFrameBytes must be a positive integer, got ${String(maxFrameBytes)}`)
-  }
-  return { maxFrameBytes }
+  return { maxFrameBytes: positiveInteger('maxFrameBytes', maxFrameBytes) }
 }
 
 function abortReason(signal: AbortSignal): unknown {

@@ -7,11 +7,9 @@
  * @module
  */
 
-import { anthropicMessages } from '../protocols/anthropic-messages.js'
-import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
-import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter } from '../protocols/types.js'
+import { adapterForUrl } from '../retry/resilient-fetch.js'
 import { wireFor } from './wire.js'
 
 /** Every fault the upstream can play. */
@@ -108,13 +106,6 @@ const secretHeaders = new Set([
   'api-key',
   'proxy-authorization',
 ])
-
-const adapters: readonly [RegExp, StreamAdapter][] = [
-  [/\/chat\/completions\/?$/, openaiChat],
-  [/\/responses\/?$/, openaiResponses],
-  [/\/messages\/?$/, anthropicMessages],
-  [/:streamGenerateContent$/, geminiGenerateContent],
-]
 
 function words(text: string): string[] {
   return text.match(/\S+\s*/g) ?? [text]
@@ -318,7 +309,7 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
 
   async function handle(request: Request): Promise<Response> {
     const url = new URL(request.url)
-    const adapter = adapters.find(([pattern]) => pattern.test(url.pathname))?.[1] ?? openaiChat
+    const adapter = adapterForUrl(url) ?? openaiChat
     if (request.signal.aborted) throw request.signal.reason
     const scenario = request.headers.get('x-fault-scenario') ?? 'default'
     const { fault, attempt } = faultFor(scenario)

@@ -12,6 +12,7 @@ export {
   fitContextWindow,
   parseContextOverflow,
 } from './context-window.js'
+export { errorFromBody } from './error-body.js'
 export {
   parseResetDuration,
   parseResetTimestamp,
@@ -31,6 +32,6 @@ export type {
   RelayPolicy,
   Route,
 } from './relay.js'
-export { errorFromBody, relay, relayDefaults } from './relay.js'
+export { relay, relayDefaults } from './relay.js'
 export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
 export { adapterForUrl, createResilientFetch } from './resilient-fetch.js'

@@ -14,16 +14,11 @@ import { isDownstreamClosedError, isStreamBoundaryError, StreamTimeoutError } fr
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { positiveInteger, positiveMilliseconds } from '../options.js'
 import type { PeekOptions } from '../peek/index.js'
-import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
-import { sanitizeMessage } from '../protocols/sanitize.js'
-import type {
-  RenderableError,
-  StreamAdapter,
-  UpstreamErrorInfo,
-  UpstreamRequest,
-} from '../protocols/types.js'
+import { parseObject } from '../protocols/common.js'
+import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import { type ContextWindowFitOptions, fitContextWindow } from './context-window.js'
+import { errorFromBody, readBounded } from './error-body.js'
 import { sleep } from './sleep.js'
 
 /** What an attempt function is given. */
@@ -333,59 +328,6 @@ function isEventStream(headers: Headers): boolean {
   const type = headers.get('content-type')
   // A missing content type is read as SSE: the peek then tells malformed bodies apart.
   return type === null || /^text\/event-stream\b/i.test(type.trim())
-}
-
-/** Reads a bounded prefix of a body as text and releases the rest. */
-async function readBounded(
-  body: ReadableStream<Uint8Array> | null,
-  limit: number,
-): Promise<string> {
-  if (body === null) return ''
-  const reader = body.getReader()
-  const decoder = new TextDecoder()
-  let text = ''
-  let read = 0
-  try {
-    while (read < limit) {
-      const { done, value } = await reader.read()
-      if (done) return text + decoder.decode()
-      read += value.length
-      text += decoder.decode(value.length > limit ? value.subarray(0, limit) : value, {
-        stream: true,
-      })
-    }
-    return text
-  } catch {
-    return text
-  } finally {
-    await reader.cancel().catch(() => {})
-  }
-}
-
-/** The error an upstream's error body states (OpenAI, Anthropic, Gemini shapes), sanitised. */
-export function errorFromBody(text: string, status: number): UpstreamErrorInfo | undefined {
-  const body = parseObject(text.trim())
-  const error = body === undefined ? undefined : body.error
-  if (typeof error === 'object' && error !== null) {
-    const code = field(error, 'code')
-    const type =
-      stringField(error, 'type') ??
-      stringField(error, 'status') ??
-      (typeof code === 'string' ? code : undefined)
-    return upstreamError(
-      type ?? 'upstream_error',
-      stringField(error, 'message'),
-      typeof code === 'string' ? code : null,
-      status,
-    )
-  }
-  if (text.trim() === '') return undefined
-  return upstreamError(
-    status >= 500 ? 'upstream_error' : 'invalid_request_error',
-    sanitizeMessage(text),
-    null,
-    status,
-  )
 }
 
 function normalize(policy: RelayPolicy) {

@@ -16,13 +16,8 @@ import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { classifyAttemptFailure } from './classify.js'
-import {
-  errorFromBody,
-  type RelayHooks,
-  type RelayOutcome,
-  type RelayPolicy,
-  relay,
-} from './relay.js'
+import { errorFromBody } from './error-body.js'
+import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { sleep } from './sleep.js'
 
 /** A `fetch`-compatible function. */

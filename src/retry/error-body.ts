@@ -1,0 +1,63 @@
+/**
+ * Reading an upstream's error body: a bounded prefix of it, and the error it states in any
+ * of the shipped protocols' shapes, sanitised.
+ *
+ * @module
+ */
+
+import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
+import { sanitizeMessage } from '../protocols/sanitize.js'
+import type { UpstreamErrorInfo } from '../protocols/types.js'
+
+/** Reads a bounded prefix of a body as text and releases the rest. */
+export async function readBounded(
+  body: ReadableStream<Uint8Array> | null,
+  limit: number,
+): Promise<string> {
+  if (body === null) return ''
+  const reader = body.getReader()
+  const decoder = new TextDecoder()
+  let text = ''
+  let read = 0
+  try {
+    while (read < limit) {
+      const { done, value } = await reader.read()
+      if (done) return text + decoder.decode()
+      read += value.length
+      text += decoder.decode(value.length > limit ? value.subarray(0, limit) : value, {
+        stream: true,
+      })
+    }
+    return text
+  } catch {
+    return text
+  } finally {
+    await reader.cancel().catch(() => {})
+  }
+}
+
+/** The error an upstream's error body states (OpenAI, Anthropic, Gemini shapes), sanitised. */
+export function errorFromBody(text: string, status: number): UpstreamErrorInfo | undefined {
+  const body = parseObject(text.trim())
+  const error = body === undefined ? undefined : body.error
+  if (typeof error === 'object' && error !== null) {
+    const code = field(error, 'code')
+    const type =
+      stringField(error, 'type') ??
+      stringField(error, 'status') ??
+      (typeof code === 'string' ? code : undefined)
+    return upstreamError(
+      type ?? 'upstream_error',
+      stringField(error, 'message'),
+      typeof code === 'string' ? code : null,
+      status,
+    )
+  }
+  if (text.trim() === '') return undefined
+  return upstreamError(
+    status >= 500 ? 'upstream_error' : 'invalid_request_error',
+    sanitizeMessage(text),
+    null,
+    status,
+  )
+}

@@ -30,7 +30,10 @@ export type KeyOutcome =
   | { readonly kind: 'success' }
   /** 429 or a rate-limit error frame: cool the key down until it may be used again. */
   | { readonly kind: 'rate-limited'; readonly retryAfterMs?: number | undefined }
-  /** 401/403: disable the key until the host re-enables it. */
+  /**
+   * 401/403: the upstream rejected the credential. The key is disabled for the pool's
+   * `authDisableMs`, then admits one probe; a success re-enables it.
+   */
   | { readonly kind: 'auth-failed'; readonly status?: number | undefined }
   /** 5xx or a connection failure: counts toward the key's circuit breaker. */
   | { readonly kind: 'server-error'; readonly status?: number | undefined }
@@ -42,12 +45,26 @@ export type KeyOutcome =
   | { readonly kind: 'client-gone' }
   /** The upstream refused the request itself (400, 404, 422): the key worked. */
   | { readonly kind: 'rejected' }
+  /**
+   * The attempt was ended by the relay itself (a hedged attempt that lost, an unused lease):
+   * neither a success nor a failure of the key.
+   */
+  | { readonly kind: 'cancelled' }
 
-/** A key handed out for one attempt. Report exactly once; a second report is ignored. */
+/**
+ * A key handed out for one attempt. `report` exactly once (a second report is ignored): it
+ * ends the lease and frees the key's in-flight slot.
+ */
 export interface KeyLease {
   readonly keyId: string
   readonly secret: string
   readonly metadata: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The attempt committed: its first visible output proves the key works. Records a success
+   * for the circuit breaker (and closes a half-open circuit when this lease is its probe) at
+   * once, while the slot stays held until `report`. Idempotent; ignored after `report`.
+   */
+  commit(): void
   /** Ends the lease and records what the attempt taught about the key. */
   report(outcome: KeyOutcome): Promise<void>
 }
@@ -55,24 +72,55 @@ export interface KeyLease {
 /** What {@link KeyPool.acquire} found. A discriminated union on `kind`. */
 export type AcquireResult =
   | { readonly kind: 'leased'; readonly lease: KeyLease }
-  /** Every candidate is cooling down, circuit-open or at its inflight limit. */
-  | { readonly kind: 'cooling'; readonly retryInMs: number }
-  /** No candidate at all: no keys, all disabled, or all excluded. */
-  | { readonly kind: 'unavailable'; readonly reason: 'no-keys' | 'all-disabled' | 'all-excluded' }
+  /**
+   * Every candidate is cooling down: a rate-limit cooldown, an open circuit or an auth hold.
+   * `rateLimited` is true only when every candidate cools because of an upstream rate-limit
+   * signal (then, and only then, "every key is rate limited" is true).
+   */
+  | { readonly kind: 'cooling'; readonly retryInMs: number; readonly rateLimited: boolean }
+  /**
+   * No candidate is free now, and at least one is only at its in-flight cap: a release may
+   * free it at any time. `retryInMs` is when the earliest cooling candidate (if any) is usable.
+   */
+  | { readonly kind: 'busy'; readonly retryInMs: number | undefined }
+  /**
+   * No candidate at all: no keys, all disabled (by an operator, or held after the upstream
+   * rejected their credentials: `keyIds` names them), or all excluded.
+   */
+  | {
+      readonly kind: 'unavailable'
+      readonly reason: 'no-keys' | 'all-disabled' | 'all-excluded'
+      /** With `all-disabled`: the ids of the keys held because the upstream rejected them. */
+      readonly rejectedKeyIds?: readonly string[]
+    }
 
 /** Options of {@link KeyPool.acquire}. */
 export interface AcquireOptions {
   /** Key ids not to hand out (those already tried in this request). */
   readonly exclude?: ReadonlySet<string> | undefined
+  /**
+   * When no candidate is free and some are only busy, wait up to this long for a release
+   * instead of answering `busy`. Waiters are served first come, first served; a release
+   * wakes them (no polling in the memory pool).
+   * @default 0 (answer at once)
+   */
+  readonly waitMs?: number | undefined
+  /** Aborting ends the wait (the waiter is removed); the promise rejects with its reason. */
+  readonly signal?: AbortSignal | undefined
 }
 
 /** The serialisable state of one key (no secret, no inflight count: leases are local). */
 export interface KeyStateSnapshot {
   readonly id: string
   readonly disabled: boolean
+  /**
+   * Epoch milliseconds until which an auth hold lasts (then one probe is admitted); 0 for a
+   * key disabled by an operator (until `enable`) or not disabled.
+   */
+  readonly disabledUntil?: number
   /** Epoch milliseconds until which the key cools down (0 when it does not). */
   readonly cooldownUntil: number
-  /** Consecutive server errors. */
+  /** Server errors within the breaker's window. */
   readonly failures: number
   readonly circuit: 'closed' | 'open' | 'half-open'
   /** Epoch milliseconds until which an open circuit stays open. */
@@ -91,6 +139,29 @@ export interface KeyStats {
   readonly leases: number
   readonly inflight: number
   readonly outcomes: Readonly<Record<KeyOutcome['kind'], number>>
+}
+
+/** A change of a key's state, as told to a pool's `onKeyState` hook. Never holds a secret. */
+export interface KeyStateEvent {
+  readonly keyId: string
+  readonly state:
+    | 'disabled'
+    | 'enabled'
+    | 'cooling'
+    | 'circuit-open'
+    | 'circuit-half-open'
+    | 'circuit-closed'
+  /** Why: `auth-failed`, `operator`, `rate-limited`, `failure-rate`, `probe-succeeded`, `probe-failed`, `timer`. */
+  readonly reason:
+    | 'auth-failed'
+    | 'operator'
+    | 'rate-limited'
+    | 'failure-rate'
+    | 'probe-succeeded'
+    | 'probe-failed'
+    | 'timer'
+  /** Epoch milliseconds until which the new state lasts, when bounded. */
+  readonly until?: number | undefined
 }
 
 /** A pool of credentials. Implement it for a shared store; `createMemoryKeyPool` is the default. */

@@ -231,6 +231,7 @@ export function createMemoryKeyPool(
       keyId: state.key.id,
       secret: state.key.secret,
       metadata: state.key.metadata,
+      commit(): void {},
       async report(outcome: KeyOutcome): Promise<void> {
         if (reported) return
         reported = true
@@ -293,7 +294,7 @@ export function createMemoryKeyPool(
         else earliest = Math.min(earliest, wait)
       }
       if (usable.length > 0) return { kind: 'leased', lease: lease(pick(usable)) }
-      if (candidates > 0) return { kind: 'cooling', retryInMs: earliest }
+      if (candidates > 0) return { kind: 'cooling', retryInMs: earliest, rateLimited: false }
       if (enabled === 0) return { kind: 'unavailable', reason: 'all-disabled' }
       return { kind: 'unavailable', reason: 'all-excluded' }
     },

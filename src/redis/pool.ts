@@ -686,6 +686,7 @@ export function createRedisKeyPool(
       keyId: key.id,
       secret: key.secret,
       metadata: key.metadata,
+      commit(): void {},
       async report(outcome: KeyOutcome): Promise<void> {
         if (reported) return
         reported = true
@@ -818,7 +819,8 @@ export function createRedisKeyPool(
             startRenewal()
             return { kind: 'leased', lease }
           }
-          if (verdict[0] === 'cooling') return { kind: 'cooling', retryInMs: Number(verdict[1]) }
+          if (verdict[0] === 'cooling')
+            return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: false }
           return { kind: 'unavailable', reason: verdict[1] }
         } catch (error) {
           // Redis may still run it: free the slot it would take when Redis is back.

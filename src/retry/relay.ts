@@ -520,6 +520,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
           })
         }
         // Every key is cooling down: wait for the earliest, if the budget allows.
+        if (result.kind === 'busy') throw new Error('TODO: busy (relay rebuild)')
         if (now() + result.retryInMs > deadlineAt || config.priority === 'background') {
           throw new AttemptFailedError(coolingVerdict(result.retryInMs))
         }

@@ -147,6 +147,8 @@ describe('discriminated unions narrow on kind', () => {
         case 'cooling':
           expectTypeOf(result.retryInMs).toBeNumber()
           return result.retryInMs
+        case 'busy':
+          return result.retryInMs ?? 0
         case 'unavailable':
           expectTypeOf(result.reason).toEqualTypeOf<'no-keys' | 'all-disabled' | 'all-excluded'>()
           // @ts-expect-error no lease without a key

@@ -139,7 +139,8 @@ export interface PumpOptions extends PumpPolicy {
 
 const now = (): number => performance.now()
 
-function normalizePolicy(policy: PumpPolicy) {
+/** Validates a pump policy and fills in its defaults; throws a `RangeError` naming a bad option. */
+export function normalizePumpPolicy(policy: PumpPolicy) {
   const idle = policy.idleTimeoutMs
   if (idle !== undefined) positiveMilliseconds('idleTimeoutMs', idle)
   const stallThresholdMs = positiveMilliseconds(
@@ -170,7 +171,7 @@ const endMessages = {
  * upstream and stops reading. The upstream body is always released and every timer cleared.
  */
 export async function pump(options: PumpOptions): Promise<PumpOutcome> {
-  const policy = normalizePolicy(options)
+  const policy = normalizePumpPolicy(options)
   const { gate, reader, tracker, transform } = options
   const adapter = tracker.adapter
   const started = now()

@@ -120,7 +120,8 @@ function checkTimeout(name: string, value: number | undefined): void {
   if (value !== undefined) positiveMilliseconds(name, value)
 }
 
-function normalize(options: PeekOptions) {
+/** Validates peek options and fills in their defaults; throws a `RangeError` naming a bad one. */
+export function normalizePeekOptions(options: PeekOptions) {
   const commitOn = options.commitOn ?? peekDefaults.commitOn
   if (commitOn !== 'visible' && commitOn !== 'content' && commitOn !== 'first-frame') {
     throw new RangeError(
@@ -178,7 +179,7 @@ export async function peekFirstOutput(
   adapter: StreamAdapter,
   options: PeekOptions = {},
 ): Promise<PeekOutcome> {
-  const { commitOn, maxPeekBytes, maxPeekFrames } = normalize(options)
+  const { commitOn, maxPeekBytes, maxPeekFrames } = normalizePeekOptions(options)
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
   const started = now()
   const frames: SseFrame[] = []

@@ -1,184 +1,35 @@
 /**
  * `relay()`: the call a gateway makes per request. Attempts run over a key pool inside the
- * pre-output window (on p-retry); the first attempt with output commits and is pumped to
- * its end; after that nothing is ever retried.
+ * pre-output window; the first attempt with output commits and is pumped to its end; after
+ * that nothing is ever retried. What to do after each failure is decided by the pure
+ * `decideNext` and `planKeyWait` (`decide.ts`); one attempt is `runAttempt` (`attempt.ts`);
+ * this module keeps the loop, the hooks and the outcome.
  *
  * @module
  */
 
-import pRetry, { AbortError } from 'p-retry'
 import type { EofClass } from '../classify/index.js'
 import { type CommitGate, createCommitGate, type DownstreamSink } from '../commit/gate.js'
-import { deliver, failBeforeContent, type PumpEnd, type PumpPolicy } from '../commit/pump.js'
-import { isDownstreamClosedError, isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
-import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
-import { positiveInteger, positiveMilliseconds } from '../options.js'
-import type { PeekOptions } from '../peek/index.js'
-import { parseObject } from '../protocols/common.js'
+import { failBeforeContent, type PumpEnd, type StallStats } from '../commit/pump.js'
+import { isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
+import type { KeyLease, KeyPool } from '../key-pool/types.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
-import { type ContextWindowFitOptions, fitContextWindow } from './context-window.js'
-import { errorFromBody, readBounded } from './error-body.js'
+import { type AttemptFunction, type AttemptResult, type Route, runAttempt } from './attempt.js'
+import type { FailureVerdict } from './classify.js'
+import { fitContextWindow } from './context-window.js'
+import {
+  type Decision,
+  deadlineVerdict,
+  decideNext,
+  type NotLeased,
+  planKeyWait,
+} from './decide.js'
+import { type NormalizedRelayPolicy, normalizeRelayPolicy, type RelayPolicy } from './policy.js'
 import { sleep } from './sleep.js'
 
-/** What an attempt function is given. */
-export interface AttemptContext {
-  /** The leased key: put `secret` in the request's credential header. */
-  readonly key: {
-    readonly id: string
-    readonly secret: string
-    readonly metadata: Readonly<Record<string, unknown>> | undefined
-  }
-  /** Pass to `fetch`: it aborts when the client goes away or the pre-commit deadline passes. */
-  readonly signal: AbortSignal
-  /** 1 for the first attempt of the request, counting across routes. */
-  readonly attemptNumber: number
-  /** The route's name. */
-  readonly route: string
-  /**
-   * The request to send, when `relay` was given one: its body reflects adjustments
-   * (`adjustRequest`, the context-window fit) and, for the non-streaming fallback, has
-   * streaming off (`stream: false` here too). Send `JSON.stringify(request.body)`.
-   */
-  readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
-  /**
-   * A correlation id for this attempt; send it as `x-client-request-id` so an attempt that
-   * timed out can be found in upstream logs. `undefined` when `correlationIds` is off.
-   */
-  readonly requestId: string | undefined
-}
-
-/** Makes one upstream request and returns its `Response` (usually a `fetch`). */
-export type AttemptFunction = (context: AttemptContext) => Promise<Response>
-
-/** One way to serve the request: a protocol, a key pool and an attempt function. */
-export interface Route {
-  /** A name for outcomes and hooks. */
-  readonly name?: string
-  readonly adapter: StreamAdapter
-  readonly pool: KeyPool
-  readonly attempt: AttemptFunction
-  /** This route's request (a fallback model's body); by default the relay's `request`. */
-  readonly request?: UpstreamRequest
-}
-
-/** What `adjustRequest` is told about a refused attempt. */
-export interface AdjustRequestContext {
-  readonly attemptNumber: number
-  readonly route: string
-  /** The refused attempt's HTTP status (`null` for an error frame in a stream). */
-  readonly status: number | null
-  /** The upstream's error, sanitised. */
-  readonly error: RenderableError
-  /** The request as it was sent. */
-  readonly request: UpstreamRequest
-}
-
-/** Exponential backoff with jitter, for retrying the same key. */
-export interface BackoffOptions {
-  /** @default 500 */
-  readonly baseMs?: number
-  /** @default 2 */
-  readonly factor?: number
-  /** @default 8_000 */
-  readonly maxMs?: number
-  /** Fraction of the delay added or removed at random. @default 0.25 */
-  readonly jitter?: number
-}
-
-/** How {@link relay} retries and ends. */
-export interface RelayPolicy extends PumpPolicy {
-  /**
-   * Attempts per route; `1` disables retrying.
-   * @default 3
-   */
-  maxAttempts?: number
-  /**
-   * A total budget before commit, in milliseconds: no attempt starts, and no wait runs, past it,
-   * so a client's own timeout is not outlived by silent retries.
-   * @default undefined (no budget)
-   */
-  deadlineMs?: number | undefined
-  /** Backoff for retrying the same key. */
-  backoff?: BackoffOptions
-  /**
-   * Peek options per attempt.
-   * @default { firstByteTimeoutMs: 120_000 } (an open body that sends nothing for 2 minutes is dead)
-   */
-  peek?: Omit<PeekOptions, 'signal' | 'tracker'>
-  /** Routes tried in order after this request's own route is exhausted (model fallback). */
-  routes?: readonly Route[]
-  /**
-   * Consecutive overload failures (429, 529, `overloaded_error`) after which the next route
-   * is tried.
-   * @default 3
-   */
-  overloadFallbackAfter?: number
-  /**
-   * `background` makes overload fail at once, without retries, so background traffic does not
-   * amplify a capacity incident.
-   * @default 'interactive'
-   */
-  priority?: 'interactive' | 'background'
-  /**
-   * Send headers as soon as an upstream stream is validated; failures before content are then
-   * written in-band.
-   * @default false
-   */
-  earlyHeaders?: boolean
-  /** Keep-alive comment interval after headers. @default 15_000 */
-  keepAliveIntervalMs?: number
-  /** Headers added to the downstream response. */
-  headers?: HeadersInit
-  /** The reader's frame bound. @default 1_048_576 */
-  maxFrameBytes?: number
-  /** How much of an upstream error body is read for its message. @default 65_536 */
-  maxErrorBodyBytes?: number
-  /**
-   * Send a correlation id per attempt (`AttemptContext.requestId`, reported in outcomes and
-   * hooks).
-   * @default true
-   */
-  correlationIds?: boolean
-  /**
-   * Called when an attempt is refused for its request (a 4xx, a non-retryable error frame):
-   * return a changed body to try again with it, or `undefined` to give up as usual. Needs
-   * `request`.
-   */
-  adjustRequest?:
-    | ((context: AdjustRequestContext) => Record<string, unknown> | undefined)
-    | undefined
-  /**
-   * When input plus the output budget overflows the context window and the error says the
-   * numbers, lower the budget to fit and retry once (`true`, or margin and floor). Needs
-   * `request`.
-   * @default false
-   */
-  fitContextWindow?: boolean | ContextWindowFitOptions
-  /**
-   * After a route's streaming attempts all failed before output (or at once on a 404/405 to the
-   * streaming request), send one non-streaming request and turn its answer into the
-   * protocol's stream. Needs `request` and an adapter with `nonStreamingRequest` and
-   * `renderFromMessage` (all four shipped ones).
-   * @default false
-   */
-  nonStreamingFallback?: boolean | { readonly timeoutMs?: number }
-}
-
-/** Defaults of {@link RelayPolicy}. */
-export const relayDefaults = Object.freeze({
-  maxAttempts: 3,
-  backoff: Object.freeze({ baseMs: 500, factor: 2, maxMs: 8_000, jitter: 0.25 }),
-  peek: Object.freeze({ firstByteTimeoutMs: 120_000 }),
-  overloadFallbackAfter: 3,
-  priority: 'interactive' as const,
-  maxErrorBodyBytes: 65_536,
-  correlationIds: true,
-  fitContextWindow: false,
-  nonStreamingFallback: false,
-  /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
-  fallbackTimeoutMs: 300_000,
-})
+export type { AttemptContext, AttemptFunction, Route } from './attempt.js'
+export type { AdjustRequestContext, BackoffOptions, RelayPolicy } from './policy.js'
+export { relayDefaults } from './policy.js'
 
 /** One attempt, as reported in outcomes and hooks. Never holds a secret. */
 export interface AttemptRecord {
@@ -211,6 +62,8 @@ export type RelayOutcome =
       readonly end: PumpEnd
       readonly eof: EofClass | null
       readonly bytes: number
+      /** Gaps between upstream frames after commit longer than the stall threshold. */
+      readonly stalls: StallStats
       readonly durationMs: number
     }
   | {
@@ -287,27 +140,27 @@ export interface RelayOptions {
   readonly request?: UpstreamRequest
 }
 
-/** Thrown inside the retry loop for a failed attempt. */
-class AttemptFailedError extends Error {
-  readonly verdict: FailureVerdict
-  constructor(verdict: FailureVerdict) {
-    super(verdict.reason)
-    this.verdict = verdict
-  }
-}
-
-/** What a committed attempt hands to the outcome. */
-type Committed = Omit<
-  Extract<RelayOutcome, { kind: 'committed' }>,
-  'kind' | 'attempts' | 'durationMs'
-> & {
-  readonly attemptNumber: number
+/** Options of {@link relay}. */
+export interface RelayOptions {
+  /** Where the response goes (`webSink().sink`, `nodeSink(res)`). */
+  readonly sink: DownstreamSink
+  readonly attempt: AttemptFunction
+  readonly pool: KeyPool
+  readonly adapter: StreamAdapter
+  /** The first route's name. @default 'primary' */
+  readonly name?: string
+  readonly policy?: RelayPolicy
+  /** The host's signal (the client request's), if it has one besides the sink's. */
+  readonly signal?: AbortSignal | undefined
+  readonly hooks?: RelayHooks
+  /**
+   * The request's JSON body (and URL), when the relay may rewrite it: for `adjustRequest`,
+   * `fitContextWindow` and the non-streaming fallback. Attempts get it as `context.request`.
+   */
+  readonly request?: UpstreamRequest
 }
 
 const now = (): number => performance.now()
-
-/** The most of a non-streaming answer the fallback reads. */
-const maxMessageBytes = 32 * 1024 * 1024
 
 function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
   if (hook === undefined) return
@@ -318,49 +171,410 @@ function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void
   }
 }
 
-function backoffDelay(options: Required<BackoffOptions>, retry: number): number {
-  const raw = Math.min(options.maxMs, options.baseMs * options.factor ** Math.max(0, retry))
-  const spread = raw * options.jitter
-  return Math.max(0, Math.round(raw - spread + Math.random() * 2 * spread))
+/** One request's shared state: what every route and attempt of it reads and adds to. */
+interface Run {
+  readonly options: RelayOptions
+  readonly config: NormalizedRelayPolicy
+  readonly hooks: RelayHooks
+  readonly gate: CommitGate
+  readonly routes: readonly Route[]
+  readonly attempts: AttemptRecord[]
+  /** Aborts when the client is gone or the host gave up. */
+  readonly stop: AbortSignal
+  /** Aborts when the pre-commit budget ran out. */
+  readonly deadline: AbortSignal
+  /** Aborts on either: what waits for a key listen to. */
+  readonly waits: AbortSignal
+  readonly started: number
+  readonly deadlineAt: number
+  attemptNumber: number
+  last: { verdict: FailureVerdict; adapter: StreamAdapter } | undefined
+  /** The previous attempt died of a reset or broken pipe before any response. */
+  freshConnection: boolean
 }
 
-function isEventStream(headers: Headers): boolean {
-  const type = headers.get('content-type')
-  // A missing content type is read as SSE: the peek then tells malformed bodies apart.
-  return type === null || /^text\/event-stream\b/i.test(type.trim())
+/** How a route ended. */
+type RouteEnd =
+  | { readonly kind: 'committed'; readonly outcome: RelayOutcome }
+  | { readonly kind: 'next-route' }
+  | { readonly kind: 'give-up'; readonly verdict: FailureVerdict }
+  | { readonly kind: 'client-gone' }
+
+/** One route's mutable state. */
+interface RouteRun {
+  readonly route: Route
+  readonly name: string
+  readonly hasNextRoute: boolean
+  readonly tried: Set<string>
+  request: UpstreamRequest | undefined
+  streamAttempts: number
+  overloads: number
+  reuses: number
+  /** When tried keys may be reused (after the backoff), in `now()` time. */
+  reuseAt: number
+  fallbackUsed: boolean
+  fitted: boolean
+  /** Why the previous attempt failed, told to `onRetry` once the next key is leased. */
+  retryReason: string | undefined
 }
 
-function normalize(policy: RelayPolicy) {
-  const maxAttempts = positiveInteger(
-    'maxAttempts',
-    policy.maxAttempts ?? relayDefaults.maxAttempts,
+/**
+ * Leases the key usable soonest: a free untried key now; else a free tried key after its
+ * backoff; else waits for the earliest cooling key's cooldown end or a busy key's release,
+ * within the deadline and `maxWaitMs`. A give-up says why no key could be had.
+ */
+async function leaseNext(
+  run: Run,
+  route: RouteRun,
+): Promise<{ kind: 'leased'; lease: KeyLease } | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const pool = route.route.pool
+  const waitStarted = now()
+  for (;;) {
+    const untried = await pool.acquire({ exclude: route.tried })
+    if (untried.kind === 'leased') return untried
+    let all: NotLeased | undefined
+    if (route.tried.size > 0) {
+      const any = await pool.acquire()
+      if (any.kind === 'leased') return backOff(run, route, any.lease)
+      all = any
+    }
+    const plan = planKeyWait({
+      untried,
+      all,
+      budgetMs: Math.min(run.deadlineAt - now(), run.config.maxWaitMs - (now() - waitStarted)),
+      priority: run.config.priority,
+      last: run.last?.verdict,
+    })
+    if (plan.kind === 'give-up') return plan
+    if (plan.kind === 'sleep') {
+      await sleep(plan.ms, run.waits)
+      continue
+    }
+    const woken = await pool.acquire({
+      exclude: plan.includeTried ? undefined : route.tried,
+      waitMs: plan.ms,
+      signal: run.waits,
+    })
+    if (woken.kind === 'leased') {
+      return route.tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
+    }
+  }
+}
+
+/** A tried key is reused only after its backoff; the lease ends unused if the request does. */
+async function backOff(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease,
+): Promise<{ kind: 'leased'; lease: KeyLease } | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const wait = Math.max(0, route.reuseAt - now())
+  if (now() + wait > run.deadlineAt) {
+    await lease.report({ kind: 'cancelled' })
+    return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+  }
+  try {
+    await sleep(wait, run.waits)
+  } catch (error) {
+    await lease.report({ kind: 'cancelled' })
+    throw error
+  }
+  return { kind: 'leased', lease }
+}
+
+/** The request to send for an attempt in `mode`. */
+function requestFor(route: RouteRun, mode: 'stream' | 'non-streaming') {
+  const sent = route.request
+  if (sent === undefined) return undefined
+  if (mode === 'stream') return { ...sent, stream: true }
+  return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
+}
+
+/** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */
+function adjustRefused(
+  run: Run,
+  route: RouteRun,
+  verdict: FailureVerdict,
+  status: number | null,
+): FailureVerdict {
+  const request = route.request
+  if (verdict.retry || verdict.key.kind !== 'rejected' || request === undefined) return verdict
+  let adjusted: UpstreamRequest | undefined
+  try {
+    const body = run.config.adjustRequest?.(
+      Object.freeze({
+        attemptNumber: run.attemptNumber,
+        route: route.name,
+        status,
+        error: verdict.error,
+        request,
+      }),
+    )
+    if (body !== undefined) adjusted = { url: request.url, body }
+  } catch {
+    // A throwing hook keeps the refusal as it is.
+  }
+  if (adjusted === undefined && run.config.fit !== undefined && !route.fitted) {
+    route.fitted = true
+    adjusted = fitContextWindow(
+      route.route.adapter.name,
+      request,
+      verdict.error.message,
+      run.config.fit,
+    )
+  }
+  if (adjusted === undefined) return verdict
+  route.request = adjusted
+  return { ...verdict, retry: true, reason: `${verdict.reason}:request-adjusted` }
+}
+
+/** Runs one attempt on a leased key and records it. */
+async function attemptOn(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease,
+  mode: 'stream' | 'non-streaming',
+): Promise<AttemptResult> {
+  const number = ++run.attemptNumber
+  route.tried.add(lease.keyId)
+  if (mode === 'stream') route.streamAttempts++
+  const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
+  const attemptStarted = now()
+  callHook(run.hooks.onAttempt, {
+    attemptNumber: number,
+    route: route.name,
+    keyId: lease.keyId,
+    mode,
+    requestId,
+  })
+  const freshConnection = run.freshConnection
+  run.freshConnection = false
+  let timeToFirstOutputMs = 0
+  const result = await runAttempt({
+    route: route.route,
+    routeName: route.name,
+    attemptNumber: number,
+    mode,
+    lease,
+    request: requestFor(route, mode),
+    requestId,
+    freshConnection,
+    gate: run.gate,
+    policy: run.config,
+    stop: run.stop,
+    deadline: run.deadline,
+    budgetMs: run.deadlineAt - now(),
+    onCommit: () => {
+      timeToFirstOutputMs = now() - run.started
+      callHook(run.hooks.onCommit, {
+        attemptNumber: number,
+        route: route.name,
+        keyId: lease.keyId,
+        timeToFirstOutputMs,
+      })
+    },
+  })
+  run.attempts.push({
+    attemptNumber: number,
+    route: route.name,
+    keyId: lease.keyId,
+    mode,
+    requestId,
+    status: result.status,
+    result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
+    retry: result.kind === 'failed' && result.verdict.retry,
+    durationMs: now() - attemptStarted,
+  })
+  if (result.kind === 'committed') {
+    committedAt.set(result, { keyId: lease.keyId, timeToFirstOutputMs })
+  }
+  return result
+}
+
+const committedAt = new WeakMap<AttemptResult, { keyId: string; timeToFirstOutputMs: number }>()
+
+/** What follows a failed attempt on this route, with the route's state brought up to date. */
+function afterFailure(
+  run: Run,
+  route: RouteRun,
+  result: Extract<AttemptResult, { kind: 'failed' }>,
+  mode: 'stream' | 'non-streaming',
+): Decision {
+  let verdict =
+    mode === 'stream' ? adjustRefused(run, route, result.verdict, result.status) : result.verdict
+  if (result.stopped === 'deadline') verdict = deadlineVerdict(run.last?.verdict)
+  if (result.stopped === undefined) run.last = { verdict, adapter: route.route.adapter }
+  route.overloads = verdict.overload ? route.overloads + 1 : 0
+  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE)$/.test(verdict.reason)
+  const decision = decideNext(
+    {
+      attempts: route.streamAttempts,
+      maxAttempts: run.config.maxAttempts,
+      overloads: route.overloads,
+      overloadFallbackAfter: run.config.overloadFallbackAfter,
+      priority: run.config.priority,
+      hasNextRoute: route.hasNextRoute,
+      fallbackAvailable:
+        !route.fallbackUsed &&
+        run.config.fallbackTimeoutMs !== undefined &&
+        route.request !== undefined &&
+        route.route.adapter.nonStreamingRequest !== undefined &&
+        route.route.adapter.renderFromMessage !== undefined,
+      mode,
+      reuses: route.reuses,
+      stopped: run.stop.aborted
+        ? 'client-gone'
+        : (result.stopped ?? (run.deadline.aborted ? 'deadline' : undefined)),
+    },
+    run.deadline.aborted && result.stopped === undefined ? deadlineVerdict(verdict) : verdict,
+    run.config.backoff,
   )
-  const deadlineMs = policy.deadlineMs
-  if (deadlineMs !== undefined) positiveMilliseconds('deadlineMs', deadlineMs)
-  const overloadFallbackAfter = positiveInteger(
-    'overloadFallbackAfter',
-    policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter,
-  )
+  // The record says what was decided: an adjusted request is a new reason, and a retry.
+  const index = run.attempts.length - 1
+  const record = run.attempts[index]
+  if (record !== undefined) {
+    run.attempts[index] = {
+      ...record,
+      result: verdict.reason,
+      retry: decision.kind === 'retry' || decision.kind === 'fallback',
+    }
+  }
+  if (decision.kind === 'retry') {
+    route.reuses++
+    route.reuseAt = now() + decision.reuseDelayMs
+    route.retryReason = verdict.reason
+  }
+  return decision
+}
+
+/** The route's attempts: stream attempts, then perhaps the non-streaming fallback. */
+async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
+  let mode: 'stream' | 'non-streaming' = 'stream'
+  for (;;) {
+    if (run.stop.aborted) return { kind: 'client-gone' }
+    const waitStarted = now()
+    let leased: Awaited<ReturnType<typeof leaseNext>>
+    try {
+      leased = await leaseNext(run, route)
+    } catch (error) {
+      // A wait ended by the client leaving or the deadline: nothing was leased.
+      if (run.stop.aborted) return { kind: 'client-gone' }
+      if (run.deadline.aborted)
+        return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+      throw error
+    }
+    if (leased.kind === 'give-up') return leased
+    if (route.retryReason !== undefined) {
+      callHook(run.hooks.onRetry, {
+        attemptNumber: run.attemptNumber + 1,
+        reason: route.retryReason,
+        delayMs: Math.round(now() - waitStarted),
+        nextKeyId: leased.lease.keyId,
+        route: route.name,
+      })
+      route.retryReason = undefined
+    }
+    const result = await attemptOn(run, route, leased.lease, mode)
+    if (result.kind === 'committed') {
+      const at = committedAt.get(result) as { keyId: string; timeToFirstOutputMs: number }
+      return {
+        kind: 'committed',
+        outcome: {
+          kind: 'committed',
+          attempts: run.attempts,
+          route: route.name,
+          keyId: at.keyId,
+          mode,
+          timeToFirstOutputMs: at.timeToFirstOutputMs,
+          end: result.end,
+          eof: result.eof,
+          bytes: result.bytes,
+          stalls: result.stalls,
+          durationMs: now() - run.started,
+        },
+      }
+    }
+    const decision = afterFailure(run, route, result, mode)
+    switch (decision.kind) {
+      case 'retry':
+        mode = 'stream'
+        break
+      case 'fallback':
+        route.fallbackUsed = true
+        route.retryReason = result.verdict.reason
+        mode = 'non-streaming'
+        break
+      default:
+        return decision
+    }
+  }
+}
+
+/** Ends a request that failed before content: a real status, or in-band with early headers. */
+async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
+  const adapter = run.last?.adapter ?? run.options.adapter
+  const retryAfterMs = verdict.retryAfterMs
+  const headers = new Headers()
+  const waitingHelps =
+    retryAfterMs !== undefined &&
+    (verdict.status === 429 || verdict.status === 503 || verdict.status === 529)
+  if (waitingHelps) headers.set('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000))))
+  // The library spent its retries: SDKs that honour this header do not stack theirs on top.
+  else headers.set('x-should-retry', 'false')
+  callHook(run.hooks.onGiveUp, {
+    status: verdict.status,
+    reason: verdict.reason,
+    attempts: run.attempts,
+  })
+  try {
+    await failBeforeContent(
+      run.gate,
+      adapter,
+      verdict.status,
+      { ...verdict.error, status: verdict.status },
+      headers,
+    )
+  } catch (error) {
+    if (!isStreamBoundaryError(error)) throw error
+    return { kind: 'client-gone', attempts: run.attempts, durationMs: now() - run.started }
+  }
   return {
-    maxAttempts,
-    deadlineMs,
-    overloadFallbackAfter,
-    backoff: { ...relayDefaults.backoff, ...policy.backoff },
-    peek: policy.peek ?? relayDefaults.peek,
-    priority: policy.priority ?? relayDefaults.priority,
-    maxErrorBodyBytes: policy.maxErrorBodyBytes ?? relayDefaults.maxErrorBodyBytes,
-    correlationIds: policy.correlationIds ?? relayDefaults.correlationIds,
-    fit:
-      policy.fitContextWindow === true
-        ? {}
-        : policy.fitContextWindow === false || policy.fitContextWindow === undefined
-          ? undefined
-          : policy.fitContextWindow,
-    fallback: policy.nonStreamingFallback !== undefined && policy.nonStreamingFallback !== false,
-    fallbackTimeoutMs:
-      typeof policy.nonStreamingFallback === 'object'
-        ? (policy.nonStreamingFallback.timeoutMs ?? relayDefaults.fallbackTimeoutMs)
-        : relayDefaults.fallbackTimeoutMs,
+    kind: 'failed',
+    attempts: run.attempts,
+    status: verdict.status,
+    error: verdict.error,
+    reason: verdict.reason,
+    retryAfterMs,
+    durationMs: now() - run.started,
+  }
+}
+
+function checkOptions(options: RelayOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError('relay() needs an options object')
+  }
+  if (typeof options.attempt !== 'function') throw new TypeError('attempt must be a function')
+  if (typeof options.pool?.acquire !== 'function') throw new TypeError('pool must be a KeyPool')
+  if (typeof options.adapter?.inspect !== 'function') {
+    throw new TypeError('adapter must be a StreamAdapter')
+  }
+  if (typeof options.sink?.sendHead !== 'function')
+    throw new TypeError('sink must be a DownstreamSink')
+}
+
+/** Aborts `controller` when any of `signals` aborts; returns the listeners' removal. */
+function follow(controller: AbortController, signals: readonly (AbortSignal | undefined)[]) {
+  const listeners: [AbortSignal, () => void][] = []
+  for (const signal of signals) {
+    if (signal === undefined) continue
+    const listener = () => controller.abort(signal.reason)
+    if (signal.aborted) listener()
+    else {
+      signal.addEventListener('abort', listener, { once: true })
+      listeners.push([signal, listener])
+    }
+  }
+  return () => {
+    for (const [signal, listener] of listeners) signal.removeEventListener('abort', listener)
   }
 }
 
@@ -368,9 +582,12 @@ function normalize(policy: RelayPolicy) {
  * Relays one streaming request: attempts over the key pool (and the fallback routes) while
  * nothing has reached the client, commits the first attempt with output, and pumps it to an
  * honest end. When every attempt fails before commit, the client gets a real status (502 for
- * upstream failures, 504 for timeouts, 429 or 529 passing on rate limits and overload, the
- * upstream's own 4xx for a rejected request) with a JSON body in the protocol's shape, or,
- * with early headers, the protocol's in-band error frame.
+ * upstream faults, 504 for timeouts, 429 with `retry-after` when every key is rate limited,
+ * 503 when every key is busy, the upstream's own 4xx for a rejected request) with a JSON body
+ * in the protocol's shape, or, with early headers, the protocol's in-band error frame.
+ *
+ * Options are validated before anything is leased: a bad one rejects with a `RangeError` or
+ * `TypeError` naming it.
  *
  * @example
  * const { sink, response } = webSink()
@@ -385,17 +602,29 @@ function normalize(policy: RelayPolicy) {
  * return response
  */
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
-  const policy = options.policy ?? {}
-  const config = normalize(policy)
-  const hooks = options.hooks ?? {}
-  const started = now()
-  const gate: CommitGate = createCommitGate(options.sink, {
-    earlyHeaders: policy.earlyHeaders ?? false,
-    ...(policy.keepAliveIntervalMs === undefined
-      ? {}
-      : { keepAliveIntervalMs: policy.keepAliveIntervalMs }),
-    ...(policy.headers === undefined ? {} : { headers: policy.headers }),
+  checkOptions(options)
+  const config = normalizeRelayPolicy(options.policy)
+  for (const route of options.policy?.routes ?? []) checkOptions({ ...options, ...route })
+  const gate = createCommitGate(options.sink, {
+    earlyHeaders: config.earlyHeaders,
+    keepAliveIntervalMs: config.keepAliveIntervalMs,
+    ...(config.headers === undefined ? {} : { headers: config.headers }),
   })
+  const started = now()
+  const stop = new AbortController()
+  const deadline = new AbortController()
+  const waits = new AbortController()
+  const unfollow = [
+    follow(stop, [gate.signal, options.signal]),
+    follow(waits, [stop.signal, deadline.signal]),
+  ]
+  // Request-scoped: it holds the process while the request waits, and is always cleared.
+  const deadlineTimer = Number.isFinite(config.deadlineMs)
+    ? setTimeout(
+        () => deadline.abort(new StreamTimeoutError('deadline', config.deadlineMs)),
+        config.deadlineMs,
+      )
+    : undefined
   const routes: Route[] = [
     {
       name: options.name ?? 'primary',
@@ -403,527 +632,62 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       pool: options.pool,
       attempt: options.attempt,
     },
-    ...(policy.routes ?? []),
+    ...(options.policy?.routes ?? []),
   ]
-  const attempts: AttemptRecord[] = []
-  const stopSignals = [gate.signal, options.signal].filter((s): s is AbortSignal => s !== undefined)
-  const stop =
-    stopSignals.length === 1 ? (stopSignals[0] as AbortSignal) : AbortSignal.any(stopSignals)
-
-  // The pre-commit budget: aborts waits and attempts that have not committed.
-  const deadline = new AbortController()
-  const deadlineAt =
-    config.deadlineMs === undefined ? Number.POSITIVE_INFINITY : started + config.deadlineMs
-  const deadlineTimer =
-    config.deadlineMs === undefined
-      ? undefined
-      : setTimeout(
-          () => deadline.abort(new StreamTimeoutError('deadline', config.deadlineMs as number)),
-          config.deadlineMs,
-        )
-  ;(deadlineTimer as { unref?: () => void } | undefined)?.unref?.()
-  const waitSignal = AbortSignal.any([stop, deadline.signal])
-
-  let attemptNumber = 0
-  let last: { verdict: FailureVerdict; adapter: StreamAdapter } | undefined
-
+  const run: Run = {
+    options,
+    config,
+    hooks: options.hooks ?? {},
+    gate,
+    routes,
+    attempts: [],
+    stop: stop.signal,
+    deadline: deadline.signal,
+    waits: waits.signal,
+    started,
+    deadlineAt: started + config.deadlineMs,
+    attemptNumber: 0,
+    last: undefined,
+    freshConnection: false,
+  }
   const finish = (outcome: RelayOutcome): RelayOutcome => {
-    callHook(hooks.onOutcome, outcome)
+    callHook(run.hooks.onOutcome, outcome)
     return outcome
   }
-
-  async function runRoute(route: Route, routeName: string): Promise<Committed | undefined> {
-    const tried = new Set<string>()
-    let sameKeyRetries = 0
-    let overloads = 0
-    /** Why the previous attempt of this route failed, told to `onRetry` once the next key is known. */
-    let retryReason: string | undefined
-    const hasNextRoute = routes.indexOf(route) < routes.length - 1
-    /** The request as it will be sent next (adjustments replace it). */
-    let currentRequest: UpstreamRequest | undefined = route.request ?? options.request
-    let fitted = false
-
-    /** A changed request for an attempt refused for its request, or `undefined`. */
-    const adjust = (
-      verdict: FailureVerdict,
-      status: number | null,
-      number: number,
-    ): UpstreamRequest | undefined => {
-      const request = currentRequest
-      if (request === undefined) return undefined
-      const body = policy.adjustRequest?.({
-        attemptNumber: number,
-        route: routeName,
-        status,
-        error: verdict.error,
-        request,
-      })
-      if (body !== undefined) return { url: request.url, body }
-      if (config.fit !== undefined && !fitted) {
-        fitted = true
-        return fitContextWindow(route.adapter.name, request, verdict.error.message, config.fit)
-      }
-      return undefined
-    }
-
-    /** Leases a key, preferring untried ones; waits only when the budget allows. */
-    const leaseKey = async (): Promise<KeyLease> => {
-      const waitStarted = now()
-      const leased = (lease: KeyLease): KeyLease => {
-        if (retryReason !== undefined) {
-          callHook(hooks.onRetry, {
-            attemptNumber: attemptNumber + 1,
-            reason: retryReason,
-            delayMs: Math.round(now() - waitStarted),
-            nextKeyId: lease.keyId,
-            route: routeName,
-          })
-        }
-        return lease
-      }
-      let waited = false
-      for (;;) {
-        let result = await route.pool.acquire({ exclude: tried })
-        let reused = false
-        if (result.kind === 'unavailable' && result.reason === 'all-excluded') {
-          result = await route.pool.acquire()
-          reused = true
-        }
-        if (result.kind === 'leased') {
-          // Reusing a key already tried backs off first, unless we just waited out a cooldown.
-          if (reused && !waited) {
-            const delay = backoffDelay(config.backoff, sameKeyRetries++)
-            try {
-              if (now() + delay > deadlineAt)
-                throw new AttemptFailedError(budgetVerdict(last?.verdict))
-              await sleep(delay, waitSignal)
-            } catch (error) {
-              // The lease ends unused: the request is over, which is not the key's doing.
-              await result.lease.report({ kind: 'client-gone' })
-              throw error
-            }
-          }
-          return leased(result.lease)
-        }
-        if (result.kind === 'unavailable') {
-          throw new AttemptFailedError({
-            retry: false,
-            key: { kind: 'protocol-fault' },
-            reason: `no-key:${result.reason}`,
-            overload: false,
-            status: 503,
-            error: {
-              type: 'upstream_error',
-              message: 'no usable upstream key is configured',
-              status: 503,
-            },
-          })
-        }
-        // Every key is cooling down: wait for the earliest, if the budget allows.
-        if (result.kind === 'busy') throw new Error('TODO: busy (relay rebuild)')
-        if (now() + result.retryInMs > deadlineAt || config.priority === 'background') {
-          throw new AttemptFailedError(coolingVerdict(result.retryInMs))
-        }
-        await sleep(result.retryInMs, waitSignal)
-        waited = true
-      }
-    }
-
-    const runAttempt = async (mode: 'stream' | 'non-streaming'): Promise<Committed> => {
-      gate.assertCanRetry()
-      const lease = await leaseKey()
-      attemptNumber++
-      const number = attemptNumber
-      tried.add(lease.keyId)
-      const attemptStarted = now()
-      const requestId = config.correlationIds ? globalThis.crypto.randomUUID() : undefined
-      const sent = currentRequest
-      const request =
-        sent === undefined
-          ? undefined
-          : mode === 'stream'
-            ? { ...sent, stream: true }
-            : { ...(route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
-      callHook(hooks.onAttempt, {
-        attemptNumber: number,
-        route: routeName,
-        keyId: lease.keyId,
-        mode,
-        requestId,
-      })
-      const record = (status: number | null, result: string, retry: boolean) =>
-        attempts.push({
-          attemptNumber: number,
-          route: routeName,
-          keyId: lease.keyId,
-          mode,
-          requestId,
-          status,
-          result,
-          retry,
-          durationMs: now() - attemptStarted,
-        })
-      const fail = async (failed: FailureVerdict, status: number | null): Promise<never> => {
-        let verdict = failed
-        // Refused for its request: a changed request may succeed (the key did nothing wrong).
-        if (!verdict.retry && verdict.key.kind === 'rejected' && mode === 'stream') {
-          const adjusted = adjust(verdict, status, number)
-          if (adjusted !== undefined) {
-            currentRequest = adjusted
-            verdict = { ...verdict, retry: true, reason: `${verdict.reason}:request-adjusted` }
-          }
-        }
-        await lease.report(verdict.key)
-        last = { verdict, adapter: route.adapter }
-        record(status, verdict.reason, verdict.retry)
-        throw new AttemptFailedError(verdict)
-      }
-
-      // The attempt's own signal follows the deadline only until commit.
-      const controller = new AbortController()
-      const onStop = () => controller.abort(stop.reason)
-      const onDeadline = () => controller.abort(deadline.signal.reason)
-      const detachDeadline = () => deadline.signal.removeEventListener('abort', onDeadline)
-      if (stop.aborted) onStop()
-      else stop.addEventListener('abort', onStop, { once: true })
-      if (deadline.signal.aborted) onDeadline()
-      else deadline.signal.addEventListener('abort', onDeadline, { once: true })
-      // The non-streaming fallback has its own bound: a whole answer can take long to come.
-      const fallbackMs = Math.min(config.fallbackTimeoutMs, Math.max(1, deadlineAt - now()))
-      const fallbackTimer =
-        mode === 'non-streaming'
-          ? setTimeout(
-              () => controller.abort(new StreamTimeoutError('first-output', fallbackMs)),
-              fallbackMs,
-            )
-          : undefined
-      ;(fallbackTimer as { unref?: () => void } | undefined)?.unref?.()
-      try {
-        let response: Response
-        try {
-          response = await route.attempt({
-            key: { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
-            signal: controller.signal,
-            attemptNumber: number,
-            route: routeName,
-            request,
-            requestId,
-          })
-        } catch (error) {
-          if (stop.aborted) return await fail(clientGoneVerdict(), null)
-          if (deadline.signal.aborted) return await fail(budgetVerdict(last?.verdict), null)
-          if (controller.signal.aborted) return await fail(fallbackTimeoutVerdict(fallbackMs), null)
-          return await fail(classifyAttemptFailure({ kind: 'connection', error }), null)
-        }
-        const status = response.status
-        if (
-          (status === 404 || status === 405) &&
-          mode === 'stream' &&
-          config.fallback &&
-          request !== undefined
-        ) {
-          await readBounded(response.body, 0)
-          return await fail(streamingUnsupportedVerdict(status), status)
-        }
-        if (status < 200 || status > 299) {
-          const text = await readBounded(response.body, config.maxErrorBodyBytes)
-          const failure: AttemptFailure = {
-            kind: 'status',
-            status,
-            headers: response.headers,
-            error: errorFromBody(text, status),
-          }
-          return await fail(classifyAttemptFailure(failure), status)
-        }
-        let body: ReadableStream<Uint8Array> | null = response.body
-        if (mode === 'non-streaming') {
-          const text = await readBounded(response.body, maxMessageBytes)
-          const message = parseObject(text)
-          const rendered =
-            message === undefined ? undefined : route.adapter.renderFromMessage?.(message)
-          if (rendered === undefined) {
-            return await fail(
-              classifyAttemptFailure({
-                kind: 'not-sse',
-                status,
-                contentType: response.headers.get('content-type'),
-                error: errorFromBody(text, status),
-              }),
-              status,
-            )
-          }
-          body = new ReadableStream<Uint8Array>({
-            start(controller) {
-              controller.enqueue(rendered)
-              controller.close()
-            },
-          })
-        } else if (response.body === null || !isEventStream(response.headers)) {
-          const text = await readBounded(response.body, config.maxErrorBodyBytes)
-          const error = errorFromBody(text, status)
-          return await fail(
-            classifyAttemptFailure({
-              kind: 'not-sse',
-              status,
-              contentType: response.headers.get('content-type'),
-              error,
-            }),
-            status,
-          )
-        }
-        gate.setUpstreamHeaders(response.headers)
-        let timeToFirstOutputMs = 0
-        const delivered = await deliver({
-          gate,
-          body: body as ReadableStream<Uint8Array>,
-          adapter: route.adapter,
-          peek: config.peek,
-          ...(policy.maxFrameBytes === undefined ? {} : { maxFrameBytes: policy.maxFrameBytes }),
-          signal: options.signal,
-          peekSignal: deadline.signal,
-          onPartialEof: policy.onPartialEof,
-          onThinkingOnly: policy.onThinkingOnly,
-          idleTimeoutMs: policy.idleTimeoutMs,
-          ...(policy.stallThresholdMs === undefined
-            ? {}
-            : { stallThresholdMs: policy.stallThresholdMs }),
-          onCommit: () => {
-            detachDeadline()
-            timeToFirstOutputMs = now() - started
-            callHook(hooks.onCommit, {
-              attemptNumber: number,
-              route: routeName,
-              keyId: lease.keyId,
-              timeToFirstOutputMs,
-            })
-          },
-        })
-        if (delivered.kind === 'not-committed') {
-          const peek = delivered.peek
-          if (peek.kind === 'aborted' && !stop.aborted && deadline.signal.aborted) {
-            return await fail(budgetVerdict(last?.verdict), status)
-          }
-          return await fail(classifyAttemptFailure({ kind: 'peek', outcome: peek }), status)
-        }
-        const end = delivered.pump.end
-        const keyOutcome: KeyOutcome =
-          end.kind === 'downstream-closed' || end.kind === 'aborted'
-            ? { kind: 'client-gone' }
-            : { kind: 'success' }
-        await lease.report(keyOutcome)
-        record(status, 'committed', false)
-        return {
-          attemptNumber: number,
-          route: routeName,
-          keyId: lease.keyId,
-          mode,
-          timeToFirstOutputMs,
-          end,
-          eof: delivered.pump.eof,
-          bytes: delivered.pump.bytes,
-        }
-      } finally {
-        if (fallbackTimer !== undefined) clearTimeout(fallbackTimer)
-        stop.removeEventListener('abort', onStop)
-        detachDeadline()
-      }
-    }
-
-    /** One non-streaming attempt, after the streaming ones failed before output. */
-    const runFallback = async (): Promise<Committed | undefined> => {
-      const verdict = last?.verdict
-      const wanted =
-        config.fallback &&
-        currentRequest !== undefined &&
-        route.adapter.nonStreamingRequest !== undefined &&
-        route.adapter.renderFromMessage !== undefined &&
-        verdict !== undefined &&
-        (verdict.retry || verdict.reason === 'streaming-unsupported')
-      // Overload already spent this route's budget: the fallback would only add load.
-      const overloaded = overloads >= config.overloadFallbackAfter && hasNextRoute
-      if (!wanted || overloaded || !gate.canRetry || stop.aborted || deadline.signal.aborted)
-        return undefined
-      retryReason = verdict.reason
-      try {
-        return await runAttempt('non-streaming')
-      } catch (error) {
-        if (error instanceof AttemptFailedError) {
-          if (error.verdict.overload) overloads++
-          return undefined
-        }
-        if (stop.aborted || deadline.signal.aborted) return undefined
-        throw error
-      }
-    }
-
-    // p-retry checks its signal even after a success: keep a committed result it would discard.
-    let committed: Committed | undefined
-    try {
-      return await pRetry(
-        async () => {
-          committed = await runAttempt('stream')
-          return committed
-        },
-        {
-          retries: config.maxAttempts - 1,
-          minTimeout: 0,
-          factor: 1,
-          signal: stop,
-          shouldRetry: ({ error }) => {
-            if (
-              !(error instanceof AttemptFailedError) ||
-              !gate.canRetry ||
-              stop.aborted ||
-              deadline.signal.aborted
-            )
-              return false
-            const verdict = error.verdict
-            overloads = verdict.overload ? overloads + 1 : 0
-            if (verdict.overload && config.priority === 'background') return false
-            if (verdict.overload && overloads >= config.overloadFallbackAfter && hasNextRoute)
-              return false
-            return verdict.retry
-          },
-          onFailedAttempt: ({ error }) => {
-            retryReason = error instanceof AttemptFailedError ? error.verdict.reason : undefined
-          },
-        },
-      )
-    } catch (error) {
-      if (committed !== undefined) return committed
-      if (error instanceof AttemptFailedError) {
-        last = { verdict: error.verdict, adapter: route.adapter }
-        return runFallback()
-      }
-      if (stop.aborted || deadline.signal.aborted || error instanceof AbortError) return undefined
-      throw error
-    }
-  }
-
   try {
-    for (const route of routes) {
-      const name = route.name ?? `route-${routes.indexOf(route) + 1}`
-      const committed = await runRoute(route, name)
-      if (committed !== undefined) {
-        return finish({
-          kind: 'committed',
-          attempts,
-          route: committed.route,
-          keyId: committed.keyId,
-          mode: committed.mode,
-          timeToFirstOutputMs: committed.timeToFirstOutputMs,
-          end: committed.end,
-          eof: committed.eof,
-          bytes: committed.bytes,
-          durationMs: now() - started,
-        })
-      }
-      if (stop.aborted || deadline.signal.aborted || !gate.canRetry) break
-      const verdict = last?.verdict
-      // Fall back to the next route only for failures another model might not have.
-      if (verdict !== undefined && !verdict.retry && !verdict.overload) break
-      if (verdict?.overload && config.priority === 'background') break
+    let end: RouteEnd = { kind: 'give-up', verdict: deadlineVerdict(undefined) }
+    for (const [index, route] of routes.entries()) {
+      end = await runRoute(run, {
+        route,
+        name: route.name ?? `route-${index + 1}`,
+        hasNextRoute: index < routes.length - 1,
+        tried: new Set(),
+        request: route.request ?? options.request,
+        streamAttempts: 0,
+        overloads: 0,
+        reuses: 0,
+        reuseAt: 0,
+        fallbackUsed: false,
+        fitted: false,
+        retryReason: undefined,
+      })
+      if (end.kind !== 'next-route') break
     }
-    if (stop.aborted || isDownstreamClosedError(gate.failure)) {
-      return finish({ kind: 'client-gone', attempts, durationMs: now() - started })
+    if (end.kind === 'committed') return finish(end.outcome)
+    if (end.kind === 'client-gone' || run.stop.aborted) {
+      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
     }
-    const verdict = deadline.signal.aborted
-      ? budgetVerdict(last?.verdict)
-      : (last?.verdict ?? budgetVerdict(undefined))
-    const adapter = last?.adapter ?? options.adapter
-    const retryAfterMs = verdict.retryAfterMs
-    const headers =
-      retryAfterMs === undefined ||
-      (verdict.status !== 429 && verdict.status !== 503 && verdict.status !== 529)
-        ? undefined
-        : { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) }
-    callHook(hooks.onGiveUp, { status: verdict.status, reason: verdict.reason, attempts })
-    try {
-      await failBeforeContent(
-        gate,
-        adapter,
-        verdict.status,
-        { ...verdict.error, status: verdict.status },
-        headers,
-      )
-    } catch (error) {
-      if (!isStreamBoundaryError(error)) throw error
-      return finish({ kind: 'client-gone', attempts, durationMs: now() - started })
+    const verdict =
+      end.kind === 'give-up' ? end.verdict : (run.last?.verdict ?? deadlineVerdict(undefined))
+    return finish(await giveUp(run, verdict))
+  } catch (error) {
+    // A downstream failure surfaced as a throw (a sink method, the gate): the client is gone.
+    if (gate.failure !== undefined || run.stop.aborted) {
+      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
     }
-    return finish({
-      kind: 'failed',
-      attempts,
-      status: verdict.status,
-      error: verdict.error,
-      reason: verdict.reason,
-      retryAfterMs,
-      durationMs: now() - started,
-    })
+    throw error
   } finally {
     if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
-  }
-}
-
-function clientGoneVerdict(): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'client-gone' },
-    reason: 'client-gone',
-    overload: false,
-    status: 499,
-    error: { type: 'client_closed', message: 'the client went away' },
-  }
-}
-
-function streamingUnsupportedVerdict(status: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'rejected' },
-    reason: 'streaming-unsupported',
-    overload: false,
-    status: 502,
-    error: {
-      type: 'upstream_error',
-      message: `the upstream refused the streaming request (${status})`,
-    },
-  }
-}
-
-function fallbackTimeoutVerdict(ms: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'protocol-fault' },
-    reason: 'fallback-timeout',
-    overload: false,
-    status: 504,
-    error: { type: 'timeout', message: `the non-streaming fallback got no answer within ${ms} ms` },
-  }
-}
-
-function coolingVerdict(retryInMs: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'protocol-fault' },
-    reason: 'all-keys-cooling',
-    overload: true,
-    status: 429,
-    error: {
-      type: 'rate_limit_error',
-      message: `every upstream key is rate limited; retry in ${Math.max(1, Math.ceil(retryInMs / 1000))} s`,
-    },
-    retryAfterMs: retryInMs,
-  }
-}
-
-/** The pre-commit budget ran out: a timeout, unless the last failure says something better. */
-function budgetVerdict(previous: FailureVerdict | undefined): FailureVerdict {
-  if (previous !== undefined && previous.status !== 502) return { ...previous, retry: false }
-  return {
-    retry: false,
-    key: { kind: 'protocol-fault' },
-    reason: 'deadline',
-    overload: false,
-    status: 504,
-    error: { type: 'timeout', message: 'no upstream attempt produced output within the deadline' },
+    for (const remove of unfollow) remove()
   }
 }

@@ -1,0 +1,474 @@
+/**
+ * One upstream attempt, from sending the request to the end of its stream. It returns a
+ * result value (`committed` or `failed` with its verdict) rather than throwing for upstream
+ * failures, and it reports its key lease exactly once, on every path, in a `finally`.
+ *
+ * @module
+ */
+
+import { createStreamTracker, type EofClass } from '../classify/index.js'
+import type { CommitGate } from '../commit/gate.js'
+import { deliver, type PumpEnd, type StallStats } from '../commit/pump.js'
+import { StreamTimeoutError } from '../errors.js'
+import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
+import { parseObject } from '../protocols/common.js'
+import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { FrameSplitter } from '../sse/splitter.js'
+import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import { errorFromBody, readBounded } from './error-body.js'
+import type { NormalizedRelayPolicy } from './policy.js'
+
+/** What an attempt function is given. */
+export interface AttemptContext {
+  /** The leased key: put `secret` in the request's credential header. */
+  readonly key: {
+    readonly id: string
+    readonly secret: string
+    readonly metadata: Readonly<Record<string, unknown>> | undefined
+  }
+  /**
+   * Pass to `fetch`: it aborts when the client goes away, the pre-commit deadline passes, or
+   * no response came within the first-byte bound.
+   */
+  readonly signal: AbortSignal
+  /** 1 for the first attempt of the request, counting across routes. */
+  readonly attemptNumber: number
+  /** The route's name. */
+  readonly route: string
+  /**
+   * The request to send, when `relay` was given one: its body reflects adjustments
+   * (`adjustRequest`, the context-window fit) and, for the non-streaming fallback, has
+   * streaming off (`stream: false` here too). Send `JSON.stringify(request.body)`.
+   */
+  readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
+  /**
+   * A correlation id for this attempt; send it as `x-client-request-id` so an attempt that
+   * timed out can be found in upstream logs. `undefined` when `correlationIds` is off.
+   */
+  readonly requestId: string | undefined
+  /**
+   * True when the previous attempt died of a connection reset or a broken pipe before any
+   * response: a pooled keep-alive connection may be stale, so open a fresh one if you can.
+   */
+  readonly freshConnection: boolean
+}
+
+/** Makes one upstream request and returns its `Response` (usually a `fetch`). */
+export type AttemptFunction = (context: AttemptContext) => Promise<Response>
+
+/** One way to serve the request: a protocol, a key pool and an attempt function. */
+export interface Route {
+  /** A name for outcomes and hooks. */
+  readonly name?: string
+  readonly adapter: StreamAdapter
+  readonly pool: KeyPool
+  readonly attempt: AttemptFunction
+  /** This route's request (a fallback model's body); by default the relay's `request`. */
+  readonly request?: UpstreamRequest
+}
+
+/** What one attempt needs. */
+export interface AttemptInput {
+  readonly route: Route
+  readonly routeName: string
+  readonly attemptNumber: number
+  readonly mode: 'stream' | 'non-streaming'
+  readonly lease: KeyLease
+  readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
+  readonly requestId: string | undefined
+  readonly freshConnection: boolean
+  readonly gate: CommitGate
+  readonly policy: NormalizedRelayPolicy
+  /** Aborts when the client is gone (or the host gave up). */
+  readonly stop: AbortSignal
+  /** Aborts when the pre-commit budget ran out; ignored once committed. */
+  readonly deadline: AbortSignal
+  /** Milliseconds left in the pre-commit budget when the attempt starts. */
+  readonly budgetMs: number
+  /** Called once at commit, before anything is written. */
+  readonly onCommit: () => void
+}
+
+/** How an attempt ended. A discriminated union on `kind`. */
+export type AttemptResult =
+  | {
+      readonly kind: 'committed'
+      readonly status: number
+      readonly end: PumpEnd
+      readonly eof: EofClass | null
+      readonly bytes: number
+      readonly stalls: StallStats
+    }
+  | {
+      readonly kind: 'failed'
+      readonly verdict: FailureVerdict
+      readonly status: number | null
+      /** Why it stopped, when the request itself stopped it. */
+      readonly stopped?: 'client-gone' | 'deadline' | undefined
+    }
+
+/** The most of a non-streaming answer read. */
+const maxMessageBytes = 32 * 1024 * 1024
+
+function isEventStream(headers: Headers): boolean {
+  const type = headers.get('content-type')
+  // A missing content type is read as SSE: the peek then tells malformed bodies apart.
+  return type === null || /^text\/event-stream\b/i.test(type.trim())
+}
+
+function isJson(headers: Headers): boolean {
+  return /^application\/(?:[\w.+-]+\+)?json\b/i.test(headers.get('content-type')?.trim() ?? '')
+}
+
+/** Whether rendered frames hold any output: an error object or `{}` renders none. */
+function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+  const splitter = new FrameSplitter(Math.max(1, bytes.length))
+  splitter.push(bytes)
+  const tracker = createStreamTracker(adapter)
+  for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
+  const { text, tool, refusal, reasoning } = tracker.state.counts
+  return text + tool + refusal + reasoning > 0 && tracker.state.errors === 0
+}
+
+function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(bytes)
+      controller.close()
+    },
+  })
+}
+
+function failed(
+  verdict: FailureVerdict,
+  status: number | null,
+  stopped?: 'client-gone' | 'deadline',
+): AttemptResult {
+  return { kind: 'failed', verdict, status, stopped }
+}
+
+/** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
+class AttemptSignals {
+  readonly controller = new AbortController()
+  readonly #input: AttemptInput
+  readonly #timers: ReturnType<typeof setTimeout>[] = []
+  readonly #onStop = () => this.controller.abort(this.#input.stop.reason)
+  readonly #onDeadline = () => this.controller.abort(this.#input.deadline.reason)
+  #timedOut: StreamTimeoutError | undefined
+
+  constructor(input: AttemptInput) {
+    this.#input = input
+    for (const [signal, listener] of [
+      [input.stop, this.#onStop],
+      [input.deadline, this.#onDeadline],
+    ] as const) {
+      if (signal.aborted) listener()
+      else signal.addEventListener('abort', listener, { once: true })
+    }
+  }
+
+  /** Aborts the attempt with a timeout after `ms` (a request-scoped, referenced timer). */
+  arm(error: StreamTimeoutError): ReturnType<typeof setTimeout> | undefined {
+    if (!Number.isFinite(error.timeoutMs)) return undefined
+    const timer = setTimeout(() => {
+      this.#timedOut = error
+      this.controller.abort(error)
+    }, error.timeoutMs)
+    this.#timers.push(timer)
+    return timer
+  }
+
+  /** Why the attempt was stopped, if it was. */
+  stoppedBy(): 'client-gone' | 'deadline' | StreamTimeoutError | undefined {
+    if (this.#input.stop.aborted) return 'client-gone'
+    if (this.#input.deadline.aborted) return 'deadline'
+    return this.#timedOut
+  }
+
+  /** After commit, the deadline no longer applies. */
+  detachDeadline(): void {
+    this.#input.deadline.removeEventListener('abort', this.#onDeadline)
+  }
+
+  dispose(): void {
+    for (const timer of this.#timers) clearTimeout(timer)
+    this.#input.stop.removeEventListener('abort', this.#onStop)
+    this.detachDeadline()
+  }
+}
+
+const clientGone: FailureVerdict = {
+  retry: false,
+  key: { kind: 'client-gone' },
+  reason: 'client-gone',
+  overload: false,
+  status: 499,
+  error: { type: 'client_closed', message: 'the client went away' },
+}
+
+function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streaming') {
+  if (mode === 'non-streaming') {
+    return {
+      retry: false,
+      key: { kind: 'protocol-fault' },
+      reason: 'fallback-timeout',
+      overload: false,
+      status: 504,
+      error: {
+        type: 'timeout',
+        message: `the non-streaming fallback got no answer within ${error.timeoutMs} ms`,
+      },
+    } satisfies FailureVerdict
+  }
+  return classifyAttemptFailure({
+    kind: 'peek',
+    outcome: {
+      kind: 'first-byte-timeout',
+      error,
+      partialFrameBytes: 0,
+      frames: [],
+      reader: undefined as never,
+      tracker: undefined as never,
+      elapsedMs: error.timeoutMs,
+    },
+  })
+}
+
+function invalidResultVerdict(value: unknown): FailureVerdict {
+  const got = value === null ? 'null' : typeof value
+  return {
+    retry: false,
+    key: { kind: 'cancelled' },
+    reason: 'invalid-attempt-result',
+    overload: false,
+    status: 502,
+    error: {
+      type: 'upstream_error',
+      message: `the attempt function resolved to ${got}, not a Response`,
+    },
+  }
+}
+
+function streamingUnsupported(status: number): FailureVerdict {
+  return {
+    retry: false,
+    key: { kind: 'rejected' },
+    reason: 'streaming-unsupported',
+    overload: false,
+    status: 502,
+    error: {
+      type: 'upstream_error',
+      message: `the upstream refused the streaming request (${status})`,
+    },
+  }
+}
+
+/**
+ * Runs one attempt and reports its lease exactly once, whatever happens: the verdict's key
+ * outcome on failure, `success` (after `commit()` at the first output) or `client-gone` for
+ * a committed stream, `cancelled` when anything threw.
+ */
+export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
+  let outcome: KeyOutcome = { kind: 'cancelled' }
+  const signals = new AttemptSignals(input)
+  try {
+    const result = await attemptOnce(input, signals)
+    outcome =
+      result.kind === 'failed'
+        ? result.verdict.key
+        : result.end.kind === 'completed' ||
+            result.end.kind === 'upstream-error' ||
+            result.end.kind === 'stop-synthesized' ||
+            result.end.kind === 'reasoning-promoted' ||
+            result.end.kind === 'error-written'
+          ? { kind: 'success' }
+          : { kind: 'client-gone' }
+    return result
+  } finally {
+    signals.dispose()
+    await input.lease.report(outcome).catch(() => {})
+  }
+}
+
+/** Sends the request and waits for the response within the first-byte bound. */
+async function send(
+  input: AttemptInput,
+  signals: AttemptSignals,
+): Promise<
+  | { response: Response; timer: ReturnType<typeof setTimeout> | undefined }
+  | { failure: AttemptResult }
+> {
+  const { mode, lease } = input
+  const firstByteMs = input.policy.peek.firstByteTimeoutMs ?? Number.POSITIVE_INFINITY
+  const bound =
+    mode === 'non-streaming'
+      ? Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs)
+      : firstByteMs
+  const timer = signals.arm(
+    new StreamTimeoutError(mode === 'non-streaming' ? 'first-output' : 'first-byte', bound),
+  )
+  let response: unknown
+  try {
+    response = await input.route.attempt({
+      key: { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
+      signal: signals.controller.signal,
+      attemptNumber: input.attemptNumber,
+      route: input.routeName,
+      request: input.request,
+      requestId: input.requestId,
+      freshConnection: input.freshConnection,
+    })
+  } catch (error) {
+    const stopped = stoppedFailure(signals, mode, null)
+    if (stopped !== undefined) return { failure: stopped }
+    return { failure: failed(classifyAttemptFailure({ kind: 'connection', error }), null) }
+  }
+  if (!(response instanceof Response)) {
+    await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
+    return { failure: failed(invalidResultVerdict(response), null) }
+  }
+  return { response, timer }
+}
+
+/** The failure of an attempt whose body read was cut because the request or a timer stopped it. */
+function stoppedFailure(
+  signals: AttemptSignals,
+  mode: 'stream' | 'non-streaming',
+  status: number | null,
+): AttemptResult | undefined {
+  const stopped = signals.stoppedBy()
+  if (stopped === undefined) return undefined
+  if (stopped === 'client-gone' || stopped === 'deadline')
+    return failed(clientGone, status, stopped)
+  return failed(timeoutVerdict(stopped, mode), status)
+}
+
+/** Reads a non-stream answer: an error, or a whole message rendered as the protocol's stream. */
+async function readWholeAnswer(
+  input: AttemptInput,
+  response: Response,
+): Promise<{ body: ReadableStream<Uint8Array> } | { failure: AttemptResult }> {
+  const { status } = response
+  const adapter = input.route.adapter
+  const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
+  const limit = asMessage ? maxMessageBytes : input.policy.maxErrorBodyBytes
+  const text = await readBounded(response.body, limit)
+  const message = asMessage ? parseObject(text) : undefined
+  let rendered: Uint8Array | undefined
+  try {
+    rendered = message === undefined ? undefined : adapter.renderFromMessage?.(message)
+  } catch {
+    rendered = undefined
+  }
+  // An upstream that ignored `stream: true` sent the answer itself: serve it as the stream.
+  if (rendered !== undefined && hasOutput(adapter, rendered)) return { body: bodyOf(rendered) }
+  const failure: AttemptFailure = {
+    kind: 'not-sse',
+    status,
+    contentType: response.headers.get('content-type'),
+    error: errorFromBody(text, status),
+  }
+  return { failure: failed(classifyAttemptFailure(failure), status) }
+}
+
+async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
+  const { gate, policy, mode } = input
+  input.gate.assertCanRetry()
+  const started = performance.now()
+  const sent = await send(input, signals)
+  if ('failure' in sent) return sent.failure
+  const { response } = sent
+  const { status } = response
+  // The first-byte bound (or the fallback's) stays armed while an error body is read.
+  const fallbackWanted = policy.fallbackTimeoutMs !== undefined && input.request !== undefined
+  if ((status === 404 || status === 405) && mode === 'stream' && fallbackWanted) {
+    await readBounded(response.body, 0)
+    return failed(streamingUnsupported(status), status)
+  }
+  if (status < 200 || status > 299) {
+    const text = await readBounded(response.body, policy.maxErrorBodyBytes)
+    const failure: AttemptFailure = {
+      kind: 'status',
+      status,
+      headers: response.headers,
+      error: errorFromBody(text, status),
+    }
+    return failed(
+      retryOverride(classifyAttemptFailure(failure), status, response.headers, input),
+      status,
+    )
+  }
+  let body: ReadableStream<Uint8Array> | null = response.body
+  if (mode === 'non-streaming' || body === null || !isEventStream(response.headers)) {
+    const whole = await readWholeAnswer(input, response)
+    if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
+    body = whole.body
+  }
+  if (body === null)
+    return failed(classifyAttemptFailure({ kind: 'not-sse', status, contentType: null }), status)
+  // The streaming attempt's first-byte clock goes on in the peek, with what is left of it.
+  if (sent.timer !== undefined) clearTimeout(sent.timer)
+  gate.setUpstreamHeaders(response.headers)
+  const firstByteMs = policy.peek.firstByteTimeoutMs
+  const delivered = await deliver({
+    gate,
+    body,
+    adapter: input.route.adapter,
+    peek: {
+      ...policy.peek,
+      ...(firstByteMs === undefined || !Number.isFinite(firstByteMs)
+        ? {}
+        : { firstByteTimeoutMs: Math.max(1, firstByteMs - (performance.now() - started)) }),
+    },
+    maxFrameBytes: policy.maxFrameBytes,
+    ...policy.pump,
+    signal: input.stop,
+    peekSignal: signals.controller.signal,
+    onCommit: () => {
+      signals.detachDeadline()
+      input.lease.commit()
+      input.onCommit()
+    },
+  })
+  if (delivered.kind === 'not-committed') {
+    const stopped = signals.stoppedBy()
+    if (
+      delivered.peek.kind === 'aborted' &&
+      (stopped === 'client-gone' || stopped === 'deadline')
+    ) {
+      return failed(clientGone, status, stopped)
+    }
+    return failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status)
+  }
+  const pumped = delivered.pump
+  return {
+    kind: 'committed',
+    status,
+    end: pumped.end,
+    eof: pumped.eof,
+    bytes: pumped.bytes,
+    stalls: pumped.stalls,
+  }
+}
+
+/** Applies the policy's `retryOn` to an upstream HTTP failure. */
+function retryOverride(
+  verdict: FailureVerdict,
+  status: number,
+  headers: Headers,
+  input: AttemptInput,
+): FailureVerdict {
+  const retryOn = input.policy.retryOn
+  if (retryOn === undefined || verdict.key.kind === 'auth-failed') return verdict
+  let retry: boolean | undefined
+  try {
+    retry =
+      typeof retryOn === 'function'
+        ? retryOn(Object.freeze({ status, headers }))
+        : retryOn.includes(status)
+  } catch {
+    // A throwing predicate keeps the library's rule: it must not break the request.
+    retry = undefined
+  }
+  return retry === undefined || retry === verdict.retry ? verdict : { ...verdict, retry }
+}

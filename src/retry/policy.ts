@@ -1,0 +1,316 @@
+/**
+ * `RelayPolicy`: how `relay()` retries and ends, its defaults, and the one `normalize` that
+ * merges every nested option object with its defaults and validates everything before any
+ * key is leased.
+ *
+ * @module
+ */
+
+import { commitGateDefaults } from '../commit/gate.js'
+import { normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
+import { positiveInteger, positiveMilliseconds } from '../options.js'
+import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
+import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
+import type { ContextWindowFitOptions } from './context-window.js'
+
+/** Exponential backoff with jitter, for retrying a key already tried in the request. */
+export interface BackoffOptions {
+  /** @default 500 */
+  readonly baseMs?: number
+  /** @default 2 */
+  readonly factor?: number
+  /** @default 8_000 */
+  readonly maxMs?: number
+  /** Fraction of the delay added or removed at random. @default 0.25 */
+  readonly jitter?: number
+}
+
+/** What `adjustRequest` is told about a refused attempt. */
+export interface AdjustRequestContext {
+  readonly attemptNumber: number
+  readonly route: string
+  /** The refused attempt's HTTP status (`null` for an error frame in a stream). */
+  readonly status: number | null
+  /** The upstream's error, sanitised. */
+  readonly error: RenderableError
+  /** The request as it was sent. */
+  readonly request: UpstreamRequest
+}
+
+/** An upstream HTTP failure, as `retryOn` sees it. */
+export interface RetryOnContext {
+  readonly status: number
+  readonly headers: Headers
+}
+
+/** How {@link relay} retries and ends. */
+export interface RelayPolicy extends PumpPolicy {
+  /**
+   * Attempts per route; `1` disables retrying.
+   * @default 3
+   */
+  maxAttempts?: number
+  /**
+   * A total budget before commit, in milliseconds: no attempt starts, and no wait runs, past it,
+   * so a client's own timeout is not outlived by silent retries.
+   * @default undefined (no budget)
+   */
+  deadlineMs?: number | undefined
+  /**
+   * The longest the request waits for a key in one go: a cooling key's cooldown (a
+   * `Retry-After`), or a busy key's release. A longer wait gives up with the answer that
+   * says why (429 with `retry-after`, or 503 when every key is busy).
+   * @default 60_000
+   */
+  maxWaitMs?: number
+  /** Backoff before reusing a key already tried in this request; merged with its defaults. */
+  backoff?: BackoffOptions
+  /**
+   * Peek options per attempt, merged with their defaults (setting one keeps the others).
+   * `firstByteTimeoutMs` runs from the moment the attempt is sent, so it bounds connecting,
+   * the response headers and the first body byte.
+   * @default { firstByteTimeoutMs: 120_000, firstOutputTimeoutMs: 600_000 }
+   */
+  peek?: Omit<PeekOptions, 'signal' | 'tracker'>
+  /**
+   * Decides which upstream HTTP failures are retried: a list of statuses, or a function
+   * (returning `undefined` keeps the library's rule). Rate limits and auth failures still
+   * teach the key pool what they mean.
+   * @default undefined (the library's rule: 408, 409, 429, 5xx, 529 and 401/403 with another key)
+   * @example { retryOn: [429, 502, 503] }
+   */
+  retryOn?: readonly number[] | ((failure: RetryOnContext) => boolean | undefined) | undefined
+  /** Routes tried in order after this request's own route is exhausted (model fallback). */
+  routes?: readonly import('./relay.js').Route[]
+  /**
+   * Consecutive overload failures (429, 529, `overloaded_error`) after which the next route
+   * is tried.
+   * @default 3
+   */
+  overloadFallbackAfter?: number
+  /**
+   * `background` makes overload fail at once, without retries or another route, so
+   * background traffic does not amplify a capacity incident.
+   * @default 'interactive'
+   */
+  priority?: 'interactive' | 'background'
+  /**
+   * Send headers as soon as an upstream stream is validated; failures before content are then
+   * written in-band.
+   * @default false
+   */
+  earlyHeaders?: boolean
+  /** Keep-alive comment interval after headers. @default 15_000 */
+  keepAliveIntervalMs?: number
+  /** Headers added to the downstream response. */
+  headers?: HeadersInit
+  /** The reader's frame bound. @default 1_048_576 */
+  maxFrameBytes?: number
+  /** How much of an upstream error body is read for its message. @default 65_536 */
+  maxErrorBodyBytes?: number
+  /**
+   * Send a correlation id per attempt (`AttemptContext.requestId`, reported in outcomes and
+   * hooks).
+   * @default true
+   */
+  correlationIds?: boolean
+  /**
+   * Called when an attempt is refused for its request (a 4xx, a non-retryable error frame):
+   * return a changed body to try again with it, or `undefined` to give up as usual. Needs
+   * `request`.
+   */
+  adjustRequest?:
+    | ((context: AdjustRequestContext) => Record<string, unknown> | undefined)
+    | undefined
+  /**
+   * When input plus the output budget overflows the context window and the error says the
+   * numbers, lower the budget to fit and retry once (`true`, or margin and floor). Needs
+   * `request`.
+   * @default false
+   */
+  fitContextWindow?: boolean | ContextWindowFitOptions
+  /**
+   * After a route's streaming attempts all failed before output (or at once on a 404/405 to the
+   * streaming request), send one non-streaming request and turn its answer into the
+   * protocol's stream. Needs `request` and an adapter with `nonStreamingRequest` and
+   * `renderFromMessage` (all four shipped ones).
+   * @default false
+   */
+  nonStreamingFallback?: boolean | { readonly timeoutMs?: number }
+}
+
+/** Defaults of {@link RelayPolicy}. */
+export const relayDefaults = Object.freeze({
+  maxAttempts: 3,
+  maxWaitMs: 60_000,
+  backoff: Object.freeze({ baseMs: 500, factor: 2, maxMs: 8_000, jitter: 0.25 }),
+  peek: Object.freeze({ firstByteTimeoutMs: 120_000, firstOutputTimeoutMs: 600_000 }),
+  overloadFallbackAfter: 3,
+  priority: 'interactive' as const,
+  earlyHeaders: false,
+  keepAliveIntervalMs: commitGateDefaults.keepAliveIntervalMs,
+  maxFrameBytes: 1_048_576,
+  maxErrorBodyBytes: 65_536,
+  correlationIds: true,
+  fitContextWindow: false,
+  nonStreamingFallback: false,
+  /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
+  fallbackTimeoutMs: 300_000,
+})
+
+/** A policy with every default filled in and every value checked. */
+export interface NormalizedRelayPolicy {
+  readonly maxAttempts: number
+  /** `Infinity` when there is no budget. */
+  readonly deadlineMs: number
+  readonly maxWaitMs: number
+  readonly backoff: Required<BackoffOptions>
+  readonly peek: Omit<PeekOptions, 'signal' | 'tracker'>
+  readonly pump: PumpPolicy
+  readonly retryOn: RelayPolicy['retryOn']
+  readonly overloadFallbackAfter: number
+  readonly priority: 'interactive' | 'background'
+  readonly earlyHeaders: boolean
+  readonly keepAliveIntervalMs: number
+  readonly headers: HeadersInit | undefined
+  readonly maxFrameBytes: number
+  readonly maxErrorBodyBytes: number
+  readonly correlationIds: boolean
+  readonly adjustRequest: RelayPolicy['adjustRequest']
+  readonly fit: ContextWindowFitOptions | undefined
+  /** The fallback's timeout, or `undefined` when the fallback is off. */
+  readonly fallbackTimeoutMs: number | undefined
+}
+
+function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
+  if (!allowed.includes(value)) {
+    const list = allowed.map((each) => `'${each}'`).join(', ')
+    throw new RangeError(`${name} must be one of ${list}, got ${String(value)}`)
+  }
+  return value
+}
+
+function boolean(name: string, value: boolean): boolean {
+  if (typeof value !== 'boolean')
+    throw new TypeError(`${name} must be a boolean, got ${typeof value}`)
+  return value
+}
+
+function optionalFunction(name: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new TypeError(`${name} must be a function, got ${typeof value}`)
+  }
+}
+
+function normalizeBackoff(backoff: BackoffOptions | undefined): Required<BackoffOptions> {
+  const merged = { ...relayDefaults.backoff, ...backoff }
+  if (!(merged.baseMs >= 0) || !Number.isFinite(merged.baseMs)) {
+    throw new RangeError(`backoff.baseMs must be 0 or more milliseconds, got ${merged.baseMs}`)
+  }
+  if (!(merged.factor >= 1) || !Number.isFinite(merged.factor)) {
+    throw new RangeError(`backoff.factor must be a number of at least 1, got ${merged.factor}`)
+  }
+  positiveMilliseconds('backoff.maxMs', merged.maxMs)
+  if (!(merged.jitter >= 0 && merged.jitter <= 1)) {
+    throw new RangeError(`backoff.jitter must be between 0 and 1, got ${merged.jitter}`)
+  }
+  return merged
+}
+
+function normalizeFit(fit: RelayPolicy['fitContextWindow']): ContextWindowFitOptions | undefined {
+  if (fit === undefined || fit === false) return undefined
+  if (fit === true) return {}
+  if (typeof fit !== 'object' || fit === null) {
+    throw new TypeError(`fitContextWindow must be a boolean or an object, got ${typeof fit}`)
+  }
+  for (const name of ['marginTokens', 'floorTokens'] as const) {
+    const value = fit[name]
+    if (value !== undefined && (!Number.isSafeInteger(value) || value < 0)) {
+      throw new RangeError(`fitContextWindow.${name} must be 0 or a positive integer, got ${value}`)
+    }
+  }
+  return fit
+}
+
+function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): number | undefined {
+  if (fallback === undefined || fallback === false) return undefined
+  if (fallback === true) return relayDefaults.fallbackTimeoutMs
+  if (typeof fallback !== 'object' || fallback === null) {
+    throw new TypeError(
+      `nonStreamingFallback must be a boolean or an object, got ${typeof fallback}`,
+    )
+  }
+  return positiveMilliseconds(
+    'nonStreamingFallback.timeoutMs',
+    fallback.timeoutMs ?? relayDefaults.fallbackTimeoutMs,
+  )
+}
+
+function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {
+  if (retryOn === undefined || typeof retryOn === 'function') return retryOn
+  if (!Array.isArray(retryOn) || retryOn.some((s) => !Number.isInteger(s) || s < 100 || s > 599)) {
+    throw new TypeError('retryOn must be a list of HTTP statuses (100–599) or a function')
+  }
+  return retryOn
+}
+
+/**
+ * Merges a policy with its defaults (every nested object the same way) and validates every
+ * value, including those passed on to the peek, the pump and the commit gate. Throws a
+ * `RangeError` or `TypeError` naming the option; `relay()` calls it before leasing anything.
+ */
+export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayPolicy {
+  if (typeof policy !== 'object' || policy === null) {
+    throw new TypeError(`policy must be an object, got ${policy === null ? 'null' : typeof policy}`)
+  }
+  const peek = { ...relayDefaults.peek, ...policy.peek }
+  normalizePeekOptions(peek)
+  const pump = normalizePumpPolicy(policy)
+  oneOf('onPartialEof', pump.onPartialEof, ['error', 'synthesize-stop'])
+  oneOf('onThinkingOnly', pump.onThinkingOnly, ['error', 'promote-reasoning'])
+  const keepAliveIntervalMs = policy.keepAliveIntervalMs ?? relayDefaults.keepAliveIntervalMs
+  if (!Number.isFinite(keepAliveIntervalMs) || keepAliveIntervalMs < 0) {
+    throw new RangeError(
+      `keepAliveIntervalMs must be 0 or a positive number, got ${String(keepAliveIntervalMs)}`,
+    )
+  }
+  optionalFunction('adjustRequest', policy.adjustRequest)
+  return {
+    maxAttempts: positiveInteger('maxAttempts', policy.maxAttempts ?? relayDefaults.maxAttempts),
+    deadlineMs:
+      policy.deadlineMs === undefined
+        ? Number.POSITIVE_INFINITY
+        : positiveMilliseconds('deadlineMs', policy.deadlineMs),
+    maxWaitMs: positiveMilliseconds('maxWaitMs', policy.maxWaitMs ?? relayDefaults.maxWaitMs),
+    backoff: normalizeBackoff(policy.backoff),
+    peek,
+    pump,
+    retryOn: normalizeRetryOn(policy.retryOn),
+    overloadFallbackAfter: positiveInteger(
+      'overloadFallbackAfter',
+      policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter,
+    ),
+    priority: oneOf('priority', policy.priority ?? relayDefaults.priority, [
+      'interactive',
+      'background',
+    ]),
+    earlyHeaders: boolean('earlyHeaders', policy.earlyHeaders ?? relayDefaults.earlyHeaders),
+    keepAliveIntervalMs,
+    headers: policy.headers,
+    maxFrameBytes: positiveInteger(
+      'maxFrameBytes',
+      policy.maxFrameBytes ?? relayDefaults.maxFrameBytes,
+    ),
+    maxErrorBodyBytes: positiveInteger(
+      'maxErrorBodyBytes',
+      policy.maxErrorBodyBytes ?? relayDefaults.maxErrorBodyBytes,
+    ),
+    correlationIds: boolean(
+      'correlationIds',
+      policy.correlationIds ?? relayDefaults.correlationIds,
+    ),
+    adjustRequest: policy.adjustRequest,
+    fit: normalizeFit(policy.fitContextWindow),
+    fallbackTimeoutMs: normalizeFallback(policy.nonStreamingFallback),
+  }
+}

@@ -75,6 +75,7 @@ const outcomeKinds: readonly KeyOutcome['kind'][] = [
   'protocol-fault',
   'client-gone',
   'rejected',
+  'cancelled',
 ]
 
 interface KeyState {

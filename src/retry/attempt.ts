@@ -432,10 +432,8 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   })
   if (delivered.kind === 'not-committed') {
     const stopped = signals.stoppedBy()
-    if (
-      delivered.peek.kind === 'aborted' &&
-      (stopped === 'client-gone' || stopped === 'deadline')
-    ) {
+    // The deadline's abort reason is a timeout error: the peek may name it a timeout of its own.
+    if (stopped === 'client-gone' || stopped === 'deadline') {
       return failed(clientGone, status, stopped)
     }
     return failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status)

@@ -12,20 +12,23 @@ import { deliver, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
+import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { FrameSplitter } from '../sse/splitter.js'
 import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 
-/** What an attempt function is given. */
-export interface AttemptContext {
-  /** The leased key: put `secret` in the request's credential header. */
-  readonly key: {
-    readonly id: string
-    readonly secret: string
-    readonly metadata: Readonly<Record<string, unknown>> | undefined
-  }
+/** A key leased from the pool for one attempt. */
+export interface LeasedKey {
+  readonly id: string
+  /** Put it in the request's credential header; never log it. */
+  readonly secret: string
+  readonly metadata: Readonly<Record<string, unknown>> | undefined
+}
+
+/** What an attempt function is given, whatever owns the credentials. */
+export interface AttemptContextBase {
   /**
    * Pass to `fetch`: it aborts when the client goes away, the pre-commit deadline passes, or
    * no response came within the first-byte bound.
@@ -53,18 +56,52 @@ export interface AttemptContext {
   readonly freshConnection: boolean
 }
 
+/** What an attempt function is given when the relay leases keys from a pool. */
+export interface AttemptContext extends AttemptContextBase {
+  /** The leased key: put `secret` in the request's credential header. */
+  readonly key: LeasedKey
+}
+
+/** What an attempt function is given when the caller owns the credentials (no pool). */
+export interface CallerCredentialsContext extends AttemptContextBase {
+  /** No key: the attempt function sets its own credentials. */
+  readonly key: undefined
+}
+
 /** Makes one upstream request and returns its `Response` (usually a `fetch`). */
 export type AttemptFunction = (context: AttemptContext) => Promise<Response>
 
-/** One way to serve the request: a protocol, a key pool and an attempt function. */
-export interface Route {
+/** Makes one upstream request with the caller's own credentials (a relay without a pool). */
+export type CallerCredentialsAttemptFunction = (
+  context: CallerCredentialsContext,
+) => Promise<Response>
+
+/**
+ * Where credentials come from: a key pool the relay leases from (`pool` and an
+ * {@link AttemptFunction}), or the caller itself (no `pool`, and a
+ * {@link CallerCredentialsAttemptFunction} that sets them: a user's own key, an Azure
+ * `api-key`, a signed request). Without a pool, outcomes and hooks still work and report
+ * `keyId: null`; an upstream 401/403 goes back to the client as the upstream said.
+ */
+export type Credentials =
+  | { readonly pool: KeyPool; readonly attempt: AttemptFunction }
+  | { readonly pool?: undefined; readonly attempt: CallerCredentialsAttemptFunction }
+
+/** One way to serve the request: a protocol, credentials and an attempt function. */
+export type Route = Credentials & {
   /** A name for outcomes and hooks. */
   readonly name?: string
   readonly adapter: StreamAdapter
-  readonly pool: KeyPool
-  readonly attempt: AttemptFunction
   /** This route's request (a fallback model's body); by default the relay's `request`. */
   readonly request?: UpstreamRequest
+}
+
+/** An upstream HTTP error as it was sent: what the relay passes on when it gives up. */
+export interface UpstreamHttpError {
+  readonly status: number
+  readonly headers: Headers
+  /** The body, bounded by `maxErrorBodyBytes`, secrets redacted. */
+  readonly body: string
 }
 
 /** What one attempt needs. */
@@ -73,7 +110,8 @@ export interface AttemptInput {
   readonly routeName: string
   readonly attemptNumber: number
   readonly mode: 'stream' | 'non-streaming'
-  readonly lease: KeyLease
+  /** `undefined` when the caller owns the credentials. */
+  readonly lease: KeyLease | undefined
   readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
   readonly requestId: string | undefined
   readonly freshConnection: boolean
@@ -105,6 +143,8 @@ export type AttemptResult =
       readonly status: number | null
       /** Why it stopped, when the request itself stopped it. */
       readonly stopped?: 'client-gone' | 'deadline' | undefined
+      /** The upstream's HTTP error, when it answered with one. */
+      readonly upstream?: UpstreamHttpError | undefined
     }
 
 /** The most of a non-streaming answer read. */
@@ -143,8 +183,9 @@ function failed(
   verdict: FailureVerdict,
   status: number | null,
   stopped?: 'client-gone' | 'deadline',
+  upstream?: UpstreamHttpError,
 ): AttemptResult {
-  return { kind: 'failed', verdict, status, stopped }
+  return { kind: 'failed', verdict, status, stopped, upstream }
 }
 
 /** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
@@ -286,7 +327,7 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
     return result
   } finally {
     signals.dispose()
-    await input.lease.report(outcome).catch(() => {})
+    await input.lease?.report(outcome).catch(() => {})
   }
 }
 
@@ -309,8 +350,11 @@ async function send(
   )
   let response: unknown
   try {
-    response = await input.route.attempt({
-      key: { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
+    response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({
+      key:
+        lease === undefined
+          ? undefined
+          : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
       signal: signals.controller.signal,
       attemptNumber: input.attemptNumber,
       route: input.routeName,
@@ -393,10 +437,13 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
       headers: response.headers,
       error: errorFromBody(text, status),
     }
-    return failed(
-      retryOverride(classifyAttemptFailure(failure), status, response.headers, input),
-      status,
-    )
+    let verdict = retryOverride(classifyAttemptFailure(failure), status, response.headers, input)
+    // The caller's own credential was refused: another try with it would be refused too.
+    if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
+      verdict = { ...verdict, retry: false, status }
+    }
+    const upstream = { status, headers: response.headers, body: redactSecrets(text) }
+    return failed(verdict, status, undefined, upstream)
   }
   let body: ReadableStream<Uint8Array> | null = response.body
   if (mode === 'non-streaming' || body === null || !isEventStream(response.headers)) {
@@ -426,7 +473,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     peekSignal: signals.controller.signal,
     onCommit: () => {
       signals.detachDeadline()
-      input.lease.commit()
+      input.lease?.commit()
       input.onCommit()
     },
   })

@@ -23,14 +23,22 @@ export {
 export type {
   AdjustRequestContext,
   AttemptContext,
+  AttemptContextBase,
   AttemptFunction,
   AttemptRecord,
   BackoffOptions,
+  CallerCredentialsAttemptFunction,
+  CallerCredentialsContext,
+  Credentials,
+  LeasedKey,
   RelayHooks,
   RelayOptions,
   RelayOutcome,
   RelayPolicy,
+  RelayRequestOptions,
+  RetryOnContext,
   Route,
+  UpstreamHttpError,
 } from './relay.js'
 export { relay, relayDefaults } from './relay.js'
 export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'

@@ -80,6 +80,17 @@ export interface RelayPolicy extends PumpPolicy {
    * @example { retryOn: [429, 502, 503] }
    */
   retryOn?: readonly number[] | ((failure: RetryOnContext) => boolean | undefined) | undefined
+  /**
+   * When the relay gives up after an upstream HTTP error, answer with that error as the
+   * upstream sent it: its status, its body (bounded by `maxErrorBodyBytes`, secrets
+   * redacted) and the headers that identify the request (`x-request-id`, `request-id`,
+   * `retry-after`…). Failures that are the library's own (timeouts, every key busy or
+   * cooling, stream faults before output) and a pool key's 401/403 (the gateway's
+   * credential, not the client's) are always rendered in the protocol's shape. `false`
+   * renders every failure in the protocol's shape, for gateways that normalise errors.
+   * @default true
+   */
+  passThroughErrors?: boolean
   /** Routes tried in order after this request's own route is exhausted (model fallback). */
   routes?: readonly import('./relay.js').Route[]
   /**
@@ -152,6 +163,7 @@ export const relayDefaults = Object.freeze({
   maxFrameBytes: 1_048_576,
   maxErrorBodyBytes: 65_536,
   correlationIds: true,
+  passThroughErrors: true,
   fitContextWindow: false,
   nonStreamingFallback: false,
   /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
@@ -176,6 +188,7 @@ export interface NormalizedRelayPolicy {
   readonly maxFrameBytes: number
   readonly maxErrorBodyBytes: number
   readonly correlationIds: boolean
+  readonly passThroughErrors: boolean
   readonly adjustRequest: RelayPolicy['adjustRequest']
   readonly fit: ContextWindowFitOptions | undefined
   /** The fallback's timeout, or `undefined` when the fallback is off. */
@@ -308,6 +321,10 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     correlationIds: boolean(
       'correlationIds',
       policy.correlationIds ?? relayDefaults.correlationIds,
+    ),
+    passThroughErrors: boolean(
+      'passThroughErrors',
+      policy.passThroughErrors ?? relayDefaults.passThroughErrors,
     ),
     adjustRequest: policy.adjustRequest,
     fit: normalizeFit(policy.fitContextWindow),

@@ -13,8 +13,15 @@ import { type CommitGate, createCommitGate, type DownstreamSink } from '../commi
 import { failBeforeContent, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyPool } from '../key-pool/types.js'
+import { parseObject } from '../protocols/common.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { type AttemptFunction, type AttemptResult, type Route, runAttempt } from './attempt.js'
+import {
+  type AttemptResult,
+  type Credentials,
+  type Route,
+  runAttempt,
+  type UpstreamHttpError,
+} from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import {
@@ -27,8 +34,23 @@ import {
 import { type NormalizedRelayPolicy, normalizeRelayPolicy, type RelayPolicy } from './policy.js'
 import { sleep } from './sleep.js'
 
-export type { AttemptContext, AttemptFunction, Route } from './attempt.js'
-export type { AdjustRequestContext, BackoffOptions, RelayPolicy } from './policy.js'
+export type {
+  AttemptContext,
+  AttemptContextBase,
+  AttemptFunction,
+  CallerCredentialsAttemptFunction,
+  CallerCredentialsContext,
+  Credentials,
+  LeasedKey,
+  Route,
+  UpstreamHttpError,
+} from './attempt.js'
+export type {
+  AdjustRequestContext,
+  BackoffOptions,
+  RelayPolicy,
+  RetryOnContext,
+} from './policy.js'
 export { relayDefaults } from './policy.js'
 
 /** One attempt, as reported in outcomes and hooks. Never holds a secret. */
@@ -54,7 +76,7 @@ export type RelayOutcome =
       readonly kind: 'committed'
       readonly attempts: readonly AttemptRecord[]
       readonly route: string
-      readonly keyId: string
+      readonly keyId: string | null
       /** `non-streaming` when the answer came from the non-streaming fallback. */
       readonly mode: 'stream' | 'non-streaming'
       /** From the start of the request to the first output. */
@@ -88,7 +110,7 @@ export interface RelayHooks {
   onAttempt?(context: {
     readonly attemptNumber: number
     readonly route: string
-    readonly keyId: string
+    readonly keyId: string | null
     readonly mode: 'stream' | 'non-streaming'
     readonly requestId: string | undefined
   }): void
@@ -107,7 +129,7 @@ export interface RelayHooks {
   onCommit?(context: {
     readonly attemptNumber: number
     readonly route: string
-    readonly keyId: string
+    readonly keyId: string | null
     readonly timeToFirstOutputMs: number
   }): void
   /** Every attempt failed before commit; the client gets `status`. */
@@ -120,32 +142,16 @@ export interface RelayHooks {
   onOutcome?(outcome: RelayOutcome): void
 }
 
-/** Options of {@link relay}. */
-export interface RelayOptions {
-  /** Where the response goes (`webSink().sink`, `nodeSink(res)`). */
-  readonly sink: DownstreamSink
-  readonly attempt: AttemptFunction
-  readonly pool: KeyPool
-  readonly adapter: StreamAdapter
-  /** The first route's name. @default 'primary' */
-  readonly name?: string
-  readonly policy?: RelayPolicy
-  /** The host's signal (the client request's), if it has one besides the sink's. */
-  readonly signal?: AbortSignal | undefined
-  readonly hooks?: RelayHooks
-  /**
-   * The request's JSON body (and URL), when the relay may rewrite it: for `adjustRequest`,
-   * `fitContextWindow` and the non-streaming fallback. Attempts get it as `context.request`.
-   */
-  readonly request?: UpstreamRequest
-}
+/**
+ * Options of {@link relay}. Credentials come from a `pool` (the attempt function gets a
+ * leased key) or from the caller (no `pool`: the attempt function sets its own).
+ */
+export type RelayOptions = RelayRequestOptions & Credentials
 
-/** Options of {@link relay}. */
-export interface RelayOptions {
+/** Options of {@link relay} besides the credentials. */
+export interface RelayRequestOptions {
   /** Where the response goes (`webSink().sink`, `nodeSink(res)`). */
   readonly sink: DownstreamSink
-  readonly attempt: AttemptFunction
-  readonly pool: KeyPool
   readonly adapter: StreamAdapter
   /** The first route's name. @default 'primary' */
   readonly name?: string
@@ -188,7 +194,16 @@ interface Run {
   readonly started: number
   readonly deadlineAt: number
   attemptNumber: number
-  last: { verdict: FailureVerdict; adapter: StreamAdapter } | undefined
+  last:
+    | {
+        verdict: FailureVerdict
+        adapter: StreamAdapter
+        /** The upstream's HTTP error, passed on as it was when this verdict ends the request. */
+        upstream: UpstreamHttpError | undefined
+        /** Whether the key came from a pool (its 401/403 is the gateway's, not the client's). */
+        pooled: boolean
+      }
+    | undefined
   /** The previous attempt died of a reset or broken pipe before any response. */
   freshConnection: boolean
 }
@@ -226,8 +241,9 @@ interface RouteRun {
 async function leaseNext(
   run: Run,
   route: RouteRun,
-): Promise<{ kind: 'leased'; lease: KeyLease } | { kind: 'give-up'; verdict: FailureVerdict }> {
+): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
   const pool = route.route.pool
+  if (pool === undefined) return callerCredentials(run, route)
   const waitStarted = now()
   for (;;) {
     const untried = await pool.acquire({ exclude: route.tried })
@@ -259,6 +275,21 @@ async function leaseNext(
       return route.tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
     }
   }
+}
+
+type Leased = { kind: 'leased'; lease: KeyLease | undefined }
+
+/** Without a pool every attempt reuses the caller's credentials: after the backoff or `Retry-After`. */
+async function callerCredentials(
+  run: Run,
+  route: RouteRun,
+): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const wait = Math.max(0, route.reuseAt - now())
+  if (now() + wait > run.deadlineAt || wait > run.config.maxWaitMs) {
+    return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+  }
+  await sleep(wait, run.waits)
+  return { kind: 'leased', lease: undefined }
 }
 
 /** A tried key is reused only after its backoff; the lease ends unused if the request does. */
@@ -331,18 +362,19 @@ function adjustRefused(
 async function attemptOn(
   run: Run,
   route: RouteRun,
-  lease: KeyLease,
+  lease: KeyLease | undefined,
   mode: 'stream' | 'non-streaming',
 ): Promise<AttemptResult> {
   const number = ++run.attemptNumber
-  route.tried.add(lease.keyId)
+  const keyId = lease?.keyId ?? null
+  if (keyId !== null) route.tried.add(keyId)
   if (mode === 'stream') route.streamAttempts++
   const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
   const attemptStarted = now()
   callHook(run.hooks.onAttempt, {
     attemptNumber: number,
     route: route.name,
-    keyId: lease.keyId,
+    keyId,
     mode,
     requestId,
   })
@@ -368,7 +400,7 @@ async function attemptOn(
       callHook(run.hooks.onCommit, {
         attemptNumber: number,
         route: route.name,
-        keyId: lease.keyId,
+        keyId,
         timeToFirstOutputMs,
       })
     },
@@ -376,7 +408,7 @@ async function attemptOn(
   run.attempts.push({
     attemptNumber: number,
     route: route.name,
-    keyId: lease.keyId,
+    keyId,
     mode,
     requestId,
     status: result.status,
@@ -385,12 +417,15 @@ async function attemptOn(
     durationMs: now() - attemptStarted,
   })
   if (result.kind === 'committed') {
-    committedAt.set(result, { keyId: lease.keyId, timeToFirstOutputMs })
+    committedAt.set(result, { keyId, timeToFirstOutputMs })
   }
   return result
 }
 
-const committedAt = new WeakMap<AttemptResult, { keyId: string; timeToFirstOutputMs: number }>()
+const committedAt = new WeakMap<
+  AttemptResult,
+  { keyId: string | null; timeToFirstOutputMs: number }
+>()
 
 /** What follows a failed attempt on this route, with the route's state brought up to date. */
 function afterFailure(
@@ -402,7 +437,14 @@ function afterFailure(
   let verdict =
     mode === 'stream' ? adjustRefused(run, route, result.verdict, result.status) : result.verdict
   if (result.stopped === 'deadline') verdict = deadlineVerdict(run.last?.verdict)
-  if (result.stopped === undefined) run.last = { verdict, adapter: route.route.adapter }
+  if (result.stopped === undefined) {
+    run.last = {
+      verdict,
+      adapter: route.route.adapter,
+      upstream: result.upstream,
+      pooled: route.route.pool !== undefined,
+    }
+  }
   route.overloads = verdict.overload ? route.overloads + 1 : 0
   run.freshConnection = /^connection-(?:ECONNRESET|EPIPE)$/.test(verdict.reason)
   const decision = decideNext(
@@ -440,7 +482,9 @@ function afterFailure(
   }
   if (decision.kind === 'retry') {
     route.reuses++
-    route.reuseAt = now() + decision.reuseDelayMs
+    // The caller's one credential waits out what the upstream asked for, too.
+    const asked = route.route.pool === undefined ? (verdict.retryAfterMs ?? 0) : 0
+    route.reuseAt = now() + Math.max(decision.reuseDelayMs, asked)
     route.retryReason = verdict.reason
   }
   return decision
@@ -468,14 +512,14 @@ async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
         attemptNumber: run.attemptNumber + 1,
         reason: route.retryReason,
         delayMs: Math.round(now() - waitStarted),
-        nextKeyId: leased.lease.keyId,
+        nextKeyId: leased.lease?.keyId ?? null,
         route: route.name,
       })
       route.retryReason = undefined
     }
     const result = await attemptOn(run, route, leased.lease, mode)
     if (result.kind === 'committed') {
-      const at = committedAt.get(result) as { keyId: string; timeToFirstOutputMs: number }
+      const at = committedAt.get(result) as { keyId: string | null; timeToFirstOutputMs: number }
       return {
         kind: 'committed',
         outcome: {
@@ -509,30 +553,56 @@ async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
   }
 }
 
+/** Headers of an upstream error that identify the request or say when to come back. */
+const passedHeaders =
+  /^(?:content-type|retry-after(?:-ms)?|x-request-id|request-id|[\w-]*-request-id)$/i
+
+/** The upstream's own error, when it is the one the client should get as it was. */
+function passThrough(run: Run, verdict: FailureVerdict): UpstreamHttpError | undefined {
+  const last = run.last
+  if (!run.config.passThroughErrors || last === undefined || last.verdict !== verdict)
+    return undefined
+  if (last.pooled && verdict.key.kind === 'auth-failed') return undefined
+  if (run.gate.state !== 'open' || last.upstream === undefined) return undefined
+  // Only an error in a JSON shape goes out as it was; an HTML or text page from a proxy is
+  // rendered in the protocol's shape (its title as the message) so clients can parse it.
+  return parseObject(last.upstream.body.trim()) === undefined ? undefined : last.upstream
+}
+
 /** Ends a request that failed before content: a real status, or in-band with early headers. */
 async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
   const adapter = run.last?.adapter ?? run.options.adapter
   const retryAfterMs = verdict.retryAfterMs
+  const upstream = passThrough(run, verdict)
   const headers = new Headers()
+  for (const [name, value] of upstream?.headers ?? []) {
+    if (passedHeaders.test(name)) headers.set(name, value)
+  }
   const waitingHelps =
     retryAfterMs !== undefined &&
     (verdict.status === 429 || verdict.status === 503 || verdict.status === 529)
   if (waitingHelps) headers.set('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000))))
   // The library spent its retries: SDKs that honour this header do not stack theirs on top.
   else headers.set('x-should-retry', 'false')
+  const status = upstream?.status ?? verdict.status
   callHook(run.hooks.onGiveUp, {
-    status: verdict.status,
+    status,
     reason: verdict.reason,
     attempts: run.attempts,
   })
   try {
-    await failBeforeContent(
-      run.gate,
-      adapter,
-      verdict.status,
-      { ...verdict.error, status: verdict.status },
-      headers,
-    )
+    if (upstream !== undefined) {
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+      await run.gate.respond(status, upstream.body, headers)
+    } else {
+      await failBeforeContent(
+        run.gate,
+        adapter,
+        verdict.status,
+        { ...verdict.error, status: verdict.status },
+        headers,
+      )
+    }
   } catch (error) {
     if (!isStreamBoundaryError(error)) throw error
     return { kind: 'client-gone', attempts: run.attempts, durationMs: now() - run.started }
@@ -540,7 +610,7 @@ async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> 
   return {
     kind: 'failed',
     attempts: run.attempts,
-    status: verdict.status,
+    status,
     error: verdict.error,
     reason: verdict.reason,
     retryAfterMs,
@@ -553,7 +623,9 @@ function checkOptions(options: RelayOptions): void {
     throw new TypeError('relay() needs an options object')
   }
   if (typeof options.attempt !== 'function') throw new TypeError('attempt must be a function')
-  if (typeof options.pool?.acquire !== 'function') throw new TypeError('pool must be a KeyPool')
+  if (options.pool !== undefined && typeof options.pool.acquire !== 'function') {
+    throw new TypeError('pool must be a KeyPool (or left out when the caller owns the credentials)')
+  }
   if (typeof options.adapter?.inspect !== 'function') {
     throw new TypeError('adapter must be a StreamAdapter')
   }
@@ -604,7 +676,8 @@ function follow(controller: AbortController, signals: readonly (AbortSignal | un
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   checkOptions(options)
   const config = normalizeRelayPolicy(options.policy)
-  for (const route of options.policy?.routes ?? []) checkOptions({ ...options, ...route })
+  for (const route of options.policy?.routes ?? [])
+    checkOptions({ ...options, ...route } as RelayOptions)
   const gate = createCommitGate(options.sink, {
     earlyHeaders: config.earlyHeaders,
     keepAliveIntervalMs: config.keepAliveIntervalMs,
@@ -629,9 +702,10 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     {
       name: options.name ?? 'primary',
       adapter: options.adapter,
-      pool: options.pool,
-      attempt: options.attempt,
-    },
+      ...(options.pool === undefined
+        ? { attempt: options.attempt }
+        : { pool: options.pool, attempt: options.attempt }),
+    } as Route,
     ...(options.policy?.routes ?? []),
   ]
   const run: Run = {

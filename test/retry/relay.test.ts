@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   createMemoryKeyPool,
+  type KeyPool,
   openaiChat,
-  type RelayOptions,
+  type RelayRequestOptions,
   relay,
   relayDefaults,
 } from '../../src/index.js'
@@ -28,7 +29,11 @@ function keys(...ids: string[]) {
   return ids.map((id) => ({ id, secret: `sk-secret-${id}-0123456789` }))
 }
 
-async function run(script: Behaviour[], options: Partial<RelayOptions> = {}, ids = ['a', 'b']) {
+async function run(
+  script: Behaviour[],
+  options: Partial<RelayRequestOptions> & { pool?: KeyPool } = {},
+  ids = ['a', 'b'],
+) {
   const sink = createRecordingSink()
   const pool = options.pool ?? createMemoryKeyPool(keys(...ids))
   const upstream = scriptedUpstream(script)

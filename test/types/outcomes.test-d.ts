@@ -66,7 +66,7 @@ describe('discriminated unions narrow on kind', () => {
     const handle = (outcome: RelayOutcome): number => {
       switch (outcome.kind) {
         case 'committed':
-          expectTypeOf(outcome.keyId).toBeString()
+          expectTypeOf(outcome.keyId).toEqualTypeOf<string | null>()
           expectTypeOf(outcome.end).toEqualTypeOf<PumpEnd>()
           expectTypeOf(outcome.eof).toEqualTypeOf<EofClass | null>()
           // @ts-expect-error a committed request has no failure status

@@ -12,7 +12,7 @@ import type { EofClass } from '../classify/index.js'
 import { type CommitGate, createCommitGate, type DownstreamSink } from '../commit/gate.js'
 import { failBeforeContent, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
-import type { KeyLease, KeyPool } from '../key-pool/types.js'
+import type { KeyLease } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import {

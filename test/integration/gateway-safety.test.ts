@@ -220,6 +220,29 @@ describe('example gateways: oversized request bodies', () => {
     },
   )
 
+  it('a fetch client streaming an oversized body gets the 413, not a reset connection', async () => {
+    const limit = 256 * 1024
+    const { gateway, upstream } = await setup(['ok'], { maxRequestBodyBytes: limit })
+    let pulled = 0
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (pulled >= 64 * 1024 * 1024) return controller.close()
+        pulled += 64 * 1024
+        controller.enqueue(new Uint8Array(64 * 1024).fill(0x61))
+      },
+    })
+    const response = await fetch(`${gateway.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      duplex: 'half',
+    } as RequestInit)
+    expect(response.status).toBe(413)
+    expect(await response.json()).toMatchObject({ error: { type: 'request_too_large' } })
+    expect(upstream.requests).toHaveLength(0)
+    expect(pulled).toBeLessThan(16 * 1024 * 1024)
+  })
+
   it('20 concurrent oversized clients keep the gateway’s memory bounded', async () => {
     const limit = 1024 * 1024
     const total = 32 * 1024 * 1024

@@ -84,7 +84,7 @@ interface Sent {
  * its own) until the gateway answers, then stops.
  */
 function sendChunked(url: string, totalBytes: number, headers: Record<string, string> = {}) {
-  return new Promise<Sent>((resolve, reject) => {
+  return new Promise<Sent>((resolve) => {
     const chunk = Buffer.alloc(64 * 1024, 0x61)
     let written = 0
     let answered = false
@@ -105,7 +105,9 @@ function sendChunked(url: string, totalBytes: number, headers: Record<string, st
         })
         req.destroy()
       })
-      res.on('error', reject)
+      res.on('error', (error: NodeJS.ErrnoException) =>
+        resolve({ status: 0, body: `answer cut: ${error.code ?? error.message}`, written }),
+      )
     })
     // Once answered, the gateway closes the connection on the unread rest: a write error then
     // is expected. Before an answer it is a failure, reported with its code rather than thrown.

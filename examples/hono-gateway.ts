@@ -26,7 +26,7 @@ import {
   type StreamAdapter,
   webSink,
 } from '../src/index.js'
-import { type GatewayConfig, requestTooLargeBody } from './node-http-gateway.js'
+import type { GatewayConfig } from './node-http-gateway.js'
 
 const forwardedHeaders = [
   'content-type',
@@ -35,6 +35,17 @@ const forwardedHeaders = [
   'x-client-request-id',
   'x-fault-scenario',
 ]
+
+/** The `413` body in the client's own protocol; the message names the bound, never the body. */
+function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
+  const error = {
+    type: 'request_too_large',
+    code: 'request_too_large',
+    message: `The request body is larger than this gateway accepts (${limit} bytes)`,
+    status: 413,
+  }
+  return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
+}
 
 /** The body as text, or `undefined` when it is past the bound (read no further than it). */
 async function boundedBody(request: Request, limit: number): Promise<string | undefined> {

@@ -96,7 +96,7 @@ function wantsStream(body: string): boolean {
 }
 
 /** The `413` body in the client's own protocol; the message names the bound, never the body. */
-export function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
+function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
   const error = {
     type: 'request_too_large',
     code: 'request_too_large',

@@ -1,6 +1,8 @@
 /**
  * The gateway of `node-http-gateway.ts` on Hono with `webSink()`: Web standards only, so
- * `createApp(config)` runs unchanged on Workers, Bun, Deno and Node.
+ * `createApp(config)` runs unchanged on Workers, Bun, Deno and Node. The same safe defaults:
+ * `413` past `maxRequestBodyBytes` before any upstream attempt, and only the upstream headers
+ * the `forwardHeaders` allowlist names reach clients.
  *
  * Run it on Node:
  *   UPSTREAM_OPENAI_URL=https://api.openai.com/v1 UPSTREAM_ANTHROPIC_URL=https://api.anthropic.com \
@@ -12,18 +14,52 @@ import {
   anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
+  forwardableHeaders,
+  forwardHeadersDefaults,
+  isRequestBodyTooLargeError,
   type KeyPool,
   openaiChat,
   openaiResponses,
+  readRequestBody,
   relay,
+  requestBodyDefaults,
   type StreamAdapter,
   webSink,
 } from '../src/index.js'
 import type { GatewayConfig } from './node-http-gateway.js'
 
-const forwardedHeaders = ['content-type', 'anthropic-version', 'anthropic-beta', 'x-fault-scenario']
-// fetch has decoded the body: its framing headers no longer apply.
-const droppedResponseHeaders = ['content-encoding', 'content-length', 'transfer-encoding']
+const forwardedHeaders = [
+  'content-type',
+  'anthropic-version',
+  'anthropic-beta',
+  'x-client-request-id',
+  'x-fault-scenario',
+]
+
+/** The `413` body in the client's own protocol; the message names the bound, never the body. */
+function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
+  const error = {
+    type: 'request_too_large',
+    code: 'request_too_large',
+    message: `The request body is larger than this gateway accepts (${limit} bytes)`,
+    status: 413,
+  }
+  return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
+}
+
+/** The body as text, or `undefined` when it is past the bound (read no further than it). */
+async function boundedBody(request: Request, limit: number): Promise<string | undefined> {
+  try {
+    const bytes = await readRequestBody(request.body, {
+      maxRequestBodyBytes: limit,
+      contentLength: request.headers.get('content-length'),
+    })
+    return new TextDecoder().decode(bytes)
+  } catch (error) {
+    if (isRequestBodyTooLargeError(error)) return undefined
+    throw error
+  }
+}
 
 function wantsStream(body: string): boolean {
   try {
@@ -35,13 +71,24 @@ function wantsStream(body: string): boolean {
 
 export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   const app = new Hono()
-  const policy = config.policy ?? {}
+  const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
+  const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
+  // relay() hands policy.forwardHeaders to its commit gate.
+  const policy = { ...config.policy, forwardHeaders }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
-    const plain = createResilientFetch({ pool, policy })
+    const plain = createResilientFetch({ pool, policy, maxRequestBodyBytes })
     const credential = (secret: string): [string, string] =>
       adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`]
     app.post(path, async (c) => {
-      const body = await c.req.text()
+      const body = await boundedBody(c.req.raw, maxRequestBodyBytes)
+      if (body === undefined) {
+        // Not cancelled (that would reset the connection before the 413); `connection: close`
+        // keeps the unread rest from being taken for a next request.
+        return new Response(requestTooLargeBody(adapter, maxRequestBodyBytes), {
+          status: 413,
+          headers: { 'content-type': 'application/json', connection: 'close' },
+        })
+      }
       const headers = new Headers()
       for (const name of forwardedHeaders) {
         const value = c.req.header(name)
@@ -50,8 +97,8 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
       const signal = c.req.raw.signal
       if (!wantsStream(body)) {
         const upstream = await plain(url, { method: 'POST', headers, body, signal })
-        const out = new Headers(upstream.headers)
-        for (const name of droppedResponseHeaders) out.delete(name)
+        const out = forwardableHeaders(upstream.headers, forwardHeaders)
+        out.set('content-type', upstream.headers.get('content-type') ?? 'application/json')
         return new Response(upstream.body, { status: upstream.status, headers: out })
       }
       const { sink, response } = webSink()
@@ -66,7 +113,9 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         attempt: ({ key, signal, request, requestId }) => {
           const withKey = new Headers(headers)
           withKey.set(...credential(key.secret))
-          if (requestId !== undefined) withKey.set('x-client-request-id', requestId)
+          // The client's own request id, when it sent one, names every attempt.
+          if (requestId !== undefined && !withKey.has('x-client-request-id'))
+            withKey.set('x-client-request-id', requestId)
           const sent = request === undefined ? body : JSON.stringify(request.body)
           return fetch(request?.url ?? url, {
             method: 'POST',

@@ -5,6 +5,11 @@
  * relayed to an honest end; non-streaming requests are retried on the same status rules.
  * The client's own credential is ignored: the gateway's keys are used.
  *
+ * Safe for many clients by default: request bodies past `maxRequestBodyBytes` are answered
+ * `413` before any upstream attempt (and not read further), and only the upstream headers the
+ * `forwardHeaders` allowlist names reach clients (request ids yes; the upstream account's
+ * organization and project ids and one key's rate-limit budget no).
+ *
  * Run it:
  *   UPSTREAM_OPENAI_URL=https://api.openai.com/v1 UPSTREAM_ANTHROPIC_URL=https://api.anthropic.com \
  *   GATEWAY_KEYS=primary:sk-...,backup:sk-... PORT=8787 node --import tsx examples/node-http-gateway.ts
@@ -13,11 +18,16 @@
 import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
+  type ForwardHeadersPolicy,
+  forwardableHeaders,
+  forwardHeadersDefaults,
+  isRequestBodyTooLargeError,
   type KeyPool,
   openaiChat,
   openaiResponses,
@@ -25,7 +35,9 @@ import {
   type RelayHooks,
   type RelayOutcome,
   type RelayPolicy,
+  readRequestBody,
   relay,
+  requestBodyDefaults,
   type StreamAdapter,
 } from '../src/index.js'
 import { nodeSink } from '../src/node.js'
@@ -40,11 +52,28 @@ export interface GatewayConfig {
   hooks?: RelayHooks
   /** @default 0 (an ephemeral port) */
   port?: number
+  /**
+   * Which upstream response headers clients see. This gateway's choice is the library's
+   * default, spelled out: request ids, processing time and `retry-after`; never the upstream
+   * account's ids; per-key rate-limit headers only with `rateLimit: true`.
+   * @default forwardHeadersDefaults
+   */
+  forwardHeaders?: ForwardHeadersPolicy
+  /**
+   * Request bodies past this are answered `413` in the client's protocol, before any upstream
+   * attempt, and are not read further.
+   * @default requestBodyDefaults.maxRequestBodyBytes (32 MiB)
+   */
+  maxRequestBodyBytes?: number
 }
 
-const forwardedHeaders = ['content-type', 'anthropic-version', 'anthropic-beta', 'x-fault-scenario']
-// fetch has decoded and de-chunked the body: its framing headers no longer apply.
-const droppedResponseHeaders = ['content-encoding', 'content-length', 'transfer-encoding']
+const forwardedHeaders = [
+  'content-type',
+  'anthropic-version',
+  'anthropic-beta',
+  'x-client-request-id',
+  'x-fault-scenario',
+]
 
 /** Parses `"id:secret,id:secret"`; a secret may itself hold colons. */
 export function keysFromEnv(value: string | undefined): PoolKey[] {
@@ -66,11 +95,41 @@ function wantsStream(body: string): boolean {
   }
 }
 
+/** The `413` body in the client's own protocol; the message names the bound, never the body. */
+function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
+  const error = {
+    type: 'request_too_large',
+    code: 'request_too_large',
+    message: `The request body is larger than this gateway accepts (${limit} bytes)`,
+    status: 413,
+  }
+  return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
+}
+
+/**
+ * The request body, or `undefined` when it is past the bound: a declared `content-length` is
+ * refused before reading, a streamed body is read no further than the bound.
+ */
+async function boundedBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
+  if (Number(req.headers['content-length']) > limit) return undefined
+  try {
+    const stream = Readable.toWeb(req) as ReadableStream<Uint8Array>
+    const bytes = await readRequestBody(stream, { maxRequestBodyBytes: limit })
+    return new TextDecoder().decode(bytes)
+  } catch (error) {
+    if (isRequestBodyTooLargeError(error)) return undefined
+    throw error
+  }
+}
+
 export async function startGateway(
   config: GatewayConfig,
 ): Promise<{ url: string; close(): Promise<void>; outcomes: RelayOutcome[] }> {
   const outcomes: RelayOutcome[] = []
-  const policy = config.policy ?? {}
+  const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
+  const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
+  // relay() hands policy.forwardHeaders to its commit gate.
+  const policy = { ...config.policy, forwardHeaders }
   const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({
     url,
     adapter,
@@ -78,7 +137,7 @@ export async function startGateway(
     credential: (secret: string): [string, string] =>
       adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`],
     // Non-streaming requests: retried on status and connection failures over the same pool.
-    plain: createResilientFetch({ pool, policy }),
+    plain: createResilientFetch({ pool, policy, maxRequestBodyBytes }),
   })
   const openai = createMemoryKeyPool(config.keys)
   const anthropic = createMemoryKeyPool(config.keys)
@@ -97,9 +156,13 @@ export async function startGateway(
       res.end(JSON.stringify({ error: { type: 'not_found', message: `no route for ${path}` } }))
       return
     }
-    const chunks: Buffer[] = []
-    for await (const chunk of req) chunks.push(chunk as Buffer)
-    const body = Buffer.concat(chunks).toString('utf8')
+    const body = await boundedBody(req, maxRequestBodyBytes)
+    if (body === undefined) {
+      // `connection: close`: the unread rest of the body must not be taken for a next request.
+      const head = { 'content-type': 'application/json', connection: 'close' }
+      res.writeHead(413, head).end(requestTooLargeBody(target.adapter, maxRequestBodyBytes))
+      return
+    }
     const headers = new Headers()
     for (const name of forwardedHeaders) {
       const value = req.headers[name]
@@ -113,9 +176,9 @@ export async function startGateway(
     if (!wantsStream(body)) {
       const init = { method: 'POST', headers, body, signal: client.signal }
       const upstream = await target.plain(target.url, init)
-      const head = Object.fromEntries(upstream.headers)
-      for (const name of droppedResponseHeaders) delete head[name]
-      res.writeHead(upstream.status, head)
+      const head = forwardableHeaders(upstream.headers, forwardHeaders)
+      head.set('content-type', upstream.headers.get('content-type') ?? 'application/json')
+      res.writeHead(upstream.status, Object.fromEntries(head))
       res.end(Buffer.from(await upstream.arrayBuffer()))
       return
     }
@@ -132,7 +195,9 @@ export async function startGateway(
       attempt: ({ key, signal, request, requestId }) => {
         const withKey = new Headers(headers)
         withKey.set(...target.credential(key.secret))
-        if (requestId !== undefined) withKey.set('x-client-request-id', requestId)
+        // The client's own request id, when it sent one, names every attempt.
+        if (requestId !== undefined && !withKey.has('x-client-request-id'))
+          withKey.set('x-client-request-id', requestId)
         const sent = request === undefined ? body : JSON.stringify(request.body)
         return fetch(request?.url ?? target.url, {
           method: 'POST',

@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'HEADERS_SENT'
   | 'DEADLINE_EXCEEDED'
   | 'REDIS_UNAVAILABLE'
+  | 'REQUEST_BODY_TOO_LARGE'
 
 /** Base class of every error this package creates. */
 export class StreamBoundaryError extends Error {
@@ -224,4 +225,28 @@ export class HeadersSentError extends StreamBoundaryError {
 /** True when `value` is a {@link HeadersSentError}. */
 export function isHeadersSentError(value: unknown): value is HeadersSentError {
   return hasCode(value, 'HEADERS_SENT')
+}
+
+/**
+ * A request body grew past `maxRequestBodyBytes`. Reading stopped at the bound (the rest was
+ * never read or buffered) and nothing was sent upstream. The message names the bound, never
+ * the body.
+ */
+export class RequestBodyTooLargeError extends StreamBoundaryError {
+  override readonly name = 'RequestBodyTooLargeError' as const
+  /** The configured bound, in bytes. */
+  readonly limit: number
+
+  constructor(limit: number) {
+    super(
+      'REQUEST_BODY_TOO_LARGE',
+      `The request body exceeded maxRequestBodyBytes (${limit} bytes); it was not sent upstream`,
+    )
+    this.limit = limit
+  }
+}
+
+/** True when `value` is a {@link RequestBodyTooLargeError}. */
+export function isRequestBodyTooLargeError(value: unknown): value is RequestBodyTooLargeError {
+  return hasCode(value, 'REQUEST_BODY_TOO_LARGE')
 }

@@ -7,7 +7,12 @@
  */
 
 import { DownstreamClosedError, HeadersSentError, RetryAfterCommitError } from '../errors.js'
-import { forwardableHeaders } from './headers.js'
+import {
+  type ForwardHeadersPolicy,
+  filterHeaders,
+  type HeaderFilter,
+  headerFilter,
+} from './headers.js'
 
 /**
  * The seam between the library and a host's response object (Node `ServerResponse`, a Web
@@ -56,6 +61,15 @@ export interface CommitGateOptions {
    * @default 15_000
    */
   keepAliveIntervalMs?: number
+  /**
+   * Which upstream response headers pass on to the client with the head (see
+   * {@link ForwardHeadersPolicy}). By default only request ids, processing time and
+   * `retry-after`: never upstream account identifiers, and per-key rate-limit headers only
+   * with `rateLimit: true`. The gate's own and the host's headers win over these.
+   * @default forwardHeadersDefaults
+   * @example { forwardHeaders: { allow: [...forwardHeadersDefaults.allow, 'openai-model'] } }
+   */
+  forwardHeaders?: ForwardHeadersPolicy
 }
 
 /** Defaults of {@link CommitGateOptions}. */
@@ -91,7 +105,8 @@ export interface CommitGate {
   readonly bytesWritten: number
   /**
    * Sets the upstream's headers to pass on with the head (replacing those of an earlier
-   * attempt). Ignored once headers were sent; the gate's own and the host's headers win.
+   * attempt), filtered by `forwardHeaders`. Ignored once headers were sent; the gate's own
+   * and the host's headers win.
    */
   setUpstreamHeaders(headers: Headers): void
   /** Sends the SSE head if it was not sent. */
@@ -126,6 +141,7 @@ function normalize(options: CommitGateOptions) {
     status,
     keepAliveIntervalMs,
     earlyHeaders: options.earlyHeaders ?? commitGateDefaults.earlyHeaders,
+    forward: headerFilter(options.forwardHeaders),
   }
 }
 
@@ -135,6 +151,7 @@ class Gate implements CommitGate {
   /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
   readonly #hostHeaders: HeadersInit | undefined
   #upstreamHeaders: Headers | undefined
+  readonly #forward: HeaderFilter
   readonly #keepAliveMs: number
   readonly earlyHeaders: boolean
   readonly #controller = new AbortController()
@@ -150,8 +167,9 @@ class Gate implements CommitGate {
     this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
 
   constructor(sink: DownstreamSink, options: CommitGateOptions) {
-    const { status, keepAliveIntervalMs, earlyHeaders } = normalize(options)
+    const { status, keepAliveIntervalMs, earlyHeaders, forward } = normalize(options)
     this.#sink = sink
+    this.#forward = forward
     this.#status = status
     this.#keepAliveMs = keepAliveIntervalMs
     this.earlyHeaders = earlyHeaders
@@ -220,7 +238,7 @@ class Gate implements CommitGate {
   }
 
   setUpstreamHeaders(headers: Headers): void {
-    if (this.#state === 'open') this.#upstreamHeaders = forwardableHeaders(headers)
+    if (this.#state === 'open') this.#upstreamHeaders = filterHeaders(headers, this.#forward)
   }
 
   async commitHeaders(): Promise<void> {

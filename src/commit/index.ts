@@ -6,7 +6,8 @@
 
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
 export { commitGateDefaults, createCommitGate, sseHeaders } from './gate.js'
-export { forwardableHeaders } from './headers.js'
+export type { ForwardHeadersPolicy } from './headers.js'
+export { forwardableHeaders, forwardHeadersDefaults } from './headers.js'
 export type {
   DeliverOptions,
   DeliverOutcome,

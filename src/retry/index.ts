@@ -41,5 +41,7 @@ export type {
   UpstreamHttpError,
 } from './relay.js'
 export { relay, relayDefaults } from './relay.js'
+export type { ReadRequestBodyOptions } from './request-body.js'
+export { readRequestBody, requestBodyDefaults } from './request-body.js'
 export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
-export { adapterForUrl, createResilientFetch } from './resilient-fetch.js'
+export { adapterForUrl, createResilientFetch, resilientFetchDefaults } from './resilient-fetch.js'

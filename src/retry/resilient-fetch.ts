@@ -9,6 +9,7 @@
 import { webSink } from '../commit/web-sink.js'
 import { createMemoryKeyPool } from '../key-pool/memory.js'
 import type { KeyPool } from '../key-pool/types.js'
+import { positiveInteger } from '../options.js'
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
 import { parseObject } from '../protocols/common.js'
 import { geminiGenerateContent } from '../protocols/gemini.js'
@@ -18,6 +19,7 @@ import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { classifyAttemptFailure } from './classify.js'
 import { errorFromBody } from './error-body.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
+import { readRequestBody, requestBodyDefaults } from './request-body.js'
 import { sleep } from './sleep.js'
 
 /** A `fetch`-compatible function. */
@@ -46,7 +48,22 @@ export interface ResilientFetchOptions {
   hooks?: RelayHooks
   /** Called with every streaming request's outcome. */
   onOutcome?: (outcome: RelayOutcome) => void
+  /**
+   * The largest request body buffered for resending. A bigger one (declared by
+   * `content-length`, or streamed) is refused with a `RequestBodyTooLargeError` before any
+   * upstream attempt, and a streamed body is not read past the bound.
+   * @default 33_554_432 (32 MiB, Anthropic's Messages request limit)
+   * @example { maxRequestBodyBytes: 8 * 1024 * 1024 }
+   */
+  maxRequestBodyBytes?: number
 }
+
+/** Defaults of {@link ResilientFetchOptions}. */
+export const resilientFetchDefaults: { readonly maxRequestBodyBytes: number } = Object.freeze({
+  maxRequestBodyBytes: requestBodyDefaults.maxRequestBodyBytes,
+})
+
+const clientRequestIdHeader = 'x-client-request-id'
 
 const adapterRoutes: readonly [RegExp, StreamAdapter][] = [
   [/\/chat\/completions\/?$/, openaiChat],
@@ -94,7 +111,10 @@ function callerCredential(): KeyPool {
 
 /**
  * Creates a `fetch` that retries streaming LLM requests inside the pre-output window. The
- * request body is buffered once so it can be sent again. A streaming request resolves to a
+ * request body is buffered once so it can be sent again, up to `maxRequestBodyBytes` (past it
+ * the call rejects with a `RequestBodyTooLargeError` and nothing is sent). A caller's own
+ * `x-client-request-id` is kept on every attempt; without one, every attempt (streaming or
+ * not) gets a fresh id unless `policy.correlationIds` is `false`. A streaming request resolves to a
  * `Response` whose body is the committed stream (peeked frames, then the rest), or to the
  * final error status with a JSON body in the protocol's shape; the SDK sees one clean
  * stream or one honest error. Non-streaming requests are retried on the same rules, and the
@@ -106,14 +126,21 @@ function callerCredential(): KeyPool {
  */
 export function createResilientFetch(options: ResilientFetchOptions = {}): FetchFunction {
   const inner: FetchFunction = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+  const maxRequestBodyBytes = positiveInteger(
+    'maxRequestBodyBytes',
+    options.maxRequestBodyBytes ?? resilientFetchDefaults.maxRequestBodyBytes,
+  )
+  const correlationIds = options.policy?.correlationIds ?? true
 
   return async function resilientFetch(input, init) {
     const incoming = new Request(input, init)
     const url = new URL(incoming.url)
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
-    const body = incoming.body === null ? undefined : await incoming.text()
+    const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
+    // The caller's own id names the request in its logs: every attempt keeps it.
+    const callerRequestId = headers.get(clientRequestIdHeader) ?? undefined
     const callerSignal = init?.signal ?? undefined
     // Without a pool the SDK's own credential is used: a fresh stand-in per request, so one
     // request's 401 or 429 never blocks the next.
@@ -128,7 +155,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
         options.pool === undefined || secret === undefined
           ? new Headers(headers)
           : withCredential(headers, adapter, secret)
-      if (requestId !== undefined) sentHeaders.set('x-client-request-id', requestId)
+      const id = callerRequestId ?? requestId
+      if (id !== undefined) sentHeaders.set(clientRequestIdHeader, id)
       const sentBody = request === undefined ? body : JSON.stringify(request.body)
       return inner(request?.url ?? url.toString(), {
         method: incoming.method,
@@ -139,8 +167,11 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     }
     const parsed = body === undefined ? undefined : parseObject(body)
 
-    if (!isStreaming(url, body))
-      return retryPlain(send, pool, options.policy?.maxAttempts ?? 3, callerSignal)
+    if (!isStreaming(url, body)) {
+      const plainSend = (secret: string | undefined, signal: AbortSignal) =>
+        send(secret, signal, undefined, correlationIds ? globalThis.crypto.randomUUID() : undefined)
+      return retryPlain(plainSend, pool, options.policy?.maxAttempts ?? 3, callerSignal)
+    }
 
     const { sink, response } = webSink()
     const relayed = relay({
@@ -162,6 +193,23 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     })
     relayed.then(options.onOutcome, () => {})
     return response
+  }
+}
+
+/**
+ * The request body as text, at most `limit` bytes of it. A streamed body that passes the
+ * bound is cancelled, so its producer stops; nothing was sent upstream.
+ */
+async function readBody(incoming: Request, limit: number): Promise<string | undefined> {
+  try {
+    const bytes = await readRequestBody(incoming.body, {
+      maxRequestBodyBytes: limit,
+      contentLength: incoming.headers.get('content-length'),
+    })
+    return bytes === undefined ? undefined : new TextDecoder().decode(bytes)
+  } catch (error) {
+    await incoming.body?.cancel(error).catch(() => {})
+    throw error
   }
 }
 

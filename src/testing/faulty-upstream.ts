@@ -1,7 +1,8 @@
 /**
  * A scriptable, fault-injecting LLM upstream that speaks OpenAI Chat, OpenAI Responses,
  * Anthropic Messages and Gemini (picked from the request path). Use it as a `fetch`
- * (no sockets) or as a real HTTP server on 127.0.0.1 (`listen()`). Each scenario is a list
+ * (no sockets) or as a real HTTP server (`listen()`), on loopback unless another address is
+ * asked for: it plays failures to whoever connects, so it is not exposed by default. Each scenario is a list
  * of faults, one per attempt: "first call fails this way, second succeeds".
  *
  * @module
@@ -68,6 +69,19 @@ export interface FaultyUpstreamOptions {
   readonly keepAliveMs?: number
 }
 
+/** Where {@link FaultyUpstream.listen} serves. */
+export interface FaultyUpstreamListenOptions {
+  /** @default 0 (an ephemeral port) */
+  readonly port?: number
+  /**
+   * The address to bind. Only loopback by default: anyone who can reach the address gets
+   * scripted failures and sees the requests' bodies recorded. Pass `'0.0.0.0'` or another
+   * interface's address only when a gateway on another host must reach it.
+   * @default '127.0.0.1'
+   */
+  readonly host?: string
+}
+
 /** What one attempt received and which fault answered it. */
 export interface RecordedRequest {
   readonly scenario: string
@@ -88,8 +102,12 @@ export interface FaultyUpstream {
   readonly fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>
   /** The handler behind `fetch` and `listen`. */
   handle(request: Request): Promise<Response>
-  /** Serves the upstream on 127.0.0.1 (an ephemeral port by default); resolves to its base URL. */
-  listen(port?: number): Promise<string>
+  /**
+   * Serves the upstream over HTTP, on 127.0.0.1 and an ephemeral port unless told otherwise
+   * (a number is the port); resolves to its base URL.
+   * @example await upstream.listen({ port: 8080, host: '0.0.0.0' }) // reachable from other hosts
+   */
+  listen(options?: number | FaultyUpstreamListenOptions): Promise<string>
   /** Stops the server (if listening) and every stream still open. */
   close(): Promise<void>
   /** What each attempt received, in order. */
@@ -415,9 +433,11 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
   return {
     fetch: (input, init) => handle(new Request(input, init)),
     handle,
-    async listen(port = 0) {
+    async listen(options = {}) {
+      const { port = 0, host = '127.0.0.1' } =
+        typeof options === 'number' ? { port: options } : options
       const { serveFetch } = await import('stream-boundary/node')
-      const served = await serveFetch(handle, { port })
+      const served = await serveFetch(handle, { port, host })
       server = served
       return served.url
     },

@@ -14,6 +14,7 @@ export type {
   Fault,
   FaultKind,
   FaultyUpstream,
+  FaultyUpstreamListenOptions,
   FaultyUpstreamOptions,
   RecordedRequest,
   Scenario,

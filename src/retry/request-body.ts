@@ -1,0 +1,75 @@
+/**
+ * Reading a request body that must be held (to send it again on a retry) without letting one
+ * client make the process hold an unbounded amount: a declared `content-length` past the bound
+ * is refused before a byte is read, and a streamed body is read no further than the bound.
+ *
+ * @module
+ */
+
+import { RequestBodyTooLargeError } from '../errors.js'
+import { positiveInteger } from '../options.js'
+
+/** Defaults of {@link ReadRequestBodyOptions}. */
+export const requestBodyDefaults: { readonly maxRequestBodyBytes: number } = Object.freeze({
+  // 32 MiB: Anthropic's Messages limit (32 MB). OpenAI takes up to 50 MB of images per
+  // request and Gemini 20 MB of inline data; a bigger default would only let one client
+  // make a gateway hold more than most upstreams accept.
+  maxRequestBodyBytes: 32 * 1024 * 1024,
+})
+
+/** Options of {@link readRequestBody}. */
+export interface ReadRequestBodyOptions {
+  /**
+   * The most bytes a request body may have; past it the read stops with a
+   * `RequestBodyTooLargeError`.
+   * @default 33_554_432 (32 MiB)
+   */
+  readonly maxRequestBodyBytes?: number
+  /** The request's `content-length`, if any: a declared size past the bound is refused at once. */
+  readonly contentLength?: string | null | undefined
+}
+
+/**
+ * Reads a request body into memory, at most `maxRequestBodyBytes` of it. Rejects with a
+ * {@link RequestBodyTooLargeError} when the declared `content-length` or the bytes read pass
+ * the bound. The stream is then left unread past the bound and unlocked, not cancelled: cancel
+ * it if its producer should stop (on a Node server, cancelling the request stream resets the
+ * connection before a `413` can be sent). Resolves to `undefined` for a `null` body.
+ *
+ * @example
+ * const body = await readRequestBody(request.body, { contentLength: request.headers.get('content-length') })
+ */
+export async function readRequestBody(
+  body: ReadableStream<Uint8Array> | null,
+  options: ReadRequestBodyOptions = {},
+): Promise<Uint8Array | undefined> {
+  const limit = positiveInteger(
+    'maxRequestBodyBytes',
+    options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes,
+  )
+  const declared = Number(options.contentLength ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) throw new RequestBodyTooLargeError(limit)
+  if (body === null) return undefined
+  const reader = body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      size += value.byteLength
+      if (size > limit) throw new RequestBodyTooLargeError(limit)
+      chunks.push(value)
+    }
+  } finally {
+    reader.releaseLock()
+  }
+  if (chunks.length === 1) return chunks[0]
+  const out = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
+}

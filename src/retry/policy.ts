@@ -7,6 +7,7 @@
  */
 
 import { commitGateDefaults } from '../commit/gate.js'
+import type { ForwardHeadersPolicy } from '../commit/headers.js'
 import { normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
 import { positiveInteger, positiveMilliseconds } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
@@ -115,6 +116,13 @@ export interface RelayPolicy extends PumpPolicy {
   keepAliveIntervalMs?: number
   /** Headers added to the downstream response. */
   headers?: HeadersInit
+  /**
+   * Which upstream response headers reach the client (an allowlist): by default request ids
+   * and processing time only; account identifiers never; per-key rate-limit headers only
+   * with `{ rateLimit: true }`. See `ForwardHeadersPolicy`.
+   * @default { allow: [request ids, processing time], rateLimit: false }
+   */
+  forwardHeaders?: ForwardHeadersPolicy
   /** The reader's frame bound. @default 1_048_576 */
   maxFrameBytes?: number
   /** How much of an upstream error body is read for its message. @default 65_536 */
@@ -185,6 +193,7 @@ export interface NormalizedRelayPolicy {
   readonly earlyHeaders: boolean
   readonly keepAliveIntervalMs: number
   readonly headers: HeadersInit | undefined
+  readonly forwardHeaders: ForwardHeadersPolicy | undefined
   readonly maxFrameBytes: number
   readonly maxErrorBodyBytes: number
   readonly correlationIds: boolean
@@ -310,6 +319,7 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     earlyHeaders: boolean('earlyHeaders', policy.earlyHeaders ?? relayDefaults.earlyHeaders),
     keepAliveIntervalMs,
     headers: policy.headers,
+    forwardHeaders: policy.forwardHeaders,
     maxFrameBytes: positiveInteger(
       'maxFrameBytes',
       policy.maxFrameBytes ?? relayDefaults.maxFrameBytes,

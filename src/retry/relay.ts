@@ -682,6 +682,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     earlyHeaders: config.earlyHeaders,
     keepAliveIntervalMs: config.keepAliveIntervalMs,
     ...(config.headers === undefined ? {} : { headers: config.headers }),
+    ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
   })
   const started = now()
   const stop = new AbortController()

@@ -223,7 +223,9 @@ class Watchdog {
       this.#blockedMs += now() - this.#writingSince
       this.#writingSince = undefined
       this.#failWrite = undefined
-      if (this.#timer === undefined) this.#arm()
+      // The idle clock goes on from here: its deadline moved by the time spent blocked.
+      clearTimeout(this.#timer)
+      this.#arm()
     }
   }
 

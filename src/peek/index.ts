@@ -57,6 +57,14 @@ export interface PeekOptions {
    */
   firstOutputTimeoutMs?: number | undefined
   /**
+   * When the first-byte and first-output clocks started, as a `performance.now()` time. A
+   * caller that sent the request earlier passes when it did, so connect and headers count
+   * against both bounds; the peek then waits only for what is left of them.
+   * @default the moment the peek starts
+   * @example { clockStartedAt: attemptSentAt }
+   */
+  clockStartedAt?: number | undefined
+  /**
    * The most bytes of frames held before output; more is `peek-overflow`.
    * @default 1_048_576 (1 MiB)
    */
@@ -142,7 +150,20 @@ function normalize(options: PeekOptions) {
   const maxPeekFrames = options.maxPeekFrames ?? peekDefaults.maxPeekFrames
   positiveInteger('maxPeekBytes', maxPeekBytes)
   positiveInteger('maxPeekFrames', maxPeekFrames)
-  return { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames }
+  const clockStartedAt = options.clockStartedAt
+  if (clockStartedAt !== undefined && !Number.isFinite(clockStartedAt)) {
+    throw new RangeError(
+      `clockStartedAt must be a performance.now() time, got ${String(clockStartedAt)}`,
+    )
+  }
+  return {
+    commitOn,
+    firstByteTimeoutMs,
+    firstOutputTimeoutMs,
+    clockStartedAt,
+    maxPeekBytes,
+    maxPeekFrames,
+  }
 }
 
 /** Whether a verdict ends the peek under `commitOn`. */
@@ -187,8 +208,8 @@ export async function peekFirstOutput(
   adapter: StreamAdapter,
   options: PeekOptions = {},
 ): Promise<PeekOutcome> {
-  const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } =
-    normalize(options)
+  const config = normalize(options)
+  const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
   const started = now()
   const frames: SseFrame[] = []
@@ -198,8 +219,10 @@ export async function peekFirstOutput(
   const stop = new AbortController()
   const timers: ReturnType<typeof setTimeout>[] = []
   // Referenced timers: a script awaiting this request must not exit while it waits (invariant 12).
+  const clockStartedAt = config.clockStartedAt ?? started
   const arm = (ms: number, fire: () => void) => {
-    if (ms !== Number.POSITIVE_INFINITY) timers.push(setTimeout(fire, ms))
+    if (ms === Number.POSITIVE_INFINITY) return
+    timers.push(setTimeout(fire, Math.max(0, ms - (started - clockStartedAt))))
   }
   const bytesAtStart = reader.bytesRead
   arm(firstByteTimeoutMs, () => {

@@ -78,6 +78,35 @@ describe('timeout defaults', () => {
   })
 })
 
+describe('the peek clocks can start before the peek', () => {
+  it('clockStartedAt: time already spent connecting counts against the first-byte bound', async () => {
+    useFakeClock()
+    const sentAt = performance.now()
+    await vi.advanceTimersByTimeAsync(100_000) // connect and headers took 100 s
+    const body = scriptedBody([{ hang: true }])
+    let settled = false
+    const pending = peekFirstOutput(createFrameReader(body.stream), openaiChat, {
+      clockStartedAt: sentAt,
+    }).finally(() => {
+      settled = true
+    })
+    await vi.advanceTimersByTimeAsync(19_999)
+    expect(settled).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    const outcome = await pending
+    expect(outcome).toMatchObject({ kind: 'first-byte-timeout', error: { timeoutMs: 120_000 } })
+    await outcome.reader.cancel()
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('clockStartedAt must be a finite time', async () => {
+    const reader = createFrameReader(new Response('').body as ReadableStream<Uint8Array>)
+    await expect(
+      peekFirstOutput(reader, openaiChat, { clockStartedAt: Number.NaN }),
+    ).rejects.toThrow('clockStartedAt must be a performance.now() time, got NaN')
+  })
+})
+
 describe('timeout values: one rule for every option', () => {
   const invalid = [0, -1, Number.NaN]
 

@@ -196,7 +196,7 @@ class Watchdog {
   /** Time blocked on writes since then. */
   #blockedMs = 0
   #writingSince: number | undefined
-  #failWrite: ((error: StreamTimeoutError) => void) | undefined
+  #failWrite: ((reason: unknown) => void) | undefined
 
   constructor(idleMs: number, stallMs: number, onIdle: (error: StreamTimeoutError) => void) {
     this.#idleMs = idleMs
@@ -209,6 +209,11 @@ class Watchdog {
   activity(at: number): void {
     this.#lastActivity = at
     this.#blockedMs = 0
+  }
+
+  /** Ends a blocked write now (the host gave up): it rejects with `reason`. */
+  interrupt(reason: unknown): void {
+    this.#failWrite?.(reason)
   }
 
   /** Waits for a write the client has not taken yet; rejects with `write-stall` past the bound. */
@@ -281,6 +286,121 @@ const endMessages = {
   'frame-too-large': 'The upstream sent a frame larger than the relay accepts',
 } as const
 
+/** How the pump's endings write: rendered bytes the tracker also sees, and a bounded close. */
+interface EndingWriter {
+  rendered(bytes: Uint8Array): Promise<void>
+  close(): Promise<void>
+}
+
+async function writeError(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  cause: PumpErrorCause,
+  error: RenderableError,
+): Promise<PumpEnd> {
+  await out.rendered(tracker.adapter.renderError(error, tracker.state))
+  await out.close()
+  return { kind: 'error-written', cause, error }
+}
+
+/** The end at upstream EOF, decided by its class and the policy; never a fake success. */
+async function endAtEof(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  eof: EofClass,
+  policy: {
+    onPartialEof: 'error' | 'synthesize-stop'
+    onThinkingOnly: 'error' | 'promote-reasoning'
+  },
+): Promise<PumpEnd> {
+  const { adapter, state } = tracker
+  const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty-eof') =>
+    writeError(out, tracker, cause, { type: 'upstream_error', message: endMessages[cause] })
+  switch (eof.kind) {
+    case 'completed':
+      await out.close()
+      return { kind: 'completed' }
+    case 'error-only':
+      // The upstream's own error frame already went out, in its protocol.
+      await out.close()
+      return { kind: 'upstream-error' }
+    case 'partial':
+      if (state.errors > 0) {
+        await out.close()
+        return { kind: 'upstream-error' }
+      }
+      if (policy.onPartialEof !== 'synthesize-stop') return upstreamError('partial-eof')
+      await out.rendered(adapter.renderStop(state))
+      await out.close()
+      return { kind: 'stop-synthesized' }
+    case 'thinking-only':
+      if (policy.onThinkingOnly !== 'promote-reasoning') return upstreamError('thinking-only')
+      await out.rendered(adapter.renderReasoningAsText(state))
+      await out.rendered(adapter.renderStop(state))
+      await out.close()
+      return { kind: 'reasoning-promoted' }
+    case 'empty':
+      return upstreamError('empty-eof')
+  }
+}
+
+/** The end after a read threw: a watchdog, the client, the host, or the upstream itself. */
+async function endAfterReadFailure(
+  error: unknown,
+  stop: AbortSignal,
+  reader: FrameReader,
+  tracker: StreamTracker,
+  out: EndingWriter,
+  atEof: () => Promise<PumpEnd>,
+): Promise<PumpEnd> {
+  const stopped = stop.aborted && error === stop.reason
+  const downstreamGone = stopped && !(error instanceof StreamTimeoutError)
+  // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
+  if (tracker.state.terminalSeen && !downstreamGone) {
+    if (!isUpstreamReadError(error)) await reader.cancel(error)
+    return atEof()
+  }
+  if (stopped) {
+    if (error instanceof StreamTimeoutError) {
+      return writeError(out, tracker, 'idle-timeout', { type: 'timeout', message: error.message })
+    }
+    if (isDownstreamClosedError(error)) {
+      const stalled = stallOf(error)
+      return stalled === undefined
+        ? { kind: 'downstream-closed', error }
+        : { kind: 'downstream-stalled', error: stalled }
+    }
+    return { kind: 'aborted', reason: error }
+  }
+  if (isUpstreamReadError(error)) {
+    return writeError(out, tracker, 'read-error', {
+      type: 'upstream_error',
+      message: endMessages['read-error'],
+    })
+  }
+  if (isFrameTooLargeError(error)) {
+    return writeError(out, tracker, 'frame-too-large', {
+      type: 'upstream_error',
+      message: endMessages['frame-too-large'],
+    })
+  }
+  throw error
+}
+
+/** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
+async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
+  if (end.kind === 'downstream-closed' || end.kind === 'aborted') {
+    await reader.cancel(end.kind === 'downstream-closed' ? end.error : end.reason)
+    if (end.kind === 'aborted') gate.abort(end.reason)
+  } else if (end.kind === 'downstream-stalled') {
+    // Cut the client first: the upstream's cancel may take a round trip.
+    gate.abort(end.error)
+    await reader.cancel(end.error)
+  } else if (!reader.done) {
+    await reader.cancel()
+  }
+}
+
 /**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
  * exact bytes, through the gate. At EOF, `classifyEof` decides: `completed` closes;
@@ -291,7 +411,6 @@ const endMessages = {
 export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const policy = normalizePolicy(options)
   const { gate, reader, tracker, transform } = options
-  const adapter = tracker.adapter
   const started = now()
   let frames = 0
   const bytesAtStart = gate.bytesWritten
@@ -299,8 +418,15 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   let eof: EofClass | null = null
 
   const stop = new AbortController()
+  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
+    stop.abort(error),
+  )
   const onGateAbort = () => stop.abort(gate.signal.reason)
-  const onHostAbort = () => stop.abort(options.signal?.reason)
+  const onHostAbort = () => {
+    stop.abort(options.signal?.reason)
+    // The host gave up: do not wait for a slow client to take a write first.
+    watchdog.interrupt(options.signal?.reason)
+  }
   for (const [signal, listener] of [
     [gate.signal, onGateAbort],
     [options.signal, onHostAbort],
@@ -308,10 +434,6 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     if (signal?.aborted) listener()
     else signal?.addEventListener('abort', listener, { once: true })
   }
-
-  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
-    stop.abort(error),
-  )
 
   /** Every downstream write goes through here: a blocked one is timed by the watchdog. */
   const send = (written: Promise<void>): Promise<void> =>
@@ -335,50 +457,10 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   /** Closing waits for the client to take what is buffered, so it is bounded the same way. */
   const close = () => watchdog.blocked(gate.close())
 
-  const endWith = async (cause: PumpErrorCause, error: RenderableError): Promise<PumpEnd> => {
-    await writeRendered(adapter.renderError(error, tracker.state))
-    await close()
-    return { kind: 'error-written', cause, error }
-  }
-
-  const atEof = async (): Promise<PumpEnd> => {
+  const out: EndingWriter = { rendered: writeRendered, close }
+  const atEof = (): Promise<PumpEnd> => {
     eof = classifyEof(tracker.state)
-    switch (eof.kind) {
-      case 'completed':
-        await close()
-        return { kind: 'completed' }
-      case 'error-only':
-        // The upstream's own error frame already went out, in its protocol.
-        await close()
-        return { kind: 'upstream-error' }
-      case 'partial':
-        if (tracker.state.errors > 0) {
-          await close()
-          return { kind: 'upstream-error' }
-        }
-        if (policy.onPartialEof === 'synthesize-stop') {
-          await writeRendered(adapter.renderStop(tracker.state))
-          await close()
-          return { kind: 'stop-synthesized' }
-        }
-        return endWith('partial-eof', {
-          type: 'upstream_error',
-          message: endMessages['partial-eof'],
-        })
-      case 'thinking-only':
-        if (policy.onThinkingOnly === 'promote-reasoning') {
-          await writeRendered(adapter.renderReasoningAsText(tracker.state))
-          await writeRendered(adapter.renderStop(tracker.state))
-          await close()
-          return { kind: 'reasoning-promoted' }
-        }
-        return endWith('thinking-only', {
-          type: 'upstream_error',
-          message: endMessages['thinking-only'],
-        })
-      case 'empty':
-        return endWith('empty-eof', { type: 'upstream_error', message: endMessages['empty-eof'] })
-    }
+    return endAtEof(out, tracker, eof, policy)
   }
 
   const run = async (): Promise<PumpEnd> => {
@@ -391,40 +473,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         // below are most of the pump's cost over a bare read loop (~3× at one frame per chunk).
         frame = await reader.next({ signal: stop.signal })
       } catch (error) {
-        const downstreamGone =
-          stop.signal.aborted &&
-          error === stop.signal.reason &&
-          !(error instanceof StreamTimeoutError)
-        // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
-        if (tracker.state.terminalSeen && !downstreamGone) {
-          if (!isUpstreamReadError(error)) await reader.cancel(error)
-          return atEof()
-        }
-        if (stop.signal.aborted && error === stop.signal.reason) {
-          if (error instanceof StreamTimeoutError) {
-            return endWith('idle-timeout', { type: 'timeout', message: error.message })
-          }
-          if (isDownstreamClosedError(error)) {
-            const stalled = stallOf(error)
-            return stalled === undefined
-              ? { kind: 'downstream-closed', error }
-              : { kind: 'downstream-stalled', error: stalled }
-          }
-          return { kind: 'aborted', reason: error }
-        }
-        if (isUpstreamReadError(error)) {
-          return endWith('read-error', {
-            type: 'upstream_error',
-            message: endMessages['read-error'],
-          })
-        }
-        if (isFrameTooLargeError(error)) {
-          return endWith('frame-too-large', {
-            type: 'upstream_error',
-            message: endMessages['frame-too-large'],
-          })
-        }
-        throw error
+        return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
       if (frame === null) return atEof()
       const arrived = now()
@@ -466,22 +515,15 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     const stalled = stallOf(error)
     if (stalled !== undefined) end = { kind: 'downstream-stalled', error: stalled }
     else if (isDownstreamClosedError(error)) end = { kind: 'downstream-closed', error }
-    else throw error
+    else if (options.signal?.aborted && error === options.signal.reason) {
+      end = { kind: 'aborted', reason: error }
+    } else throw error
   } finally {
     watchdog.stop()
     gate.signal.removeEventListener('abort', onGateAbort)
     options.signal?.removeEventListener('abort', onHostAbort)
   }
-  if (end.kind === 'downstream-closed' || end.kind === 'aborted') {
-    await reader.cancel(end.kind === 'downstream-closed' ? end.error : end.reason)
-    if (end.kind === 'aborted') gate.abort(end.reason)
-  } else if (end.kind === 'downstream-stalled') {
-    // Cut the client first: the upstream's cancel may take a round trip.
-    gate.abort(end.error)
-    await reader.cancel(end.error)
-  } else if (!reader.done) {
-    await reader.cancel()
-  }
+  await release(end, reader, gate)
   return {
     end,
     eof,

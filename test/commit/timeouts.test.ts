@@ -293,6 +293,27 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('the host aborting while a write waits on a slow client ends the pump at once', async () => {
+    useFakeClock()
+    const sink = createRecordingSink()
+    const body = scriptedBody([{ bytes: role + text('a') }, { hang: true }])
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    sink.holdWrites()
+    const host = new AbortController()
+    const delivered = deliver({ gate, body: body.stream, adapter: openaiChat, signal: host.signal })
+    await vi.advanceTimersByTimeAsync(100)
+    host.abort('host gave up')
+    const outcome = await delivered
+    expect(outcome.kind === 'committed' && outcome.pump.end).toEqual({
+      kind: 'aborted',
+      reason: 'host gave up',
+    })
+    expect(outcome.kind === 'committed' && outcome.pump.durationMs).toBe(100)
+    expect(sink.events.at(-1)).toEqual({ type: 'abort', reason: 'host gave up' })
+    expect(body.cancelled).toBe(true)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
   it('a close the client never lets finish is bounded the same way', async () => {
     useFakeClock()
     const sink = createRecordingSink()

@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'FIRST_BYTE_TIMEOUT'
   | 'FIRST_OUTPUT_TIMEOUT'
   | 'IDLE_TIMEOUT'
+  | 'WRITE_STALL_TIMEOUT'
   | 'PEEK_OVERFLOW'
   | 'DOWNSTREAM_CLOSED'
   | 'RETRY_AFTER_COMMIT'
@@ -113,12 +114,13 @@ export function isReaderBusyError(value: unknown): value is ReaderBusyError {
 }
 
 /** Which of the library's watchdogs fired. */
-export type TimeoutKind = 'first-byte' | 'first-output' | 'idle' | 'deadline'
+export type TimeoutKind = 'first-byte' | 'first-output' | 'idle' | 'write-stall' | 'deadline'
 
 const timeoutCodes = {
   'first-byte': 'FIRST_BYTE_TIMEOUT',
   'first-output': 'FIRST_OUTPUT_TIMEOUT',
   idle: 'IDLE_TIMEOUT',
+  'write-stall': 'WRITE_STALL_TIMEOUT',
   deadline: 'DEADLINE_EXCEEDED',
 } as const satisfies Record<TimeoutKind, ErrorCode>
 
@@ -126,13 +128,16 @@ const timeoutMessages: Record<TimeoutKind, string> = {
   'first-byte': 'the upstream sent no byte',
   'first-output': 'the upstream sent no output',
   idle: 'the upstream sent nothing but keep-alives',
+  'write-stall': 'the client accepted no bytes',
   deadline: 'no attempt produced output',
 }
 
 /**
  * A watchdog fired: no upstream byte (`first-byte`), no visible output yet (`first-output`;
- * keep-alives and preambles do not count), no output for too long after commit (`idle`), or
- * the relay's whole pre-commit budget ran out (`deadline`).
+ * keep-alives and preambles do not count), no output for too long after commit (`idle`;
+ * time spent waiting on a slow client does not count), a client that took no bytes for too
+ * long (`write-stall`: a downstream failure, never the upstream's fault), or the relay's
+ * whole pre-commit budget ran out (`deadline`).
  */
 export class StreamTimeoutError extends StreamBoundaryError {
   override readonly name = 'StreamTimeoutError' as const
@@ -148,7 +153,7 @@ export class StreamTimeoutError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link StreamTimeoutError} (any of the three watchdogs). */
+/** True when `value` is a {@link StreamTimeoutError}, whichever watchdog fired. */
 export function isStreamTimeoutError(value: unknown): value is StreamTimeoutError {
   return Object.values(timeoutCodes).some((code) => hasCode(value, code))
 }

@@ -28,3 +28,25 @@ export function positiveNumber(name: string, value: number, allowInfinity = fals
   }
   return value
 }
+
+/**
+ * The longest delay `setTimeout` honours; a longer one fires at once, so a timeout past it
+ * would cut a stream immediately instead of never.
+ */
+export const maxTimerDelayMs = 2_147_483_647
+
+/**
+ * A timeout in milliseconds: positive and at most {@link maxTimerDelayMs}, or `Infinity`
+ * meaning "off" (the caller then creates no timer). `0`, negatives and `NaN` get a
+ * `RangeError` naming the option, since each of them reads as "off" in some library and as
+ * "fire now" in another.
+ */
+export function timeoutMilliseconds(name: string, value: number): number {
+  if (value === Number.POSITIVE_INFINITY) return value
+  if (typeof value !== 'number' || !(value > 0) || value > maxTimerDelayMs) {
+    throw new RangeError(
+      `${name} must be a positive number of milliseconds up to ${maxTimerDelayMs}, or Infinity to turn it off; got ${String(value)}`,
+    )
+  }
+  return value
+}

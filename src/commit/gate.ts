@@ -6,7 +6,13 @@
  * @module
  */
 
-import { DownstreamClosedError, HeadersSentError, RetryAfterCommitError } from '../errors.js'
+import {
+  DownstreamClosedError,
+  HeadersSentError,
+  RetryAfterCommitError,
+  StreamTimeoutError,
+} from '../errors.js'
+import { maxTimerDelayMs, timeoutMilliseconds } from '../options.js'
 import {
   type ForwardHeadersPolicy,
   filterHeaders,
@@ -57,7 +63,8 @@ export interface CommitGateOptions {
   earlyHeaders?: boolean
   /**
    * After headers are committed, write an SSE comment when nothing was written for this long,
-   * so idle proxies and clients keep the connection. It never counts as content. `0` disables.
+   * so idle proxies and clients keep the connection. It never counts as content. `0` or
+   * `Infinity` disables.
    * @default 15_000
    */
   keepAliveIntervalMs?: number
@@ -70,6 +77,15 @@ export interface CommitGateOptions {
    * @example { forwardHeaders: { allow: [...forwardHeadersDefaults.allow, 'openai-model'] } }
    */
   forwardHeaders?: ForwardHeadersPolicy
+  /**
+   * A keep-alive the gate writes itself that the client has not taken after this many
+   * milliseconds fails the gate (`DownstreamClosedError` whose `cause` is a `write-stall`
+   * `StreamTimeoutError`), so a client that stopped reading is not held open by keep-alives.
+   * Content writes are bounded by the pump's `writeStallTimeoutMs`; give both the same value.
+   * `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
+   * @default 60_000 (a minute without taking one byte is a client that stopped reading)
+   */
+  writeStallTimeoutMs?: number
 }
 
 /** Defaults of {@link CommitGateOptions}. */
@@ -77,6 +93,7 @@ export const commitGateDefaults = Object.freeze({
   status: 200,
   earlyHeaders: false,
   keepAliveIntervalMs: 15_000,
+  writeStallTimeoutMs: 60_000,
 })
 
 /** SSE response headers the gate always sends (a host may override them). */
@@ -103,6 +120,12 @@ export interface CommitGate {
   readonly failure: DownstreamClosedError | undefined
   /** Content bytes written (keep-alives not counted). */
   readonly bytesWritten: number
+  /**
+   * True while a write (or the head) was handed to the sink and not yet taken: the client is
+   * applying backpressure. A pump reads it right after `write()` to tell a blocked write
+   * from one that went through at once.
+   */
+  readonly writePending: boolean
   /**
    * Sets the upstream's headers to pass on with the head (replacing those of an earlier
    * attempt), filtered by `forwardHeaders`. Ignored once headers were sent; the gate's own
@@ -132,14 +155,21 @@ function normalize(options: CommitGateOptions) {
     throw new RangeError(`status must be an HTTP status from 200 to 599, got ${String(status)}`)
   }
   const keepAliveIntervalMs = options.keepAliveIntervalMs ?? commitGateDefaults.keepAliveIntervalMs
-  if (!Number.isFinite(keepAliveIntervalMs) || keepAliveIntervalMs < 0) {
+  if (
+    keepAliveIntervalMs !== Number.POSITIVE_INFINITY &&
+    !(keepAliveIntervalMs >= 0 && keepAliveIntervalMs <= maxTimerDelayMs)
+  ) {
     throw new RangeError(
-      `keepAliveIntervalMs must be 0 or a positive number, got ${String(keepAliveIntervalMs)}`,
+      `keepAliveIntervalMs must be 0, a positive number of milliseconds up to ${maxTimerDelayMs}, or Infinity; got ${String(keepAliveIntervalMs)}`,
     )
   }
   return {
     status,
-    keepAliveIntervalMs,
+    keepAliveIntervalMs: keepAliveIntervalMs === Number.POSITIVE_INFINITY ? 0 : keepAliveIntervalMs,
+    writeStallTimeoutMs: timeoutMilliseconds(
+      'writeStallTimeoutMs',
+      options.writeStallTimeoutMs ?? commitGateDefaults.writeStallTimeoutMs,
+    ),
     earlyHeaders: options.earlyHeaders ?? commitGateDefaults.earlyHeaders,
     forward: headerFilter(options.forwardHeaders),
   }
@@ -153,6 +183,8 @@ class Gate implements CommitGate {
   #upstreamHeaders: Headers | undefined
   readonly #forward: HeaderFilter
   readonly #keepAliveMs: number
+  readonly #writeStallMs: number
+  #keepAliveStall: ReturnType<typeof setTimeout> | undefined
   readonly earlyHeaders: boolean
   readonly #controller = new AbortController()
   #state: GateState = 'open'
@@ -161,17 +193,21 @@ class Gate implements CommitGate {
   /** Writes run one after another: a keep-alive never lands inside a frame. */
   #tail: Promise<void> = Promise.resolve()
   #pending = 0
+  /** A close was started and the sink has not finished it. */
+  #closing = false
   #lastWrite = 0
   #timer: ReturnType<typeof setInterval> | undefined
   readonly #onClientGone = () =>
     this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
 
   constructor(sink: DownstreamSink, options: CommitGateOptions) {
-    const { status, keepAliveIntervalMs, earlyHeaders, forward } = normalize(options)
+    const { status, keepAliveIntervalMs, writeStallTimeoutMs, earlyHeaders, forward } =
+      normalize(options)
     this.#sink = sink
     this.#forward = forward
     this.#status = status
     this.#keepAliveMs = keepAliveIntervalMs
+    this.#writeStallMs = writeStallTimeoutMs
     this.earlyHeaders = earlyHeaders
     this.#hostHeaders = options.headers
     if (sink.signal.aborted) this.#onClientGone()
@@ -198,11 +234,16 @@ class Gate implements CommitGate {
     return this.#bytes
   }
 
+  get writePending(): boolean {
+    return this.#pending > 0
+  }
+
   #fail(error: DownstreamClosedError): void {
     if (this.#failure !== undefined) return
     this.#failure = error
     this.#state = 'closed'
     this.#stopKeepAlive()
+    this.#dropKeepAliveStall()
     this.#sink.signal.removeEventListener('abort', this.#onClientGone)
     this.#controller.abort(error)
     try {
@@ -326,15 +367,20 @@ class Gate implements CommitGate {
     if (this.#failure !== undefined || this.#state === 'closed') return
     const head = this.#state === 'open' ? this.commitHeaders() : undefined
     this.#state = 'closed'
+    this.#closing = true
     this.#stopKeepAlive()
     await Promise.all([head, this.#run(() => this.#sink.close())]).catch(() => {})
+    this.#closing = false
     this.#release()
   }
 
   abort(reason?: unknown): void {
-    if (this.#state === 'closed') return
+    // A close the client never lets finish (it stopped reading) can still be cut.
+    if (this.#state === 'closed' && !this.#closing) return
+    this.#closing = false
     this.#state = 'closed'
     this.#stopKeepAlive()
+    this.#dropKeepAliveStall()
     this.#release()
     try {
       this.#sink.abort(reason)
@@ -349,17 +395,47 @@ class Gate implements CommitGate {
 
   #startKeepAlive(): void {
     if (this.#keepAliveMs === 0 || this.#timer !== undefined || this.#state === 'closed') return
+    // Referenced: it runs only while the request is open, and every ending stops it.
     this.#timer = setInterval(() => {
       if (this.#state === 'closed' || this.#pending > 0) return
       if (performance.now() - this.#lastWrite < this.#keepAliveMs) return
-      this.#run(() => this.#sink.write(keepAliveBytes)).catch(() => {})
+      this.#run(() => this.#writeKeepAlive()).catch(() => {})
     }, this.#keepAliveMs)
-    ;(this.#timer as { unref?: () => void }).unref?.()
+  }
+
+  /** A keep-alive write, failed when the client has not taken it within the stall bound. */
+  #writeKeepAlive(): void | Promise<void> {
+    const written = this.#sink.write(keepAliveBytes)
+    if (written === undefined || this.#writeStallMs === Number.POSITIVE_INFINITY) return written
+    const ms = this.#writeStallMs
+    return new Promise<void>((resolve, reject) => {
+      this.#keepAliveStall = setTimeout(() => reject(new StreamTimeoutError('write-stall', ms)), ms)
+      const settle = () => {
+        clearTimeout(this.#keepAliveStall)
+        this.#keepAliveStall = undefined
+      }
+      written.then(
+        () => {
+          settle()
+          resolve()
+        },
+        (error: unknown) => {
+          settle()
+          reject(error)
+        },
+      )
+    })
   }
 
   #stopKeepAlive(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer)
     this.#timer = undefined
+  }
+
+  /** On a failure or abort only: a close still needs the bound on a keep-alive queued before it. */
+  #dropKeepAliveStall(): void {
+    if (this.#keepAliveStall !== undefined) clearTimeout(this.#keepAliveStall)
+    this.#keepAliveStall = undefined
   }
 }
 

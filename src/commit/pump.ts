@@ -13,7 +13,7 @@ import {
   isUpstreamReadError,
   StreamTimeoutError,
 } from '../errors.js'
-import { positiveMilliseconds } from '../options.js'
+import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekFirstOutput } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
 import type { RenderableError, StreamAdapter } from '../protocols/types.js'
@@ -38,11 +38,26 @@ export interface PumpPolicy {
   onThinkingOnly?: 'error' | 'promote-reasoning' | undefined
   /**
    * After commit, end the stream with an error frame when no frame other than a keep-alive
-   * arrived for this long (keep-alives cannot hide a dead stream).
-   * @default undefined (off)
+   * arrived for this long (keep-alives cannot hide a dead stream). Only time the pump was
+   * ready to read counts: time waiting on a slow client never does, and the clock goes on
+   * when the client took the bytes. `Infinity` turns it off; `0`, negatives and `NaN` are a
+   * `RangeError`.
+   * @default 300_000 (5 minutes: an upstream that sent only keep-alives for that long mid-answer
+   *   is dead, and a client should not wait longer to learn it)
    * @example { idleTimeoutMs: 60_000 }
    */
   idleTimeoutMs?: number | undefined
+  /**
+   * End the stream when the client has not taken a write for this long (it stopped reading):
+   * the response is cut, the upstream body cancelled, and the end is `downstream-stalled`, a
+   * downstream failure that never counts against the upstream. Give the gate's
+   * `writeStallTimeoutMs` the same value so its keep-alives are bounded too. `Infinity` turns
+   * it off; `0`, negatives and `NaN` are a `RangeError`.
+   * @default 60_000 (a minute without taking one byte is a client that stopped reading, and
+   *   holding its upstream open longer only wastes the upstream's capacity)
+   * @example { writeStallTimeoutMs: 30_000 }
+   */
+  writeStallTimeoutMs?: number | undefined
   /**
    * A gap between two frames longer than this counts as a stall in the outcome.
    * @default 2_000
@@ -54,6 +69,8 @@ export interface PumpPolicy {
 export const pumpDefaults = Object.freeze({
   onPartialEof: 'error' as const,
   onThinkingOnly: 'error' as const,
+  idleTimeoutMs: 300_000,
+  writeStallTimeoutMs: 60_000,
   stallThresholdMs: 2_000,
 })
 
@@ -78,6 +95,8 @@ export type PumpEnd =
       readonly error: RenderableError
     }
   | { readonly kind: 'downstream-closed'; readonly error: DownstreamClosedError }
+  /** The client took no bytes for `writeStallTimeoutMs`: cut, and not the upstream's fault. */
+  | { readonly kind: 'downstream-stalled'; readonly error: StreamTimeoutError }
   | { readonly kind: 'aborted'; readonly reason: unknown }
 
 /** The frames' bytes as one array: a view when they lie side by side in one chunk. */
@@ -141,8 +160,14 @@ const now = (): number => performance.now()
 
 /** Validates a pump policy and fills in its defaults; throws a `RangeError` naming a bad option. */
 export function normalizePumpPolicy(policy: PumpPolicy) {
-  const idle = policy.idleTimeoutMs
-  if (idle !== undefined) positiveMilliseconds('idleTimeoutMs', idle)
+  const idleTimeoutMs = timeoutMilliseconds(
+    'idleTimeoutMs',
+    policy.idleTimeoutMs ?? pumpDefaults.idleTimeoutMs,
+  )
+  const writeStallTimeoutMs = timeoutMilliseconds(
+    'writeStallTimeoutMs',
+    policy.writeStallTimeoutMs ?? pumpDefaults.writeStallTimeoutMs,
+  )
   const stallThresholdMs = positiveMilliseconds(
     'stallThresholdMs',
     policy.stallThresholdMs ?? pumpDefaults.stallThresholdMs,
@@ -150,9 +175,108 @@ export function normalizePumpPolicy(policy: PumpPolicy) {
   return {
     onPartialEof: policy.onPartialEof ?? pumpDefaults.onPartialEof,
     onThinkingOnly: policy.onThinkingOnly ?? pumpDefaults.onThinkingOnly,
-    idleTimeoutMs: idle,
+    idleTimeoutMs,
+    writeStallTimeoutMs,
     stallThresholdMs,
   }
+}
+
+/**
+ * The pump's two clocks on one referenced timer (invariants 12 and 14). Upstream silence
+ * counts only while the pump is ready to read: time blocked on a write the client has not
+ * taken is subtracted, and that time counts toward the write-stall bound instead.
+ */
+class Watchdog {
+  readonly #idleMs: number
+  readonly #stallMs: number
+  readonly #onIdle: (error: StreamTimeoutError) => void
+  #timer: ReturnType<typeof setTimeout> | undefined
+  #stopped = false
+  /** When the last frame other than a keep-alive arrived. */
+  #lastActivity = now()
+  /** Time blocked on writes since then. */
+  #blockedMs = 0
+  #writingSince: number | undefined
+  #failWrite: ((reason: unknown) => void) | undefined
+
+  constructor(idleMs: number, stallMs: number, onIdle: (error: StreamTimeoutError) => void) {
+    this.#idleMs = idleMs
+    this.#stallMs = stallMs
+    this.#onIdle = onIdle
+    this.#arm()
+  }
+
+  /** A frame other than a keep-alive arrived: the upstream is alive. */
+  activity(at: number): void {
+    this.#lastActivity = at
+    this.#blockedMs = 0
+  }
+
+  /** Ends a blocked write now (the host gave up): it rejects with `reason`. */
+  interrupt(reason: unknown): void {
+    this.#failWrite?.(reason)
+  }
+
+  /** Waits for a write the client has not taken yet; rejects with `write-stall` past the bound. */
+  async blocked(written: Promise<void>): Promise<void> {
+    this.#writingSince = now()
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.#failWrite = reject
+        written.then(resolve, reject)
+      })
+    } finally {
+      this.#blockedMs += now() - this.#writingSince
+      this.#writingSince = undefined
+      this.#failWrite = undefined
+      // The idle clock goes on from here: its deadline moved by the time spent blocked.
+      clearTimeout(this.#timer)
+      this.#arm()
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+
+  /** Re-arms lazily for the nearest bound that could fire; none when both are off. */
+  #arm(): void {
+    if (this.#stopped) return
+    const at = now()
+    let delay: number
+    if (this.#writingSince !== undefined) {
+      delay = this.#stallMs - (at - this.#writingSince)
+    } else {
+      const quiet = at - this.#lastActivity - this.#blockedMs
+      // Never sleep past a stall bound: a write may start blocking at any moment.
+      delay = Math.min(this.#idleMs - quiet, this.#stallMs)
+    }
+    if (delay === Number.POSITIVE_INFINITY) return
+    this.#timer = setTimeout(this.#check, Math.max(delay, 1))
+  }
+
+  readonly #check = (): void => {
+    this.#timer = undefined
+    const at = now()
+    if (this.#writingSince !== undefined) {
+      if (at - this.#writingSince >= this.#stallMs) {
+        this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
+        return
+      }
+    } else if (at - this.#lastActivity - this.#blockedMs >= this.#idleMs) {
+      this.#onIdle(new StreamTimeoutError('idle', this.#idleMs))
+      return
+    }
+    this.#arm()
+  }
+}
+
+/** The write-stall error carried by a gate failure (the gate's own keep-alive stalled). */
+function stallOf(error: unknown): StreamTimeoutError | undefined {
+  const found = isDownstreamClosedError(error) ? error.cause : error
+  return found instanceof StreamTimeoutError && found.timeout === 'write-stall' ? found : undefined
 }
 
 const endMessages = {
@@ -162,6 +286,121 @@ const endMessages = {
   'read-error': 'The connection to the upstream was lost mid-stream; the answer is incomplete',
   'frame-too-large': 'The upstream sent a frame larger than the relay accepts',
 } as const
+
+/** How the pump's endings write: rendered bytes the tracker also sees, and a bounded close. */
+interface EndingWriter {
+  rendered(bytes: Uint8Array): Promise<void>
+  close(): Promise<void>
+}
+
+async function writeError(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  cause: PumpErrorCause,
+  error: RenderableError,
+): Promise<PumpEnd> {
+  await out.rendered(tracker.adapter.renderError(error, tracker.state))
+  await out.close()
+  return { kind: 'error-written', cause, error }
+}
+
+/** The end at upstream EOF, decided by its class and the policy; never a fake success. */
+async function endAtEof(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  eof: EofClass,
+  policy: {
+    onPartialEof: 'error' | 'synthesize-stop'
+    onThinkingOnly: 'error' | 'promote-reasoning'
+  },
+): Promise<PumpEnd> {
+  const { adapter, state } = tracker
+  const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty-eof') =>
+    writeError(out, tracker, cause, { type: 'upstream_error', message: endMessages[cause] })
+  switch (eof.kind) {
+    case 'completed':
+      await out.close()
+      return { kind: 'completed' }
+    case 'error-only':
+      // The upstream's own error frame already went out, in its protocol.
+      await out.close()
+      return { kind: 'upstream-error' }
+    case 'partial':
+      if (state.errors > 0) {
+        await out.close()
+        return { kind: 'upstream-error' }
+      }
+      if (policy.onPartialEof !== 'synthesize-stop') return upstreamError('partial-eof')
+      await out.rendered(adapter.renderStop(state))
+      await out.close()
+      return { kind: 'stop-synthesized' }
+    case 'thinking-only':
+      if (policy.onThinkingOnly !== 'promote-reasoning') return upstreamError('thinking-only')
+      await out.rendered(adapter.renderReasoningAsText(state))
+      await out.rendered(adapter.renderStop(state))
+      await out.close()
+      return { kind: 'reasoning-promoted' }
+    case 'empty':
+      return upstreamError('empty-eof')
+  }
+}
+
+/** The end after a read threw: a watchdog, the client, the host, or the upstream itself. */
+async function endAfterReadFailure(
+  error: unknown,
+  stop: AbortSignal,
+  reader: FrameReader,
+  tracker: StreamTracker,
+  out: EndingWriter,
+  atEof: () => Promise<PumpEnd>,
+): Promise<PumpEnd> {
+  const stopped = stop.aborted && error === stop.reason
+  const downstreamGone = stopped && !(error instanceof StreamTimeoutError)
+  // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
+  if (tracker.state.terminalSeen && !downstreamGone) {
+    if (!isUpstreamReadError(error)) await reader.cancel(error)
+    return atEof()
+  }
+  if (stopped) {
+    if (error instanceof StreamTimeoutError) {
+      return writeError(out, tracker, 'idle-timeout', { type: 'timeout', message: error.message })
+    }
+    if (isDownstreamClosedError(error)) {
+      const stalled = stallOf(error)
+      return stalled === undefined
+        ? { kind: 'downstream-closed', error }
+        : { kind: 'downstream-stalled', error: stalled }
+    }
+    return { kind: 'aborted', reason: error }
+  }
+  if (isUpstreamReadError(error)) {
+    return writeError(out, tracker, 'read-error', {
+      type: 'upstream_error',
+      message: endMessages['read-error'],
+    })
+  }
+  if (isFrameTooLargeError(error)) {
+    return writeError(out, tracker, 'frame-too-large', {
+      type: 'upstream_error',
+      message: endMessages['frame-too-large'],
+    })
+  }
+  throw error
+}
+
+/** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
+async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
+  if (end.kind === 'downstream-closed' || end.kind === 'aborted') {
+    await reader.cancel(end.kind === 'downstream-closed' ? end.error : end.reason)
+    if (end.kind === 'aborted') gate.abort(end.reason)
+  } else if (end.kind === 'downstream-stalled') {
+    // Cut the client first: the upstream's cancel may take a round trip.
+    gate.abort(end.error)
+    await reader.cancel(end.error)
+  } else if (!reader.done) {
+    await reader.cancel()
+  }
+}
 
 /**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
@@ -173,7 +412,6 @@ const endMessages = {
 export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const policy = normalizePumpPolicy(options)
   const { gate, reader, tracker, transform } = options
-  const adapter = tracker.adapter
   const started = now()
   let frames = 0
   const bytesAtStart = gate.bytesWritten
@@ -181,8 +419,15 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   let eof: EofClass | null = null
 
   const stop = new AbortController()
+  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
+    stop.abort(error),
+  )
   const onGateAbort = () => stop.abort(gate.signal.reason)
-  const onHostAbort = () => stop.abort(options.signal?.reason)
+  const onHostAbort = () => {
+    stop.abort(options.signal?.reason)
+    // The host gave up: do not wait for a slow client to take a write first.
+    watchdog.interrupt(options.signal?.reason)
+  }
   for (const [signal, listener] of [
     [gate.signal, onGateAbort],
     [options.signal, onHostAbort],
@@ -191,23 +436,13 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     else signal?.addEventListener('abort', listener, { once: true })
   }
 
-  // Idle watchdog: one timer, re-armed lazily from the last real frame.
-  let lastActivity = now()
-  let idleTimer: ReturnType<typeof setTimeout> | undefined
-  const idleMs = policy.idleTimeoutMs
-  const armIdle = (delay: number) => {
-    idleTimer = setTimeout(() => {
-      const quiet = now() - lastActivity
-      if (quiet >= (idleMs as number)) stop.abort(new StreamTimeoutError('idle', idleMs as number))
-      else armIdle((idleMs as number) - quiet)
-    }, delay)
-    ;(idleTimer as { unref?: () => void }).unref?.()
-  }
-  if (idleMs !== undefined) armIdle(idleMs)
+  /** Every downstream write goes through here: a blocked one is timed by the watchdog. */
+  const send = (written: Promise<void>): Promise<void> =>
+    gate.writePending ? watchdog.blocked(written) : written
 
   const write = async (frame: SseFrame) => {
     const bytes = transform === undefined ? frame.raw : transform(frame)
-    if (bytes !== null && bytes.length > 0) await gate.write(bytes)
+    if (bytes !== null && bytes.length > 0) await send(gate.write(bytes))
     frames++
   }
 
@@ -217,53 +452,16 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     splitter.push(bytes)
     for (let frame = splitter.take(); frame !== null; frame = splitter.take())
       tracker.observe(frame)
-    await gate.write(bytes)
+    await send(gate.write(bytes))
   }
 
-  const endWith = async (cause: PumpErrorCause, error: RenderableError): Promise<PumpEnd> => {
-    await writeRendered(adapter.renderError(error, tracker.state))
-    await gate.close()
-    return { kind: 'error-written', cause, error }
-  }
+  /** Closing waits for the client to take what is buffered, so it is bounded the same way. */
+  const close = () => watchdog.blocked(gate.close())
 
-  const atEof = async (): Promise<PumpEnd> => {
+  const out: EndingWriter = { rendered: writeRendered, close }
+  const atEof = (): Promise<PumpEnd> => {
     eof = classifyEof(tracker.state)
-    switch (eof.kind) {
-      case 'completed':
-        await gate.close()
-        return { kind: 'completed' }
-      case 'error-only':
-        // The upstream's own error frame already went out, in its protocol.
-        await gate.close()
-        return { kind: 'upstream-error' }
-      case 'partial':
-        if (tracker.state.errors > 0) {
-          await gate.close()
-          return { kind: 'upstream-error' }
-        }
-        if (policy.onPartialEof === 'synthesize-stop') {
-          await writeRendered(adapter.renderStop(tracker.state))
-          await gate.close()
-          return { kind: 'stop-synthesized' }
-        }
-        return endWith('partial-eof', {
-          type: 'upstream_error',
-          message: endMessages['partial-eof'],
-        })
-      case 'thinking-only':
-        if (policy.onThinkingOnly === 'promote-reasoning') {
-          await writeRendered(adapter.renderReasoningAsText(tracker.state))
-          await writeRendered(adapter.renderStop(tracker.state))
-          await gate.close()
-          return { kind: 'reasoning-promoted' }
-        }
-        return endWith('thinking-only', {
-          type: 'upstream_error',
-          message: endMessages['thinking-only'],
-        })
-      case 'empty':
-        return endWith('empty-eof', { type: 'upstream_error', message: endMessages['empty-eof'] })
-    }
+    return endAtEof(out, tracker, eof, policy)
   }
 
   const run = async (): Promise<PumpEnd> => {
@@ -276,35 +474,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         // below are most of the pump's cost over a bare read loop (~3× at one frame per chunk).
         frame = await reader.next({ signal: stop.signal })
       } catch (error) {
-        const downstreamGone =
-          stop.signal.aborted &&
-          error === stop.signal.reason &&
-          !(error instanceof StreamTimeoutError)
-        // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
-        if (tracker.state.terminalSeen && !downstreamGone) {
-          if (!isUpstreamReadError(error)) await reader.cancel(error)
-          return atEof()
-        }
-        if (stop.signal.aborted && error === stop.signal.reason) {
-          if (error instanceof StreamTimeoutError) {
-            return endWith('idle-timeout', { type: 'timeout', message: error.message })
-          }
-          if (isDownstreamClosedError(error)) return { kind: 'downstream-closed', error }
-          return { kind: 'aborted', reason: error }
-        }
-        if (isUpstreamReadError(error)) {
-          return endWith('read-error', {
-            type: 'upstream_error',
-            message: endMessages['read-error'],
-          })
-        }
-        if (isFrameTooLargeError(error)) {
-          return endWith('frame-too-large', {
-            type: 'upstream_error',
-            message: endMessages['frame-too-large'],
-          })
-        }
-        throw error
+        return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
       if (frame === null) return atEof()
       const arrived = now()
@@ -315,7 +485,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         stalls.totalMs += gap
         stalls.longestMs = Math.max(stalls.longestMs, gap)
       }
-      if (tracker.observeCommitted(frame) !== 'keepalive') lastActivity = arrived
+      if (tracker.observeCommitted(frame) !== 'keepalive') watchdog.activity(arrived)
       // Frames that came in the same upstream chunk go out in one write, as a byte pipe's would.
       const batch = [frame]
       for (;;) {
@@ -327,13 +497,13 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
           break
         }
         if (more === null) break
-        if (tracker.observeCommitted(more) !== 'keepalive') lastActivity = arrived
+        if (tracker.observeCommitted(more) !== 'keepalive') watchdog.activity(arrived)
         batch.push(more)
       }
       if (batch.length === 1 || transform !== undefined) {
         for (const each of batch) await write(each)
       } else {
-        await gate.write(joinRaw(batch))
+        await send(gate.write(joinRaw(batch)))
         frames += batch.length
       }
     }
@@ -343,19 +513,18 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   try {
     end = await run()
   } catch (error) {
-    if (!isDownstreamClosedError(error)) throw error
-    end = { kind: 'downstream-closed', error }
+    const stalled = stallOf(error)
+    if (stalled !== undefined) end = { kind: 'downstream-stalled', error: stalled }
+    else if (isDownstreamClosedError(error)) end = { kind: 'downstream-closed', error }
+    else if (options.signal?.aborted && error === options.signal.reason) {
+      end = { kind: 'aborted', reason: error }
+    } else throw error
   } finally {
-    if (idleTimer !== undefined) clearTimeout(idleTimer)
+    watchdog.stop()
     gate.signal.removeEventListener('abort', onGateAbort)
     options.signal?.removeEventListener('abort', onHostAbort)
   }
-  if (end.kind === 'downstream-closed' || end.kind === 'aborted') {
-    await reader.cancel(end.kind === 'downstream-closed' ? end.error : end.reason)
-    if (end.kind === 'aborted') gate.abort(end.reason)
-  } else if (!reader.done) {
-    await reader.cancel()
-  }
+  await release(end, reader, gate)
   return {
     end,
     eof,
@@ -423,29 +592,61 @@ function isReader(body: FrameSource | FrameReader): body is FrameReader {
 }
 
 /**
+ * A signal that aborts when any of `signals` does, with its reason. Unlike `AbortSignal.any`
+ * on Node 20, nothing stays attached to a long-lived caller signal after `release()`, so a
+ * host signal shared by every request does not collect listeners.
+ */
+function followSignals(signals: readonly (AbortSignal | undefined)[]): {
+  readonly signal: AbortSignal
+  release(): void
+} {
+  const controller = new AbortController()
+  const onAbort = (event: Event) => controller.abort((event.target as AbortSignal).reason)
+  const attached: AbortSignal[] = []
+  for (const signal of signals) {
+    if (signal === undefined || controller.signal.aborted) continue
+    if (signal.aborted) controller.abort(signal.reason)
+    else {
+      signal.addEventListener('abort', onAbort, { once: true })
+      attached.push(signal)
+    }
+  }
+  return {
+    signal: controller.signal,
+    release() {
+      for (const signal of attached) signal.removeEventListener('abort', onAbort)
+    },
+  }
+}
+
+/**
  * One attempt over one upstream body: (with `earlyHeaders`, commit headers first,) peek for
  * the first output, and on output commit and pump to the end. On any other peek outcome
  * nothing reaches the client and the upstream body is released: the caller may retry.
  */
 export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
   const { gate, adapter } = options
+  // Checked before anything is read or written: a bad pump option must not surface after commit.
+  normalizePumpPolicy(options)
   const reader = isReader(options.body)
     ? options.body
     : createFrameReader(
         options.body,
         options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes },
       )
-  const signals = [gate.signal, options.signal, options.peekSignal].filter(
-    (s): s is AbortSignal => s !== undefined,
-  )
-  const signal = signals.length === 1 ? signals[0] : AbortSignal.any(signals)
+  const peekStop = followSignals([gate.signal, options.signal, options.peekSignal])
+  let peeked: PeekOutcome
   try {
-    if (gate.earlyHeaders) await gate.commitHeaders()
-  } catch (error) {
-    await reader.cancel(error)
-    throw error
+    try {
+      if (gate.earlyHeaders) await gate.commitHeaders()
+    } catch (error) {
+      await reader.cancel(error)
+      throw error
+    }
+    peeked = await peekFirstOutput(reader, adapter, { ...options.peek, signal: peekStop.signal })
+  } finally {
+    peekStop.release()
   }
-  const peeked = await peekFirstOutput(reader, adapter, { ...options.peek, signal })
   if (peeked.kind !== 'output') {
     await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)
     return { kind: 'not-committed', peek: peeked }

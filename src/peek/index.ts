@@ -20,7 +20,7 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
-import { positiveInteger, positiveMilliseconds } from '../options.js'
+import { positiveInteger, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import type { FrameReader } from '../sse/reader.js'
@@ -40,17 +40,30 @@ export interface PeekOptions {
   commitOn?: CommitOn
   /**
    * Give up when the upstream body has sent no byte at all after this many milliseconds.
-   * @default undefined (no bound)
+   * `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
+   * @default 120_000 (2 minutes: an open body that sends not one byte for that long is dead,
+   *   while a slow connect plus a long queue for capacity still fits)
    * @example { firstByteTimeoutMs: 10_000 }
    */
   firstByteTimeoutMs?: number | undefined
   /**
    * Give up when no output arrived after this many milliseconds, whatever else arrived:
-   * bytes, keep-alives, role-only or usage-only frames never reset it.
-   * @default undefined (no bound)
+   * bytes, keep-alives, role-only or usage-only frames never reset it. `Infinity` turns it
+   * off; `0`, negatives and `NaN` are a `RangeError`.
+   * @default 600_000 (10 minutes: reasoning models may think for minutes while sending only
+   *   keep-alives; 10 minutes never cuts a legitimate one and never leaves a client waiting
+   *   for hours)
    * @example { firstOutputTimeoutMs: 30_000 }
    */
   firstOutputTimeoutMs?: number | undefined
+  /**
+   * When the first-byte and first-output clocks started, as a `performance.now()` time. A
+   * caller that sent the request earlier passes when it did, so connect and headers count
+   * against both bounds; the peek then waits only for what is left of them.
+   * @default the moment the peek starts
+   * @example { clockStartedAt: attemptSentAt }
+   */
+  clockStartedAt?: number | undefined
   /**
    * The most bytes of frames held before output; more is `peek-overflow`.
    * @default 1_048_576 (1 MiB)
@@ -72,6 +85,8 @@ export interface PeekOptions {
 /** Defaults of {@link PeekOptions}. */
 export const peekDefaults = Object.freeze({
   commitOn: 'visible' as CommitOn,
+  firstByteTimeoutMs: 120_000,
+  firstOutputTimeoutMs: 600_000,
   maxPeekBytes: 1_048_576,
   maxPeekFrames: 4096,
 })
@@ -116,10 +131,6 @@ export type PeekOutcome =
   | (PeekBase & { readonly kind: 'read-error'; readonly error: UpstreamReadError })
   | (PeekBase & { readonly kind: 'aborted'; readonly reason: unknown })
 
-function checkTimeout(name: string, value: number | undefined): void {
-  if (value !== undefined) positiveMilliseconds(name, value)
-}
-
 /** Validates peek options and fills in their defaults; throws a `RangeError` naming a bad one. */
 export function normalizePeekOptions(options: PeekOptions) {
   const commitOn = options.commitOn ?? peekDefaults.commitOn
@@ -128,13 +139,32 @@ export function normalizePeekOptions(options: PeekOptions) {
       `commitOn must be 'visible', 'content' or 'first-frame', got ${String(commitOn)}`,
     )
   }
-  checkTimeout('firstByteTimeoutMs', options.firstByteTimeoutMs)
-  checkTimeout('firstOutputTimeoutMs', options.firstOutputTimeoutMs)
+  const firstByteTimeoutMs = timeoutMilliseconds(
+    'firstByteTimeoutMs',
+    options.firstByteTimeoutMs ?? peekDefaults.firstByteTimeoutMs,
+  )
+  const firstOutputTimeoutMs = timeoutMilliseconds(
+    'firstOutputTimeoutMs',
+    options.firstOutputTimeoutMs ?? peekDefaults.firstOutputTimeoutMs,
+  )
   const maxPeekBytes = options.maxPeekBytes ?? peekDefaults.maxPeekBytes
   const maxPeekFrames = options.maxPeekFrames ?? peekDefaults.maxPeekFrames
   positiveInteger('maxPeekBytes', maxPeekBytes)
   positiveInteger('maxPeekFrames', maxPeekFrames)
-  return { commitOn, maxPeekBytes, maxPeekFrames }
+  const clockStartedAt = options.clockStartedAt
+  if (clockStartedAt !== undefined && !Number.isFinite(clockStartedAt)) {
+    throw new RangeError(
+      `clockStartedAt must be a performance.now() time, got ${String(clockStartedAt)}`,
+    )
+  }
+  return {
+    commitOn,
+    firstByteTimeoutMs,
+    firstOutputTimeoutMs,
+    clockStartedAt,
+    maxPeekBytes,
+    maxPeekFrames,
+  }
 }
 
 /** Whether a verdict ends the peek under `commitOn`. */
@@ -179,7 +209,8 @@ export async function peekFirstOutput(
   adapter: StreamAdapter,
   options: PeekOptions = {},
 ): Promise<PeekOutcome> {
-  const { commitOn, maxPeekBytes, maxPeekFrames } = normalizePeekOptions(options)
+  const config = normalizePeekOptions(options)
+  const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
   const started = now()
   const frames: SseFrame[] = []
@@ -188,20 +219,20 @@ export async function peekFirstOutput(
 
   const stop = new AbortController()
   const timers: ReturnType<typeof setTimeout>[] = []
-  const arm = (ms: number | undefined, fire: () => void) => {
-    if (ms === undefined) return
-    const timer = setTimeout(fire, ms)
-    ;(timer as { unref?: () => void }).unref?.()
-    timers.push(timer)
+  // Referenced timers: a script awaiting this request must not exit while it waits (invariant 12).
+  const clockStartedAt = config.clockStartedAt ?? started
+  const arm = (ms: number, fire: () => void) => {
+    if (ms === Number.POSITIVE_INFINITY) return
+    timers.push(setTimeout(fire, Math.max(0, ms - (started - clockStartedAt))))
   }
   const bytesAtStart = reader.bytesRead
-  arm(options.firstByteTimeoutMs, () => {
+  arm(firstByteTimeoutMs, () => {
     if (reader.bytesRead === bytesAtStart) {
-      stop.abort(new StreamTimeoutError('first-byte', options.firstByteTimeoutMs as number))
+      stop.abort(new StreamTimeoutError('first-byte', firstByteTimeoutMs))
     }
   })
-  arm(options.firstOutputTimeoutMs, () => {
-    stop.abort(new StreamTimeoutError('first-output', options.firstOutputTimeoutMs as number))
+  arm(firstOutputTimeoutMs, () => {
+    stop.abort(new StreamTimeoutError('first-output', firstOutputTimeoutMs))
   })
   const outer = options.signal
   const onOuterAbort = () => stop.abort(outer?.reason)

@@ -456,17 +456,12 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   // The streaming attempt's first-byte clock goes on in the peek, with what is left of it.
   if (sent.timer !== undefined) clearTimeout(sent.timer)
   gate.setUpstreamHeaders(response.headers)
-  const firstByteMs = policy.peek.firstByteTimeoutMs
   const delivered = await deliver({
     gate,
     body,
     adapter: input.route.adapter,
-    peek: {
-      ...policy.peek,
-      ...(firstByteMs === undefined || !Number.isFinite(firstByteMs)
-        ? {}
-        : { firstByteTimeoutMs: Math.max(1, firstByteMs - (performance.now() - started)) }),
-    },
+    // Both peek clocks run from the moment the attempt was sent: connect and headers count.
+    peek: { ...policy.peek, clockStartedAt: started },
     maxFrameBytes: policy.maxFrameBytes,
     ...policy.pump,
     signal: input.stop,

@@ -72,7 +72,7 @@ export interface RelayPolicy extends PumpPolicy {
    * the response headers and the first body byte.
    * @default { firstByteTimeoutMs: 120_000, firstOutputTimeoutMs: 600_000 }
    */
-  peek?: Omit<PeekOptions, 'signal' | 'tracker'>
+  peek?: Omit<PeekOptions, 'signal' | 'tracker' | 'clockStartedAt'>
   /**
    * Decides which upstream HTTP failures are retried: a list of statuses, or a function
    * (returning `undefined` keeps the library's rule). Rate limits and auth failures still
@@ -185,8 +185,8 @@ export interface NormalizedRelayPolicy {
   readonly deadlineMs: number
   readonly maxWaitMs: number
   readonly backoff: Required<BackoffOptions>
-  readonly peek: Omit<PeekOptions, 'signal' | 'tracker'>
-  readonly pump: PumpPolicy
+  readonly peek: Omit<PeekOptions, 'signal' | 'tracker' | 'clockStartedAt'>
+  readonly pump: ReturnType<typeof normalizePumpPolicy>
   readonly retryOn: RelayPolicy['retryOn']
   readonly overloadFallbackAfter: number
   readonly priority: 'interactive' | 'background'
@@ -290,12 +290,8 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
   const pump = normalizePumpPolicy(policy)
   oneOf('onPartialEof', pump.onPartialEof, ['error', 'synthesize-stop'])
   oneOf('onThinkingOnly', pump.onThinkingOnly, ['error', 'promote-reasoning'])
+  // The commit gate checks keepAliveIntervalMs when it is created, before anything is leased.
   const keepAliveIntervalMs = policy.keepAliveIntervalMs ?? relayDefaults.keepAliveIntervalMs
-  if (!Number.isFinite(keepAliveIntervalMs) || keepAliveIntervalMs < 0) {
-    throw new RangeError(
-      `keepAliveIntervalMs must be 0 or a positive number, got ${String(keepAliveIntervalMs)}`,
-    )
-  }
   optionalFunction('adjustRequest', policy.adjustRequest)
   return {
     maxAttempts: positiveInteger('maxAttempts', policy.maxAttempts ?? relayDefaults.maxAttempts),

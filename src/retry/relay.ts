@@ -12,11 +12,13 @@ import type { EofClass } from '../classify/index.js'
 import { type CommitGate, createCommitGate, type DownstreamSink } from '../commit/gate.js'
 import { failBeforeContent, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { isStreamBoundaryError, StreamTimeoutError } from '../errors.js'
-import type { KeyLease } from '../key-pool/types.js'
+import type { KeyLease, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import {
+  type AttemptFunction,
   type AttemptResult,
+  type CallerCredentialsAttemptFunction,
   type Credentials,
   type Route,
   runAttempt,
@@ -673,6 +675,16 @@ function follow(controller: AbortController, signals: readonly (AbortSignal | un
  * })
  * return response
  */
+export function relay(
+  options: RelayRequestOptions & { readonly pool: KeyPool; readonly attempt: AttemptFunction },
+): Promise<RelayOutcome>
+export function relay(
+  options: RelayRequestOptions & {
+    readonly pool?: undefined
+    readonly attempt: CallerCredentialsAttemptFunction
+  },
+): Promise<RelayOutcome>
+export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   checkOptions(options)
   const config = normalizeRelayPolicy(options.policy)
@@ -681,6 +693,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const gate = createCommitGate(options.sink, {
     earlyHeaders: config.earlyHeaders,
     keepAliveIntervalMs: config.keepAliveIntervalMs,
+    writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
     ...(config.headers === undefined ? {} : { headers: config.headers }),
     ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
   })

@@ -1,24 +1,36 @@
 /**
- * An abortable wait: rejects with `signal.reason`, removes its listener, and does not keep
- * the process alive.
+ * An abortable wait: rejects with `signal.reason` and removes its listener. The timer is
+ * referenced: a request waits on it, so a script awaiting that request must not exit
+ * mid-wait (invariant 12).
  *
  * @module
  */
 
+import { maxTimerDelayMs } from '../options.js'
+
 /** Waits `ms` milliseconds unless `signal` aborts first. */
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.reject(signal.reason)
-  if (ms <= 0) return Promise.resolve()
+  if (!(ms > 0)) return Promise.resolve()
   return new Promise((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined
     const onAbort = () => {
       clearTimeout(timer)
       reject(signal.reason)
     }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    ;(timer as { unref?: () => void }).unref?.()
+    let left = ms
+    // setTimeout fires at once past its maximum delay, so a longer wait runs in steps.
+    const step = () => {
+      if (left <= 0) {
+        signal.removeEventListener('abort', onAbort)
+        resolve()
+        return
+      }
+      const delay = Math.min(left, maxTimerDelayMs)
+      left -= delay
+      timer = setTimeout(step, delay)
+    }
     signal.addEventListener('abort', onAbort, { once: true })
+    step()
   })
 }

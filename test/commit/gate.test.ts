@@ -159,12 +159,13 @@ describe('createCommitGate', () => {
       status: 200,
       earlyHeaders: false,
       keepAliveIntervalMs: 15_000,
+      writeStallTimeoutMs: 60_000,
     })
     expect(() => createCommitGate(createRecordingSink(), { status: 99 })).toThrow(
       'status must be an HTTP status from 200 to 599, got 99',
     )
     expect(() => createCommitGate(createRecordingSink(), { keepAliveIntervalMs: -1 })).toThrow(
-      'keepAliveIntervalMs must be 0 or a positive number, got -1',
+      'keepAliveIntervalMs must be 0, a positive number of milliseconds up to 2147483647, or Infinity; got -1',
     )
   })
 })

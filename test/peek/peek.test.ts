@@ -229,7 +229,7 @@ describe('peekFirstOutput outcomes', () => {
   it('validates options with exact messages', async () => {
     const reader = createFrameReader(new Response('').body as ReadableStream<Uint8Array>)
     await expect(peekFirstOutput(reader, openaiChat, { firstOutputTimeoutMs: 0 })).rejects.toThrow(
-      'firstOutputTimeoutMs must be a positive number of milliseconds, got 0',
+      'firstOutputTimeoutMs must be a positive number of milliseconds up to 2147483647, or Infinity to turn it off; got 0',
     )
     await expect(
       peekFirstOutput(reader, openaiChat, { commitOn: 'soon' as never }),

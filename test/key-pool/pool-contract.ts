@@ -51,7 +51,7 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       if (!('keyId' in b)) throw new Error('expected a lease')
       expect(b.keyId).toBe('b')
       await b.report({ kind: 'rate-limited' })
-      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 7000 })
+      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 7000, rateLimited: true })
       clock += 7000
       const again = await leaseId(p)
       expect('keyId' in again && again.keyId).toBe('b')
@@ -59,12 +59,16 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       expect(snapshot?.cooldownUntil).toBe(1_000_000 + 20_000)
     })
 
-    it('auth-failed disables the key until enabled', async () => {
+    it('auth-failed holds the key (named in rejectedKeyIds) until enabled', async () => {
       const p = await pool(['a'])
       const a = await leaseId(p)
       if (!('keyId' in a)) throw new Error('expected a lease')
       await a.report({ kind: 'auth-failed', status: 401 })
-      expect(await p.acquire()).toEqual({ kind: 'unavailable', reason: 'all-disabled' })
+      expect(await p.acquire()).toEqual({
+        kind: 'unavailable',
+        reason: 'all-disabled',
+        rejectedKeyIds: ['a'],
+      })
       await p.enable('a')
       expect((await p.acquire()).kind).toBe('leased')
     })
@@ -76,11 +80,12 @@ export function describePoolContract(name: string, make: PoolFactory): void {
         if (!('keyId' in lease)) throw new Error('expected a lease')
         await lease.report({ kind: 'server-error', status: 500 })
       }
-      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 5000 })
+      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 5000, rateLimited: false })
       clock += 5000
       const trial = await leaseId(p)
       if (!('keyId' in trial)) throw new Error('expected a trial lease')
-      expect((await p.acquire()).kind).toBe('cooling')
+      // The probe holds the only half-open slot: its report may free it, so the key is busy.
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: undefined })
       await trial.report({ kind: 'server-error' })
       expect(p.toJSON().keys[0]?.circuit).toBe('open')
       clock += 5000
@@ -92,7 +97,14 @@ export function describePoolContract(name: string, make: PoolFactory): void {
 
     it('protocol faults, overload and client-gone are not held against the key', async () => {
       const p = await pool(['a'], { failureThreshold: 1 })
-      for (const kind of ['protocol-fault', 'overloaded', 'client-gone', 'rejected'] as const) {
+      const neutral = [
+        'protocol-fault',
+        'overloaded',
+        'client-gone',
+        'rejected',
+        'cancelled',
+      ] as const
+      for (const kind of neutral) {
         const lease = await leaseId(p)
         if (!('keyId' in lease)) throw new Error('expected a lease')
         await lease.report({ kind })
@@ -108,16 +120,26 @@ export function describePoolContract(name: string, make: PoolFactory): void {
         overloaded: 1,
         'client-gone': 1,
         rejected: 1,
+        cancelled: 1,
       })
+      expect((await p.stats())[0]?.inflight).toBe(0)
     })
 
-    it('success resets the consecutive failure count', async () => {
-      const p = await pool(['a'], { failureThreshold: 2 })
-      for (const kind of ['server-error', 'success', 'server-error'] as const) {
+    it('failures below breakerFailureRatio of the leases started in the window keep the circuit closed; they leave the window', async () => {
+      const p = await pool(['a'], { failureThreshold: 2, breakerWindowMs: 10_000 })
+      const kinds = ['server-error', 'success', 'success', 'success', 'server-error'] as const
+      for (const kind of kinds) {
         const lease = await leaseId(p)
         if (!('keyId' in lease)) throw new Error('expected a lease')
         await lease.report({ kind })
       }
+      // 2 failures of 5 leases: the threshold is met, the ratio (0.5) is not.
+      expect(p.toJSON().keys[0]).toMatchObject({ failures: 2, circuit: 'closed' })
+      clock += 12_000
+      const later = await leaseId(p)
+      if (!('keyId' in later)) throw new Error('expected a lease')
+      expect(p.toJSON().keys[0]).toMatchObject({ failures: 0, circuit: 'closed' })
+      await later.report({ kind: 'server-error' })
       expect(p.toJSON().keys[0]).toMatchObject({ failures: 1, circuit: 'closed' })
     })
 
@@ -125,7 +147,7 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       const p = await pool(['a'], { maxInflight: 2 })
       const first = await leaseId(p)
       const second = await leaseId(p)
-      expect((await p.acquire()).kind).toBe('cooling')
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: undefined })
       if (!('keyId' in first) || !('keyId' in second)) throw new Error('expected leases')
       await first.report({ kind: 'success' })
       await first.report({ kind: 'server-error' })

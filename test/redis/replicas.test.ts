@@ -153,7 +153,7 @@ describe('several replicas (separate processes) sharing one Redis', () => {
     expect(maxHeld).toBeLessThanOrEqual(3)
     // The replicas really contended: the limit was reached and acquires were refused.
     expect(maxHeld).toBeGreaterThanOrEqual(2)
-    expect(answers.reduce((sum, answer) => sum + answer.cooling, 0)).toBeGreaterThan(0)
+    expect(answers.reduce((sum, answer) => sum + answer.busy, 0)).toBeGreaterThan(0)
     const pool = createRedisKeyPool(keys('a'), { redis, prefix, maxInflight: 3 })
     expect((await pool.stats())[0]).toMatchObject({
       leases: 200,
@@ -181,7 +181,7 @@ describe('several replicas (separate processes) sharing one Redis', () => {
       maxInflight: 1,
       leaseTtlMs: ttl,
     })
-    expect((await survivor.acquire()).kind).toBe('cooling')
+    expect((await survivor.acquire()).kind).toBe('busy')
     let result = await survivor.acquire()
     while (result.kind !== 'leased' && Date.now() - killedAt < ttl * 3) {
       await sleep(20)

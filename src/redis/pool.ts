@@ -1081,6 +1081,8 @@ export function createRedisKeyPool(
       }
       const result = await acquireOnce(acquireOptions)
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
+      // Aborted while Redis answered: do not start waiting.
+      if (signal?.aborted) throw signal.reason
       return waitForSlot(acquireOptions, waitMs)
     },
     enable(id: string): Promise<void> {

@@ -31,6 +31,8 @@ async function spawnReplica(port: number): Promise<Replica> {
     env: { ...process.env, REDIS_PORT: String(port) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
+  // Killed in afterAll even when it never reports ready (a slow, loaded machine).
+  spawned.push(child)
   const waiting = new Map<
     number,
     { resolve: (value: unknown) => void; reject: (e: Error) => void }
@@ -39,8 +41,8 @@ async function spawnReplica(port: number): Promise<Replica> {
   let serial = 0
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error('the replica did not start within 10 s')),
-      10_000,
+      () => reject(new Error('the replica did not start within 30 s')),
+      30_000,
     )
     child.once('exit', (code) => reject(new Error(`the replica exited with ${String(code)}`)))
     child.on(
@@ -85,15 +87,16 @@ const keys = (...ids: string[]): PoolKey[] =>
 let server: RedisServer
 let redis: Redis
 let replicas: Replica[] = []
+const spawned: ChildProcess[] = []
 
 beforeAll(async () => {
   server = await startRedisServer()
   redis = await connected(server.port)
   replicas = await Promise.all([1, 2, 3, 4].map(() => spawnReplica(server.port)))
-}, 20_000)
+}, 40_000)
 
 afterAll(async () => {
-  for (const replica of replicas) replica.process.kill()
+  for (const child of spawned) child.kill()
   redis?.disconnect()
   await server?.close()
 })

@@ -315,8 +315,19 @@ function callHook<A extends unknown[]>(hook: ((...args: A) => void) | undefined,
  * uses the same `prefix`: a 429 seen by one replica cools the key for all, a 401 disables it
  * everywhere, and `maxInflight` holds across the fleet.
  *
- * - Outcomes mean what they mean for {@link createMemoryKeyPool}: the same cooldowns,
- *   disables, circuit breaker and selection (`round-robin`, `weighted`, `least-inflight`).
+ * - Outcomes mean what they mean for {@link createMemoryKeyPool}: the same answers (`busy`
+ *   at the in-flight cap, `cooling` with `rateLimited`), cooldowns, timed auth holds with a
+ *   probe, failure-rate circuit breaker over `breakerWindowMs`, `onKeyState` events and
+ *   selection (`round-robin`, `weighted`, `least-inflight`).
+ * - `acquire({ waitMs })` at the cap waits in this replica's FIFO queue. Only its head asks
+ *   Redis: at once when a lease of this replica is reported, else on a backoff poll (25 ms
+ *   doubling to 100 ms, so at most ~10 script calls a second for the whole queue), since
+ *   releases on other replicas are not announced. While this replica has waiters, an
+ *   `acquire` without `waitMs` answers `busy` without asking Redis, so it cannot take the
+ *   slot a release frees for them.
+ * - A lease's `commit()` reaches Redis only when the lease is a probe (half-open circuit or
+ *   auth hold); `report` waits for it. Renewal of a lease stops the moment it is reported.
+ * - Used before the client is `ready`, the pool waits up to `commandTimeoutMs` for it.
  * - Acquire and report are single Lua scripts, atomic across replicas. Only key ids and
  *   lease ids go to Redis; secrets stay in the process.
  * - Leases expire `leaseTtlMs` after their replica last renewed them, so a crashed

@@ -13,6 +13,7 @@ export type {
   KeyOutcome,
   KeyPool,
   KeyPoolSnapshot,
+  KeyStateEvent,
   KeyStateSnapshot,
   KeyStats,
   PoolKey,

@@ -1,6 +1,7 @@
 /**
  * The in-process key pool: round-robin, weighted or least-inflight selection, cooldowns
- * from rate-limit headers, auth disable, and a consecutive-failure circuit breaker.
+ * from rate-limit headers, timed auth holds with a probe, a failure-rate circuit breaker
+ * over a sliding window, and a fair FIFO queue for requests waiting at the in-flight cap.
  *
  * @module
  */
@@ -13,10 +14,12 @@ import type {
   KeyOutcome,
   KeyPool,
   KeyPoolSnapshot,
+  KeyStateEvent,
   KeyStateSnapshot,
   KeyStats,
   PoolKey,
 } from './types.js'
+import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
 
 /** How the next key is chosen among the usable ones. */
 export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight'
@@ -29,7 +32,8 @@ export interface MemoryKeyPoolOptions {
    */
   selection?: KeySelection
   /**
-   * Most concurrent leases per key (a key's own `maxInflight` wins).
+   * Most concurrent leases per key (a key's own `maxInflight` wins). A key at its cap is
+   * *busy*, not cooling.
    * @default Infinity
    */
   maxInflight?: number
@@ -39,15 +43,40 @@ export interface MemoryKeyPoolOptions {
    */
   defaultCooldownMs?: number
   /**
-   * Consecutive server errors that open a key's circuit.
+   * Server errors within `breakerWindowMs` needed (with `breakerFailureRatio`) to open a
+   * key's circuit.
    * @default 5
    */
   failureThreshold?: number
   /**
-   * How long an open circuit stays open before one trial (half-open).
+   * The breaker's sliding window. Leases started and server errors reported are counted in
+   * ten buckets over this span.
+   * @default 30_000
+   */
+  breakerWindowMs?: number
+  /**
+   * Share of the leases started in the window that must have failed (with at least
+   * `failureThreshold` failures) to open the circuit. Counting leases *started*, not the
+   * order of reports, keeps concurrent attempts from opening a healthy key's circuit.
+   * @default 0.5
+   */
+  breakerFailureRatio?: number
+  /**
+   * How long an open circuit stays open before it admits one probe lease (half-open).
    * @default 30_000
    */
   circuitOpenMs?: number
+  /**
+   * How long an `auth-failed` report holds a key before it admits one probe lease.
+   * @default 300_000
+   */
+  authDisableMs?: number
+  /**
+   * Told of every change of a key's state (disabled, enabled, cooling, circuit open,
+   * half-open, closed), with the key id and why; never a secret. The event is frozen; a
+   * hook that throws is ignored.
+   */
+  onKeyState?: (event: KeyStateEvent) => void
   /** State to start from (a `toJSON()` snapshot); unknown ids are ignored. */
   initialState?: KeyPoolSnapshot
   /**
@@ -57,16 +86,26 @@ export interface MemoryKeyPoolOptions {
   now?: () => number
 }
 
-/** Defaults of {@link MemoryKeyPoolOptions}. */
+/**
+ * Defaults of {@link MemoryKeyPoolOptions}. The breaker rule: a key's circuit opens when,
+ * within `breakerWindowMs`, at least `failureThreshold` server errors were reported AND they
+ * are at least `breakerFailureRatio` of the leases started in that window. After
+ * `circuitOpenMs` exactly one probe lease is admitted; only its result closes or re-opens
+ * the circuit.
+ */
 export const memoryKeyPoolDefaults = Object.freeze({
   selection: 'round-robin' as KeySelection,
   maxInflight: Number.POSITIVE_INFINITY,
   defaultCooldownMs: 10_000,
   failureThreshold: 5,
+  breakerWindowMs: 30_000,
+  breakerFailureRatio: 0.5,
   circuitOpenMs: 30_000,
+  authDisableMs: 300_000,
 })
 
-const outcomeKinds: readonly KeyOutcome['kind'][] = [
+/** Every outcome kind, in the order stats and the Redis scripts count them. */
+export const outcomeKinds: readonly KeyOutcome['kind'][] = Object.freeze([
   'success',
   'rate-limited',
   'auth-failed',
@@ -76,22 +115,50 @@ const outcomeKinds: readonly KeyOutcome['kind'][] = [
   'client-gone',
   'rejected',
   'cancelled',
-]
+])
 
 interface KeyState {
   readonly key: PoolKey
   readonly weight: number
   readonly maxInflight: number
   disabled: boolean
+  /** Epoch ms an auth hold lasts; 0 = an operator hold (or not disabled). */
+  disabledUntil: number
   cooldownUntil: number
+  window: WindowBucket[]
   failures: number
   circuit: 'closed' | 'open' | 'half-open'
   circuitUntil: number
-  trialInFlight: boolean
+  /** Bumped whenever the circuit opens or closes: older leases no longer speak for it. */
+  generation: number
+  /** Serial of the half-open circuit's probe lease. */
+  probe: number | undefined
+  /** Serial of the auth hold's probe lease. */
+  authProbe: number | undefined
   inflight: number
   leases: number
   currentWeight: number
   outcomes: Record<KeyOutcome['kind'], number>
+}
+
+/** What one key can do for an acquire right now. */
+type Availability =
+  | { readonly kind: 'free' }
+  | { readonly kind: 'busy' }
+  | { readonly kind: 'cooling'; readonly wait: number; readonly rateLimited: boolean }
+  | { readonly kind: 'held'; readonly wait: number }
+  | { readonly kind: 'off' }
+
+interface Waiter {
+  readonly exclude: ReadonlySet<string> | undefined
+  readonly settle: (result: AcquireResult) => void
+}
+
+interface LeaseRecord {
+  readonly serial: number
+  readonly generation: number
+  committed: boolean
+  reported: boolean
 }
 
 function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
@@ -105,68 +172,65 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
     if (ids.has(key.id)) throw new TypeError(`Key id "${key.id}" appears twice`)
     ids.add(key.id)
   }
-  const selection = options.selection ?? memoryKeyPoolDefaults.selection
+  const d = memoryKeyPoolDefaults
+  const selection = options.selection ?? d.selection
   if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) {
     throw new RangeError(
       `selection must be 'round-robin', 'weighted' or 'least-inflight', got ${String(selection)}`,
     )
   }
+  const ratio = options.breakerFailureRatio ?? d.breakerFailureRatio
+  if (!(ratio > 0 && ratio <= 1)) {
+    throw new RangeError(`breakerFailureRatio must be a number in (0, 1], got ${String(ratio)}`)
+  }
   return {
     selection,
-    maxInflight: positive(
-      'maxInflight',
-      options.maxInflight ?? memoryKeyPoolDefaults.maxInflight,
-      true,
-    ),
+    maxInflight: positive('maxInflight', options.maxInflight ?? d.maxInflight, true),
     defaultCooldownMs: positive(
       'defaultCooldownMs',
-      options.defaultCooldownMs ?? memoryKeyPoolDefaults.defaultCooldownMs,
+      options.defaultCooldownMs ?? d.defaultCooldownMs,
     ),
-    failureThreshold: positive(
-      'failureThreshold',
-      options.failureThreshold ?? memoryKeyPoolDefaults.failureThreshold,
-    ),
-    circuitOpenMs: positive(
-      'circuitOpenMs',
-      options.circuitOpenMs ?? memoryKeyPoolDefaults.circuitOpenMs,
-    ),
+    failureThreshold: positive('failureThreshold', options.failureThreshold ?? d.failureThreshold),
+    breakerWindowMs: positive('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
+    breakerFailureRatio: ratio,
+    circuitOpenMs: positive('circuitOpenMs', options.circuitOpenMs ?? d.circuitOpenMs),
+    authDisableMs: positive('authDisableMs', options.authDisableMs ?? d.authDisableMs),
+    onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
   }
 }
 
-/**
- * Creates an in-memory {@link KeyPool}.
- *
- * - `rate-limited` cools the key down for the time the upstream gave (else
- *   `defaultCooldownMs`); `auth-failed` disables it until `enable(id)`; `server-error`
- *   counts toward the circuit breaker (open after `failureThreshold` in a row, for
- *   `circuitOpenMs`, then one trial); `success` resets the count.
- * - `protocol-fault`, `overloaded`, `client-gone` and `rejected` are not held against the key.
- *
- * @example
- * const pool = createMemoryKeyPool(
- *   [{ id: 'primary', secret: process.env.KEY_A! }, { id: 'backup', secret: process.env.KEY_B! }],
- *   { selection: 'least-inflight', maxInflight: 8 },
- * )
- */
-export function createMemoryKeyPool(
-  keys: readonly PoolKey[],
-  options: MemoryKeyPoolOptions = {},
-): KeyPool {
-  const config = normalize(keys, options)
-  const states: KeyState[] = keys.map((key) => ({
+/** Calls a state hook with a frozen event; a hook that throws is ignored. */
+export function tellKeyState(
+  hook: ((event: KeyStateEvent) => void) | undefined,
+  event: KeyStateEvent,
+): void {
+  if (hook === undefined) return
+  try {
+    hook(Object.freeze(event))
+  } catch {
+    // A hook that throws is ignored.
+  }
+}
+
+function initialKeyState(key: PoolKey, maxInflight: number): KeyState {
+  return {
     key,
     weight: key.weight === undefined ? 1 : positive(`weight of key "${key.id}"`, key.weight),
     maxInflight:
       key.maxInflight === undefined
-        ? config.maxInflight
+        ? maxInflight
         : positive(`maxInflight of key "${key.id}"`, key.maxInflight),
     disabled: false,
+    disabledUntil: 0,
     cooldownUntil: 0,
+    window: [],
     failures: 0,
     circuit: 'closed',
     circuitUntil: 0,
-    trialInFlight: false,
+    generation: 0,
+    probe: undefined,
+    authProbe: undefined,
     inflight: 0,
     leases: 0,
     currentWeight: 0,
@@ -174,27 +238,88 @@ export function createMemoryKeyPool(
       KeyOutcome['kind'],
       number
     >,
-  }))
+  }
+}
+
+function restore(state: KeyState, saved: KeyStateSnapshot, now: number): void {
+  state.disabled = saved.disabled
+  state.disabledUntil = saved.disabled ? (saved.disabledUntil ?? 0) : 0
+  state.cooldownUntil = saved.cooldownUntil
+  state.failures = saved.failures
+  // Restored failures count as failures of this bucket, with no lease to dilute them.
+  if (saved.failures > 0) state.window = [[now, 0, saved.failures]]
+  state.circuit = saved.circuit
+  state.circuitUntil = saved.circuitUntil
+}
+
+/**
+ * Creates an in-memory {@link KeyPool}.
+ *
+ * - A key at its in-flight cap is `busy`; with `waitMs`, `acquire` queues first come, first
+ *   served and is woken by the `report` that frees a slot (no polling).
+ * - `rate-limited` cools the key down for the time the upstream gave (else
+ *   `defaultCooldownMs`); `cooling` says `rateLimited: true` only when every candidate
+ *   cools for that reason.
+ * - `auth-failed` holds the key for `authDisableMs`, then admits one probe lease: its
+ *   `commit()` (or a `success`/`rejected` report) re-enables the key, another auth failure
+ *   holds it again. `disable(id)` holds it until `enable(id)`.
+ * - `server-error` feeds the breaker: the circuit opens when, within `breakerWindowMs`,
+ *   server errors are at least `failureThreshold` and at least `breakerFailureRatio` of the
+ *   leases started there; after `circuitOpenMs` one probe lease decides (commit, `success`
+ *   or `rejected` closes; `server-error` re-opens). Leases handed out before the circuit
+ *   last changed do not speak for it.
+ * - `protocol-fault`, `overloaded`, `client-gone`, `rejected` and `cancelled` are not held
+ *   against the key.
+ *
+ * @example
+ * const pool = createMemoryKeyPool(
+ *   [{ id: 'primary', secret: process.env.KEY_A! }, { id: 'backup', secret: process.env.KEY_B! }],
+ *   { selection: 'least-inflight', maxInflight: 8, onKeyState: (e) => log.info(e) },
+ * )
+ */
+export function createMemoryKeyPool(
+  keys: readonly PoolKey[],
+  options: MemoryKeyPoolOptions = {},
+): KeyPool {
+  const config = normalize(keys, options)
+  const states = keys.map((key) => initialKeyState(key, config.maxInflight))
   const byId = new Map(states.map((state) => [state.key.id, state]))
   for (const saved of options.initialState?.keys ?? []) {
     const state = byId.get(saved.id)
-    if (state === undefined) continue
-    state.disabled = saved.disabled
-    state.cooldownUntil = saved.cooldownUntil
-    state.failures = saved.failures
-    state.circuit = saved.circuit
-    state.circuitUntil = saved.circuitUntil
+    if (state !== undefined) restore(state, saved, config.now())
   }
   let cursor = 0
+  let serials = 0
+  const waiters: Waiter[] = []
 
-  /** Milliseconds until the key is usable (0 = now), or `undefined` when it is disabled. */
-  function waitFor(state: KeyState, now: number): number | undefined {
-    if (state.disabled) return undefined
-    let wait = Math.max(0, state.cooldownUntil - now)
-    if (state.circuit === 'open') wait = Math.max(wait, state.circuitUntil - now)
-    if (state.circuit === 'half-open' && state.trialInFlight) wait = Math.max(wait, 1)
-    if (state.inflight >= state.maxInflight) wait = Math.max(wait, 1)
-    return wait
+  const tell = (state: KeyState, event: Omit<KeyStateEvent, 'keyId'>) =>
+    tellKeyState(config.onKeyState, { keyId: state.key.id, ...event })
+
+  function refresh(state: KeyState, now: number): void {
+    if (pruneWindow(state.window, now, config.breakerWindowMs)) {
+      state.failures = windowTotals(state.window).failures
+    }
+    if (state.circuit === 'open' && state.circuitUntil <= now) {
+      state.circuit = 'half-open'
+      state.probe = undefined
+      tell(state, { state: 'circuit-half-open', reason: 'timer' })
+    }
+  }
+
+  function availability(state: KeyState, now: number): Availability {
+    if (state.disabled && state.disabledUntil === 0) return { kind: 'off' }
+    if (state.disabled && state.disabledUntil > now) {
+      return { kind: 'held', wait: state.disabledUntil - now }
+    }
+    const cooldown = Math.max(0, state.cooldownUntil - now)
+    const open = state.circuit === 'open' ? Math.max(0, state.circuitUntil - now) : 0
+    if (cooldown > 0 || open > 0) {
+      return { kind: 'cooling', wait: Math.max(cooldown, open), rateLimited: open === 0 }
+    }
+    if (state.inflight >= state.maxInflight) return { kind: 'busy' }
+    if (state.circuit === 'half-open' && state.probe !== undefined) return { kind: 'busy' }
+    if (state.disabled && state.authProbe !== undefined) return { kind: 'busy' }
+    return { kind: 'free' }
   }
 
   function pick(usable: KeyState[]): KeyState {
@@ -210,11 +335,9 @@ export function createMemoryKeyPool(
       return best
     }
     // Round-robin order from the cursor; least-inflight takes the least busy in that order.
-    const ordered = [...usable].sort(
-      (a, b) =>
-        ((states.indexOf(a) - cursor + states.length) % states.length) -
-        ((states.indexOf(b) - cursor + states.length) % states.length),
-    )
+    const order = (state: KeyState) =>
+      (states.indexOf(state) - cursor + states.length) % states.length
+    const ordered = [...usable].sort((a, b) => order(a) - order(b))
     let chosen = ordered[0] as KeyState
     if (config.selection === 'least-inflight') {
       for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
@@ -223,89 +346,210 @@ export function createMemoryKeyPool(
     return chosen
   }
 
-  function lease(state: KeyState): KeyLease {
+  /** The answer for one acquire now, leasing when a candidate is free. */
+  function decide(exclude: ReadonlySet<string> | undefined): AcquireResult {
+    if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
+    const now = config.now()
+    const free: KeyState[] = []
+    let busy = false
+    let cooling = false
+    let rateLimited = true
+    let earliest = Number.POSITIVE_INFINITY
+    for (const state of states) {
+      refresh(state, now)
+      if (exclude?.has(state.key.id)) continue
+      const found = availability(state, now)
+      if (found.kind === 'free') free.push(state)
+      else if (found.kind === 'busy') busy = true
+      else if (found.kind === 'cooling' || found.kind === 'held') {
+        earliest = Math.min(earliest, found.wait)
+        if (found.kind === 'cooling') cooling = true
+        if (found.kind === 'held' || !found.rateLimited) rateLimited = false
+      }
+    }
+    if (free.length > 0) return { kind: 'leased', lease: lease(pick(free), now) }
+    const retryInMs = Number.isFinite(earliest) ? earliest : undefined
+    if (busy) return { kind: 'busy', retryInMs }
+    if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
+    if (states.every((state) => state.disabled)) {
+      const rejectedKeyIds = states
+        .filter((state) => state.disabledUntil > 0)
+        .map((state) => state.key.id)
+      return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
+    }
+    return { kind: 'unavailable', reason: 'all-excluded' }
+  }
+
+  function lease(state: KeyState, now: number): KeyLease {
+    const record: LeaseRecord = {
+      serial: ++serials,
+      generation: state.generation,
+      committed: false,
+      reported: false,
+    }
     state.inflight++
     state.leases++
-    if (state.circuit === 'half-open') state.trialInFlight = true
-    let reported = false
+    countInWindow(state.window, now, config.breakerWindowMs, 1)
+    if (state.circuit === 'half-open') state.probe = record.serial
+    if (state.disabled) state.authProbe = record.serial
     return {
       keyId: state.key.id,
       secret: state.key.secret,
       metadata: state.key.metadata,
-      commit(): void {},
+      commit(): void {
+        if (record.committed || record.reported) return
+        record.committed = true
+        provenGood(state, record)
+      },
       async report(outcome: KeyOutcome): Promise<void> {
-        if (reported) return
-        reported = true
+        if (record.reported) return
+        record.reported = true
         state.inflight--
-        record(state, outcome)
+        state.outcomes[outcome.kind]++
+        learn(state, record, outcome, config.now())
+        serveWaiters()
       },
     }
   }
 
-  function record(state: KeyState, outcome: KeyOutcome): void {
-    state.outcomes[outcome.kind]++
-    const now = config.now()
-    const trial = state.trialInFlight
-    state.trialInFlight = false
-    switch (outcome.kind) {
-      case 'success':
-      case 'rejected':
-        state.failures = 0
-        state.circuit = 'closed'
-        break
-      case 'rate-limited':
-        state.cooldownUntil = Math.max(
-          state.cooldownUntil,
-          now + (outcome.retryAfterMs ?? config.defaultCooldownMs),
-        )
-        break
-      case 'auth-failed':
-        state.disabled = true
-        break
-      case 'server-error':
-        state.failures++
-        if (trial || state.failures >= config.failureThreshold) {
-          state.circuit = 'open'
-          state.circuitUntil = now + config.circuitOpenMs
-        }
-        break
-      default:
-        // overloaded, protocol-fault, client-gone: not the key's fault.
-        break
+  /** A probe's first output (or a `success`/`rejected` report) closes or re-enables. */
+  function provenGood(state: KeyState, record: LeaseRecord): void {
+    if (state.probe === record.serial) {
+      state.probe = undefined
+      state.circuit = 'closed'
+      state.generation++
+      state.window = []
+      state.failures = 0
+      tell(state, { state: 'circuit-closed', reason: 'probe-succeeded' })
     }
+    if (state.authProbe === record.serial) {
+      state.authProbe = undefined
+      state.disabled = false
+      state.disabledUntil = 0
+      tell(state, { state: 'enabled', reason: 'probe-succeeded' })
+    }
+  }
+
+  function openCircuit(state: KeyState, now: number, reason: 'failure-rate' | 'probe-failed') {
+    state.circuit = 'open'
+    state.circuitUntil = now + config.circuitOpenMs
+    state.generation++
+    state.window = []
+    state.failures = 0
+    tell(state, { state: 'circuit-open', reason, until: state.circuitUntil })
+  }
+
+  function learn(state: KeyState, record: LeaseRecord, outcome: KeyOutcome, now: number): void {
+    refresh(state, now)
+    const kind = outcome.kind
+    // A no-op after commit(): the probe slot was consumed then.
+    if (kind === 'success' || kind === 'rejected') provenGood(state, record)
+    const probe = state.probe === record.serial
+    // Whatever else the outcome, the probe slots this lease held are free again.
+    if (probe) state.probe = undefined
+    if (state.authProbe === record.serial) state.authProbe = undefined
+    if (kind === 'rate-limited') {
+      const until = now + (outcome.retryAfterMs ?? config.defaultCooldownMs)
+      if (until > state.cooldownUntil) {
+        state.cooldownUntil = until
+        tell(state, { state: 'cooling', reason: 'rate-limited', until })
+      }
+    } else if (kind === 'auth-failed') {
+      // An operator hold stays an operator hold.
+      if (!state.disabled || state.disabledUntil > 0) {
+        state.disabled = true
+        state.disabledUntil = now + config.authDisableMs
+        tell(state, { state: 'disabled', reason: 'auth-failed', until: state.disabledUntil })
+      }
+    } else if (kind === 'server-error') {
+      if (probe) openCircuit(state, now, 'probe-failed')
+      else if (state.circuit === 'closed' && record.generation === state.generation) {
+        countInWindow(state.window, now, config.breakerWindowMs, 2)
+        const { leases, failures } = windowTotals(state.window)
+        state.failures = failures
+        if (
+          failures >= config.failureThreshold &&
+          failures >= config.breakerFailureRatio * leases
+        ) {
+          openCircuit(state, now, 'failure-rate')
+        }
+      }
+    }
+  }
+
+  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
+  function serveWaiters(): void {
+    for (let i = 0; i < waiters.length; ) {
+      const waiter = waiters[i] as Waiter
+      const result = decide(waiter.exclude)
+      if (result.kind === 'busy') {
+        i++
+        continue
+      }
+      waiters.splice(i, 1)
+      waiter.settle(result)
+    }
+  }
+
+  function wait(options: AcquireOptions, waitMs: number): Promise<AcquireResult> {
+    const { exclude, signal } = options
+    return new Promise<AcquireResult>((resolve, reject) => {
+      const waiter: Waiter = {
+        exclude,
+        settle(result) {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', onAbort)
+          resolve(result)
+        },
+      }
+      const leave = () => {
+        const index = waiters.indexOf(waiter)
+        if (index >= 0) waiters.splice(index, 1)
+      }
+      const onAbort = () => {
+        leave()
+        clearTimeout(timer)
+        reject(signal?.reason)
+      }
+      // Request-scoped: it holds the process while the caller waits, and is always cleared.
+      const timer = setTimeout(() => {
+        leave()
+        signal?.removeEventListener('abort', onAbort)
+        resolve(decide(exclude))
+      }, waitMs)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      waiters.push(waiter)
+    })
+  }
+
+  function setDisabled(id: string, disabled: boolean): void {
+    const state = byId.get(id)
+    if (state === undefined) return
+    const operatorHold = state.disabled && state.disabledUntil === 0
+    if (disabled ? operatorHold : !state.disabled) return
+    state.disabled = disabled
+    state.disabledUntil = 0
+    state.authProbe = undefined
+    tell(state, { state: disabled ? 'disabled' : 'enabled', reason: 'operator' })
+    if (!disabled) serveWaiters()
   }
 
   return {
     async acquire(acquireOptions: AcquireOptions = {}): Promise<AcquireResult> {
-      if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
-      const now = config.now()
-      const exclude = acquireOptions.exclude
-      const usable: KeyState[] = []
-      let earliest = Number.POSITIVE_INFINITY
-      let candidates = 0
-      let enabled = 0
-      for (const state of states) {
-        if (state.circuit === 'open' && state.circuitUntil <= now) state.circuit = 'half-open'
-        if (!state.disabled) enabled++
-        if (exclude?.has(state.key.id)) continue
-        const wait = waitFor(state, now)
-        if (wait === undefined) continue
-        candidates++
-        if (wait === 0) usable.push(state)
-        else earliest = Math.min(earliest, wait)
-      }
-      if (usable.length > 0) return { kind: 'leased', lease: lease(pick(usable)) }
-      if (candidates > 0) return { kind: 'cooling', retryInMs: earliest, rateLimited: false }
-      if (enabled === 0) return { kind: 'unavailable', reason: 'all-disabled' }
-      return { kind: 'unavailable', reason: 'all-excluded' }
+      const { signal } = acquireOptions
+      if (signal?.aborted) throw signal.reason
+      // Capacity freed without a report (a cooldown ended) goes to the queue first.
+      if (waiters.length > 0) serveWaiters()
+      const result = decide(acquireOptions.exclude)
+      const waitMs = acquireOptions.waitMs ?? 0
+      if (result.kind !== 'busy' || !(waitMs > 0)) return result
+      return wait(acquireOptions, waitMs)
     },
     async enable(id: string): Promise<void> {
-      const state = byId.get(id)
-      if (state !== undefined) state.disabled = false
+      setDisabled(id, false)
     },
     async disable(id: string): Promise<void> {
-      const state = byId.get(id)
-      if (state !== undefined) state.disabled = true
+      setDisabled(id, true)
     },
     async stats(): Promise<readonly KeyStats[]> {
       return states.map((state) => ({
@@ -322,6 +566,7 @@ export function createMemoryKeyPool(
           (state): KeyStateSnapshot => ({
             id: state.key.id,
             disabled: state.disabled,
+            disabledUntil: state.disabledUntil,
             cooldownUntil: state.cooldownUntil,
             failures: state.failures,
             circuit: state.circuit,

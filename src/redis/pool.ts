@@ -12,6 +12,8 @@ import {
   createMemoryKeyPool,
   type MemoryKeyPoolOptions,
   memoryKeyPoolDefaults,
+  outcomeKinds,
+  tellKeyState,
 } from '../key-pool/memory.js'
 import type {
   AcquireOptions,
@@ -20,6 +22,7 @@ import type {
   KeyOutcome,
   KeyPool,
   KeyPoolSnapshot,
+  KeyStateEvent,
   KeyStateSnapshot,
   KeyStats,
   PoolKey,
@@ -54,7 +57,8 @@ export interface RedisKeyPoolOptions extends MemoryKeyPoolOptions {
    */
   leaseTtlMs?: number
   /**
-   * How long a Redis call may take before the pool gives up on it and serves locally.
+   * How long a Redis call may take before the pool gives up on it and serves locally. A
+   * pool used before its client is `ready` waits this long for the connection first.
    * @default 500
    */
   commandTimeoutMs?: number
@@ -103,6 +107,7 @@ export interface RedisKeyPool extends KeyPool {
 export type RedisPoolOperation =
   | 'seed'
   | 'acquire'
+  | 'commit'
   | 'report'
   | 'enable'
   | 'disable'
@@ -137,17 +142,6 @@ export function isRedisUnavailableError(value: unknown): value is RedisUnavailab
 type OutcomeKind = KeyOutcome['kind']
 type Circuit = KeyStateSnapshot['circuit']
 
-const outcomeKinds: readonly OutcomeKind[] = [
-  'success',
-  'rate-limited',
-  'auth-failed',
-  'server-error',
-  'overloaded',
-  'protocol-fault',
-  'client-gone',
-  'rejected',
-]
-
 /** One key as a script returns it: the snapshot fields, inflight, leases, outcome counts. */
 type Row = readonly [
   disabled: 0 | 1,
@@ -157,24 +151,36 @@ type Row = readonly [
   circuitUntil: string,
   inflight: number,
   leases: number,
+  disabledUntil: string,
   outcomes?: readonly number[],
 ]
+/** `[1-based key index, state, reason, until ('' when unbounded)]`; `{}` when none (cjson). */
+type EventRows = readonly (readonly [
+  number,
+  KeyStateEvent['state'],
+  KeyStateEvent['reason'],
+  string,
+])[]
 type AcquireReply = readonly [
   verdict:
-    | readonly ['leased', number]
-    | readonly ['cooling', string]
-    | readonly ['unavailable', 'all-disabled' | 'all-excluded'],
+    | readonly ['leased', index: number, generation: number, probe: 0 | 1]
+    | readonly ['busy', retryInMs: string | number]
+    | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
+    | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]],
   now: string,
   rows: readonly Row[],
+  events: EventRows,
 ]
-type ReportReply = readonly [applied: 0 | 1, now: string, row: Row]
-type RowsReply = readonly [now: string, rows: readonly Row[]]
+type ReportReply = readonly [applied: 0 | 1, now: string, row: Row, events: EventRows]
+type RowReply = readonly [row: Row, events: EventRows]
+type RowsReply = readonly [now: string, rows: readonly Row[], events?: EventRows]
 
 /** An outcome reported during an outage for a lease Redis still holds. */
 interface Replay {
   /** 1-based index of the key (Lua). */
   readonly key: number
   readonly lease: string
+  readonly gen: number
   readonly kind: OutcomeKind
   readonly retryAfterMs?: number
   readonly at: number
@@ -182,8 +188,9 @@ interface Replay {
 
 interface SyncKey {
   /** Written only when Redis does not know the key (it restarted empty, or initialState). */
-  seed: readonly [0 | 1, number, number, Circuit, number]
+  seed: readonly [0 | 1, number, number, Circuit, number, number]
   disabled?: boolean
+  disabledUntil?: number
   cooldownUntil?: number
   circuit?: readonly [number, Circuit, number]
   /** Cumulative for this outage: leases, then one count per outcome kind. */
@@ -195,12 +202,23 @@ interface SyncPayload {
   release: readonly string[]
   replay: readonly Replay[]
   adopt: readonly (readonly [number, string])[]
-  config: { defaultCooldownMs: number; failureThreshold: number; circuitOpenMs: number }
+  config: ScriptConfig
+}
+
+/** The options the scripts apply, sent as JSON. */
+interface ScriptConfig {
+  readonly defaultCooldownMs: number
+  readonly failureThreshold: number
+  readonly breakerWindowMs: number
+  readonly breakerFailureRatio: number
+  readonly circuitOpenMs: number
+  readonly authDisableMs: number
 }
 
 /** What this replica last learned from Redis about one key. */
 interface Known {
   disabled: boolean
+  disabledUntil: number
   cooldownUntil: number
   failures: number
   circuit: Circuit
@@ -224,6 +242,10 @@ interface Fallback {
 interface OpenLease {
   readonly index: number
   readonly id: string
+  /** The key's breaker generation when the lease was handed out. */
+  readonly gen: number
+  /** Redis made it a probe (half-open circuit or auth hold): its commit must reach Redis. */
+  readonly probe: boolean
   /** Redis counts this lease (it came from Redis, or was adopted after an outage). */
   inRedis: boolean
   local: { readonly fallback: Fallback; readonly lease: KeyLease } | undefined
@@ -234,8 +256,15 @@ interface OpenLease {
 interface ScriptClient {
   readonly status: string
   ping(): Promise<unknown>
-  hset(key: string, field: string, value: string): Promise<unknown>
   defineCommand(name: string, definition: { lua: string }): void
+  once(event: 'ready', listener: () => void): unknown
+  off(event: 'ready', listener: () => void): unknown
+}
+
+/** A request of this replica waiting at the in-flight cap. */
+interface RedisWaiter {
+  /** Asks Redis again; `passOn` lets a waiter that excludes keys wake the next one. */
+  attempt(passOn: boolean): void
 }
 
 type ScriptName = keyof typeof luaScripts
@@ -261,6 +290,9 @@ const commandNames = Object.fromEntries(
 ) as Record<ScriptName, string>
 
 const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
+/** A waiter's poll of Redis starts at this interval and doubles up to `pollMaxMs`. */
+const pollStartMs = 25
+const pollMaxMs = 100
 const maxAbandoned = 1024
 /** setTimeout/setInterval fire at once beyond this. */
 const maxDelay = 2 ** 31 - 1
@@ -283,8 +315,19 @@ function callHook<A extends unknown[]>(hook: ((...args: A) => void) | undefined,
  * uses the same `prefix`: a 429 seen by one replica cools the key for all, a 401 disables it
  * everywhere, and `maxInflight` holds across the fleet.
  *
- * - Outcomes mean what they mean for {@link createMemoryKeyPool}: the same cooldowns,
- *   disables, circuit breaker and selection (`round-robin`, `weighted`, `least-inflight`).
+ * - Outcomes mean what they mean for {@link createMemoryKeyPool}: the same answers (`busy`
+ *   at the in-flight cap, `cooling` with `rateLimited`), cooldowns, timed auth holds with a
+ *   probe, failure-rate circuit breaker over `breakerWindowMs`, `onKeyState` events and
+ *   selection (`round-robin`, `weighted`, `least-inflight`).
+ * - `acquire({ waitMs })` at the cap waits in this replica's FIFO queue. Only its head asks
+ *   Redis: at once when a lease of this replica is reported, else on a backoff poll (25 ms
+ *   doubling to 100 ms, so at most ~10 script calls a second for the whole queue), since
+ *   releases on other replicas are not announced. While this replica has waiters, an
+ *   `acquire` without `waitMs` answers `busy` without asking Redis, so it cannot take the
+ *   slot a release frees for them.
+ * - A lease's `commit()` reaches Redis only when the lease is a probe (half-open circuit or
+ *   auth hold); `report` waits for it. Renewal of a lease stops the moment it is reported.
+ * - Used before the client is `ready`, the pool waits up to `commandTimeoutMs` for it.
  * - Acquire and report are single Lua scripts, atomic across replicas. Only key ids and
  *   lease ids go to Redis; secrets stay in the process.
  * - Leases expire `leaseTtlMs` after their replica last renewed them, so a crashed
@@ -337,9 +380,6 @@ export function createRedisKeyPool(
   const config = {
     selection: memoryOptions.selection ?? redisKeyPoolDefaults.selection,
     maxInflight: memoryOptions.maxInflight ?? redisKeyPoolDefaults.maxInflight,
-    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? redisKeyPoolDefaults.defaultCooldownMs,
-    failureThreshold: memoryOptions.failureThreshold ?? redisKeyPoolDefaults.failureThreshold,
-    circuitOpenMs: memoryOptions.circuitOpenMs ?? redisKeyPoolDefaults.circuitOpenMs,
     leaseTtlMs: positive('leaseTtlMs', leaseTtlMs ?? redisKeyPoolDefaults.leaseTtlMs),
     commandTimeoutMs: positive(
       'commandTimeoutMs',
@@ -367,14 +407,20 @@ export function createRedisKeyPool(
   const cursorKey = `${tag}:cursor`
   const localNow = now ?? Date.now
   const clockArg = () => (now === undefined ? '-1' : String(now()))
-  const scriptConfig = {
-    defaultCooldownMs: config.defaultCooldownMs,
-    failureThreshold: config.failureThreshold,
-    circuitOpenMs: config.circuitOpenMs,
+  const d = redisKeyPoolDefaults
+  const scriptConfig: ScriptConfig = {
+    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
+    failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
+    breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
+    breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
+    circuitOpenMs: memoryOptions.circuitOpenMs ?? d.circuitOpenMs,
+    authDisableMs: memoryOptions.authDisableMs ?? d.authDisableMs,
   }
+  const configJson = JSON.stringify(scriptConfig)
 
   const known: Known[] = initial.toJSON().keys.map((state) => ({
     disabled: state.disabled,
+    disabledUntil: state.disabledUntil ?? 0,
     cooldownUntil: state.cooldownUntil,
     failures: state.failures,
     circuit: state.circuit,
@@ -401,6 +447,26 @@ export function createRedisKeyPool(
   let lastProbe = 0
   let renewTimer: ReturnType<typeof setInterval> | undefined
   let closed = false
+  const waiters: RedisWaiter[] = []
+
+  /** Resolves once the client is `ready`; false when it was not within `commandTimeoutMs`. */
+  function connection(): Promise<boolean> {
+    if (client.status === 'ready') return Promise.resolve(true)
+    return new Promise<boolean>((resolve) => {
+      const onReady = () => {
+        clearTimeout(timer)
+        resolve(true)
+      }
+      const timer = setTimeout(
+        () => {
+          client.off('ready', onReady)
+          resolve(false)
+        },
+        Math.min(config.commandTimeoutMs, maxDelay),
+      )
+      client.once('ready', onReady)
+    })
+  }
 
   function run<T>(operation: RedisPoolOperation, send: () => Promise<T>): Promise<T> {
     // Fail at once rather than queue behind a connection that is down.
@@ -408,6 +474,16 @@ export function createRedisKeyPool(
       return Promise.reject(
         new RedisUnavailableError(operation, new Error(`the connection is ${client.status}`)),
       )
+    }
+    // Still connecting (a pool used at start-up): wait for it rather than go local at once.
+    if (client.status !== 'ready') {
+      return connection().then((ready) => {
+        if (ready) return run(operation, send)
+        throw new RedisUnavailableError(
+          operation,
+          new Error(`the connection was not ready within ${config.commandTimeoutMs} ms`),
+        )
+      })
     }
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(
@@ -421,7 +497,10 @@ export function createRedisKeyPool(
         },
         Math.min(config.commandTimeoutMs, maxDelay),
       )
-      ;(timer as { unref?: () => void }).unref?.()
+      // Only housekeeping lets the process exit; a request's own call holds it.
+      if (operation === 'renew' || operation === 'probe') {
+        ;(timer as { unref?: () => void }).unref?.()
+      }
       new Promise<T>((sent) => sent(send())).then(
         (value) => {
           clearTimeout(timer)
@@ -461,7 +540,8 @@ export function createRedisKeyPool(
     state.circuit = row[3]
     state.circuitUntil = Number(row[4])
     state.leases = row[6]
-    const counts = row[7]
+    state.disabledUntil = Number(row[7])
+    const counts = row[8]
     if (counts !== undefined) {
       outcomeKinds.forEach((kind, j) => {
         state.outcomes[kind] = counts[j] ?? 0
@@ -480,12 +560,28 @@ export function createRedisKeyPool(
         (state, index): KeyStateSnapshot => ({
           id: ids[index] as string,
           disabled: state.disabled,
+          disabledUntil: state.disabledUntil,
           cooldownUntil: state.cooldownUntil,
           failures: state.failures,
           circuit: state.circuit,
           circuitUntil: state.circuitUntil,
         }),
       ),
+    }
+  }
+
+  /** Tells `onKeyState` what a script changed. */
+  function tellEvents(events: EventRows | undefined, index?: number): void {
+    if (!Array.isArray(events)) return
+    for (const [i, state, reason, until] of events) {
+      const keyId = ids[index ?? i - 1]
+      if (keyId === undefined) continue
+      tellKeyState(memoryOptions.onKeyState, {
+        keyId,
+        state,
+        reason,
+        ...(until === '' ? {} : { until: Number(until) }),
+      })
     }
   }
 
@@ -514,13 +610,14 @@ export function createRedisKeyPool(
       config: scriptConfig,
     }
     try {
-      const [, rows] = await script<RowsReply>(
+      const [, rows, events] = await script<RowsReply>(
         'seed',
         'sync',
         [`${tag}:g:${replica}:seed`, ...allKeys],
         [clockArg(), config.leaseTtlMs, JSON.stringify(payload)],
       )
       learnAll(rows)
+      tellEvents(events)
     } catch (error) {
       degrade(asUnavailable(error, 'seed'))
     }
@@ -533,6 +630,7 @@ export function createRedisKeyPool(
       state.failures,
       state.circuit,
       state.circuitUntil,
+      state.disabledUntil ?? 0,
     ]
   }
 
@@ -610,7 +708,13 @@ export function createRedisKeyPool(
                   ...outcomeKinds.map((kind) => stats.outcomes[kind]),
                 ],
         }
-        if (state.disabled !== before.disabled) entry.disabled = state.disabled
+        if (
+          state.disabled !== before.disabled ||
+          (state.disabledUntil ?? 0) !== (before.disabledUntil ?? 0)
+        ) {
+          entry.disabled = state.disabled
+          entry.disabledUntil = state.disabledUntil ?? 0
+        }
         if (
           state.failures !== before.failures ||
           state.circuit !== before.circuit ||
@@ -626,13 +730,14 @@ export function createRedisKeyPool(
       config: scriptConfig,
     }
     try {
-      const [, rows] = await script<RowsReply>(
+      const [, rows, events] = await script<RowsReply>(
         'resync',
         'sync',
         [`${tag}:g:${current.id}`, ...allKeys],
         [clockArg(), config.leaseTtlMs, JSON.stringify(payload)],
       )
       learnAll(rows)
+      tellEvents(events)
     } catch {
       // Still unreachable: keep serving locally; a later probe tries again.
       lastProbe = Date.now()
@@ -679,31 +784,64 @@ export function createRedisKeyPool(
     })
   }
 
-  function leaseFor(open: OpenLease): KeyLease {
-    const key = keys[open.index] as PoolKey
+  function leaseFor(entry: OpenLease): KeyLease {
+    const key = keys[entry.index] as PoolKey
     let reported = false
+    let committed: Promise<void> | undefined
     return {
       keyId: key.id,
       secret: key.secret,
       metadata: key.metadata,
-      commit(): void {},
+      commit(): void {
+        if (reported || committed !== undefined) return
+        committed = commitLease(entry)
+      },
       async report(outcome: KeyOutcome): Promise<void> {
         if (reported) return
         reported = true
-        try {
-          await record(open, outcome)
-        } finally {
-          openLeases.delete(open)
-          if (openLeases.size === 0) stopRenewal()
-        }
+        // Renewal stops for this lease now: it is never renewed after its report.
+        openLeases.delete(entry)
+        if (openLeases.size === 0) stopRenewal()
+        await committed
+        await record(entry, outcome)
+        waiters[0]?.attempt(true)
       },
     }
   }
 
-  function open(index: number, id: string, inRedis: boolean, local?: OpenLease['local']) {
-    const entry: OpenLease = { index, id, inRedis, local, shadowing: undefined }
+  function open(
+    index: number,
+    id: string,
+    inRedis: boolean,
+    lease: { gen: number; probe: boolean },
+    local?: OpenLease['local'],
+  ) {
+    const entry: OpenLease = { index, id, ...lease, inRedis, local, shadowing: undefined }
     openLeases.add(entry)
     return leaseFor(entry)
+  }
+
+  /** Only a probe's commit changes anything (it closes the circuit or re-enables the key). */
+  async function commitLease(entry: OpenLease): Promise<void> {
+    await entry.shadowing
+    if (entry.local !== undefined) {
+      entry.local.lease.commit()
+      return
+    }
+    if (!entry.probe || fallback !== undefined) return
+    const [stateKey, leasesKey] = redisKeys[entry.index] as string[]
+    try {
+      const [row, events] = await script<RowReply>(
+        'commit',
+        'commit',
+        [stateKey as string, leasesKey as string],
+        [clockArg(), entry.id],
+      )
+      learn(entry.index, row)
+      tellEvents(events, entry.index)
+    } catch (error) {
+      degrade(asUnavailable(error, 'commit'))
+    }
   }
 
   async function record(lease: OpenLease, outcome: KeyOutcome): Promise<void> {
@@ -715,7 +853,7 @@ export function createRedisKeyPool(
     let current = fallback
     if (current === undefined) {
       try {
-        const [, , row] = await script<ReportReply>(
+        const [, , row, events] = await script<ReportReply>(
           'report',
           'report',
           redisKeys[lease.index] as string[],
@@ -725,12 +863,12 @@ export function createRedisKeyPool(
             lease.id,
             outcome.kind,
             retryAfterMs === undefined ? '' : String(retryAfterMs),
-            config.defaultCooldownMs,
-            config.failureThreshold,
-            config.circuitOpenMs,
+            configJson,
+            lease.gen,
           ],
         )
         learn(lease.index, row)
+        tellEvents(events, lease.index)
         return
       } catch (error) {
         current = degrade(asUnavailable(error, 'report'))
@@ -747,6 +885,7 @@ export function createRedisKeyPool(
     current.replay.push({
       key: lease.index + 1,
       lease: lease.id,
+      gen: lease.gen,
       kind: outcome.kind,
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
       at: localNow(),
@@ -754,11 +893,160 @@ export function createRedisKeyPool(
   }
 
   async function acquireLocally(current: Fallback, options: AcquireOptions) {
-    const result = await current.pool.acquire(options)
+    const result = await current.pool.acquire({ exclude: options.exclude })
     if (result.kind !== 'leased') return result
     const index = indexOf.get(result.lease.keyId) ?? 0
-    const lease = open(index, nextId(), false, { fallback: current, lease: result.lease })
+    const lease = open(
+      index,
+      nextId(),
+      false,
+      { gen: 0, probe: false },
+      { fallback: current, lease: result.lease },
+    )
     return { kind: 'leased', lease } as const
+  }
+
+  function answer(verdict: AcquireReply[0], id: string): AcquireResult {
+    switch (verdict[0]) {
+      case 'leased': {
+        const lease = open(verdict[1] - 1, id, true, { gen: verdict[2], probe: verdict[3] === 1 })
+        startRenewal()
+        return { kind: 'leased', lease }
+      }
+      case 'busy': {
+        const retryInMs = Number(verdict[1])
+        return { kind: 'busy', retryInMs: retryInMs < 0 ? undefined : retryInMs }
+      }
+      case 'cooling':
+        return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: verdict[2] === 1 }
+      default: {
+        if (verdict[1] === 'all-excluded') return { kind: 'unavailable', reason: 'all-excluded' }
+        // cjson writes an empty list as {}.
+        const rejected = Array.isArray(verdict[2]) ? verdict[2] : []
+        const rejectedKeyIds = rejected.map((index) => ids[index - 1] as string)
+        return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
+      }
+    }
+  }
+
+  /** One answer, from Redis or (while it is down) from the local fallback. */
+  async function acquireOnce(options: AcquireOptions): Promise<AcquireResult> {
+    await ready()
+    let current = fallback
+    if (current === undefined) {
+      const id = nextId()
+      const exclude = options.exclude
+      try {
+        const [verdict, , rows, events] = await script<AcquireReply>(
+          'acquire',
+          'acquire',
+          [cursorKey, ...allKeys],
+          [
+            clockArg(),
+            config.leaseTtlMs,
+            id,
+            config.selection,
+            configJson,
+            ...ids.flatMap((keyId, index) => {
+              const [limit, weight] = perKeyArgs[index] as number[]
+              return [
+                exclude?.has(keyId) ? 1 : 0,
+                limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
+                weight ?? 1,
+              ]
+            }),
+          ],
+        )
+        learnAll(rows)
+        tellEvents(events)
+        return answer(verdict, id)
+      } catch (error) {
+        // Redis may still run it: free the slot it would take when Redis is back.
+        abandoned.push(id)
+        if (abandoned.length > maxAbandoned) abandoned.shift()
+        current = degrade(asUnavailable(error, 'acquire'))
+      }
+    } else probe()
+    return acquireLocally(current, options)
+  }
+
+  /**
+   * Waits in this replica's FIFO queue for a slot. Only the head asks Redis, on a backoff
+   * poll (25 ms doubling to 100 ms: releases on other replicas are not announced) and at
+   * once when a lease of this replica is reported; a head that gets a lease hands the turn
+   * to the next waiter at once, since capacity may remain.
+   */
+  function waitForSlot(options: AcquireOptions, waitMs: number): Promise<AcquireResult> {
+    const { signal } = options
+    return new Promise<AcquireResult>((resolve, reject) => {
+      let delay = pollStartMs
+      let poll: ReturnType<typeof setTimeout> | undefined
+      let running = false
+      let rerun = false
+      let timedOut = false
+      let settled = false
+      const settle = (finish: () => void) => {
+        settled = true
+        clearTimeout(poll)
+        clearTimeout(deadline)
+        signal?.removeEventListener('abort', onAbort)
+        const index = waiters.indexOf(waiter)
+        if (index >= 0) waiters.splice(index, 1)
+        finish()
+        if (index === 0) waiters[0]?.attempt(false)
+      }
+      const schedule = () => {
+        if (settled || running || waiters[0] !== waiter) return
+        clearTimeout(poll)
+        // Request-scoped, like the deadline: it holds the process while the caller waits.
+        poll = setTimeout(() => waiter.attempt(false), delay)
+        delay = Math.min(delay * 2, pollMaxMs)
+      }
+      const settleWith = (result: AcquireResult, passOn: boolean) => {
+        running = false
+        if (settled) {
+          // Aborted while Redis was answering: give the lease straight back.
+          if (result.kind === 'leased') void result.lease.report({ kind: 'cancelled' })
+          return
+        }
+        if (result.kind !== 'busy' || timedOut) return settle(() => resolve(result))
+        if (rerun) {
+          rerun = false
+          return waiter.attempt(passOn)
+        }
+        // A waiter that excludes keys may have missed a slot the next one can take.
+        if (passOn && (options.exclude?.size ?? 0) > 0) {
+          waiters[waiters.indexOf(waiter) + 1]?.attempt(true)
+        }
+        schedule()
+      }
+      const waiter: RedisWaiter = {
+        attempt(passOn) {
+          if (settled) return
+          if (running) {
+            rerun = true
+            return
+          }
+          running = true
+          clearTimeout(poll)
+          acquireOnce(options).then(
+            (result) => settleWith(result, passOn),
+            (error: unknown) => {
+              running = false
+              if (!settled) settle(() => reject(error))
+            },
+          )
+        },
+      }
+      const onAbort = () => settle(() => reject(signal?.reason))
+      const deadline = setTimeout(() => {
+        timedOut = true
+        if (!running) waiter.attempt(false)
+      }, waitMs)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      waiters.push(waiter)
+      schedule()
+    })
   }
 
   async function setDisabled(id: string, disabled: boolean): Promise<void> {
@@ -768,12 +1056,17 @@ export function createRedisKeyPool(
     let current = fallback
     if (current === undefined) {
       const operation = disabled ? 'disable' : 'enable'
+      const [stateKey, leasesKey] = redisKeys[index] as string[]
       try {
-        await run(operation, () =>
-          client.hset(redisKeys[index]?.[0] as string, 'disabled', disabled ? '1' : '0'),
+        const [row, events] = await script<RowReply>(
+          operation,
+          'toggle',
+          [stateKey as string, leasesKey as string],
+          [clockArg(), disabled ? 1 : 0],
         )
-        const state = known[index]
-        if (state !== undefined) state.disabled = disabled
+        learn(index, row)
+        tellEvents(events, index)
+        if (!disabled) waiters[0]?.attempt(true)
         return
       } catch (error) {
         current = degrade(asUnavailable(error, operation))
@@ -788,48 +1081,20 @@ export function createRedisKeyPool(
     },
     async acquire(acquireOptions: AcquireOptions = {}): Promise<AcquireResult> {
       if (keys.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
-      await ready()
-      let current = fallback
-      if (current === undefined) {
-        const id = nextId()
-        const exclude = acquireOptions.exclude
-        try {
-          const [verdict, , rows] = await script<AcquireReply>(
-            'acquire',
-            'acquire',
-            [cursorKey, ...allKeys],
-            [
-              clockArg(),
-              config.leaseTtlMs,
-              id,
-              config.selection,
-              ...ids.flatMap((keyId, index) => {
-                const [limit, weight] = perKeyArgs[index] as number[]
-                return [
-                  exclude?.has(keyId) ? 1 : 0,
-                  limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
-                  weight ?? 1,
-                ]
-              }),
-            ],
-          )
-          learnAll(rows)
-          if (verdict[0] === 'leased') {
-            const lease = open(verdict[1] - 1, id, true)
-            startRenewal()
-            return { kind: 'leased', lease }
-          }
-          if (verdict[0] === 'cooling')
-            return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: false }
-          return { kind: 'unavailable', reason: verdict[1] }
-        } catch (error) {
-          // Redis may still run it: free the slot it would take when Redis is back.
-          abandoned.push(id)
-          if (abandoned.length > maxAbandoned) abandoned.shift()
-          current = degrade(asUnavailable(error, 'acquire'))
-        }
-      } else probe()
-      return acquireLocally(current, acquireOptions)
+      const { signal } = acquireOptions
+      if (signal?.aborted) throw signal.reason
+      const waitMs = acquireOptions.waitMs ?? 0
+      // Waiters of this replica go first: a newcomer does not take the slot a release frees.
+      if (waiters.length > 0) {
+        return waitMs > 0
+          ? waitForSlot(acquireOptions, waitMs)
+          : { kind: 'busy', retryInMs: undefined }
+      }
+      const result = await acquireOnce(acquireOptions)
+      if (result.kind !== 'busy' || !(waitMs > 0)) return result
+      // Aborted while Redis answered: do not start waiting.
+      if (signal?.aborted) throw signal.reason
+      return waitForSlot(acquireOptions, waitMs)
     },
     enable(id: string): Promise<void> {
       return setDisabled(id, false)

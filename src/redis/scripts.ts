@@ -1,13 +1,16 @@
 /**
  * The Lua scripts of the Redis key pool. Each one runs atomically inside Redis, so replicas
  * never lease a key past its `maxInflight` or lose a cooldown to a race. They mirror
- * `record`, `waitFor` and `pick` of the memory pool line for line.
+ * `refresh`, `availability`, `learn`, `provenGood` and `pick` of the memory pool, and its
+ * breaker window (`key-pool/window.ts`), line for line.
  *
  * Layout of one key's state (all keys of a pool share the `{prefix}` hash tag, so a
  * script's keys live in one Redis Cluster slot):
- * - `{prefix}:s:<id>` hash: `disabled`, `cooldownUntil`, `failures`, `circuit`,
- *   `circuitUntil`, `trial` (lease id of a half-open trial), `cw` (weighted selection),
- *   `leases`, and one `o:<outcome>` counter per outcome kind.
+ * - `{prefix}:s:<id>` hash: `disabled`, `disabledUntil` (0: operator hold), `cooldownUntil`,
+ *   `failures`, `circuit`, `circuitUntil`, `trial` (lease id of the half-open probe),
+ *   `atrial` (lease id of the auth-hold probe), `gen` (bumped when the circuit opens or
+ *   closes), `win` (the breaker window's buckets), `cw` (weighted selection), `leases`, and
+ *   one `o:<outcome>` counter per outcome kind.
  * - `{prefix}:l:<id>` sorted set: open lease ids scored by their expiry (the inflight count).
  * - `{prefix}:d:<id>` sorted set: reported lease ids, so a report replayed after an outage
  *   is applied once.
@@ -33,30 +36,52 @@ local function num(x)
 end
 
 local OUTCOMES = {'success', 'rate-limited', 'auth-failed', 'server-error', 'overloaded',
-  'protocol-fault', 'client-gone', 'rejected'}
+  'protocol-fault', 'client-gone', 'rejected', 'cancelled'}
 local COUNTERS = {}
 for j, kind in ipairs(OUTCOMES) do COUNTERS[j] = 'o:' .. kind end
 
+-- The breaker window: "start,leases,failures;..." (%.17g, so no digit is lost).
+local function decodeWindow(text)
+  local win = {}
+  for bucket in string.gmatch(text or '', '[^;]+') do
+    local b = {}
+    for field in string.gmatch(bucket, '[^,]+') do b[#b + 1] = tonumber(field) end
+    win[#win + 1] = b
+  end
+  return win
+end
+
+local function encodeWindow(win)
+  local parts = {}
+  for j, b in ipairs(win) do parts[j] = num(b[1]) .. ',' .. num(b[2]) .. ',' .. num(b[3]) end
+  return table.concat(parts, ';')
+end
+
 local function load(key)
-  local v = redis.call('HMGET', key, 'disabled', 'cooldownUntil', 'failures', 'circuit',
-    'circuitUntil', 'trial', 'cw', 'leases')
+  local v = redis.call('HMGET', key, 'disabled', 'disabledUntil', 'cooldownUntil', 'failures',
+    'circuit', 'circuitUntil', 'trial', 'atrial', 'gen', 'win', 'cw', 'leases')
   return {
     disabled = v[1] == '1',
-    cooldownUntil = tonumber(v[2]) or 0,
-    failures = tonumber(v[3]) or 0,
-    circuit = v[4] or 'closed',
-    circuitUntil = tonumber(v[5]) or 0,
-    trial = v[6] or '',
-    cw = tonumber(v[7]) or 0,
-    leases = tonumber(v[8]) or 0,
+    disabledUntil = tonumber(v[2]) or 0,
+    cooldownUntil = tonumber(v[3]) or 0,
+    failures = tonumber(v[4]) or 0,
+    circuit = v[5] or 'closed',
+    circuitUntil = tonumber(v[6]) or 0,
+    trial = v[7] or '',
+    atrial = v[8] or '',
+    gen = tonumber(v[9]) or 0,
+    win = decodeWindow(v[10]),
+    cw = tonumber(v[11]) or 0,
+    leases = tonumber(v[12]) or 0,
   }
 end
 
 local function save(key, s)
   redis.call('HSET', key, 'disabled', s.disabled and '1' or '0',
-    'cooldownUntil', num(s.cooldownUntil), 'failures', num(s.failures), 'circuit', s.circuit,
-    'circuitUntil', num(s.circuitUntil), 'trial', s.trial, 'cw', num(s.cw),
-    'leases', num(s.leases))
+    'disabledUntil', num(s.disabledUntil), 'cooldownUntil', num(s.cooldownUntil),
+    'failures', num(s.failures), 'circuit', s.circuit, 'circuitUntil', num(s.circuitUntil),
+    'trial', s.trial, 'atrial', s.atrial, 'gen', num(s.gen), 'win', encodeWindow(s.win),
+    'cw', num(s.cw), 'leases', num(s.leases))
 end
 
 local function live(leasesKey, now)
@@ -66,33 +91,128 @@ end
 -- One key as the client caches it; with its outcome counters when stateKey is given.
 local function view(s, inflight, stateKey)
   local row = {s.disabled and 1 or 0, num(s.cooldownUntil), s.failures, s.circuit,
-    num(s.circuitUntil), inflight, s.leases}
+    num(s.circuitUntil), inflight, s.leases, num(s.disabledUntil)}
   if stateKey then
     local counts = redis.call('HMGET', stateKey, unpack(COUNTERS))
     local out = {}
     for j = 1, #COUNTERS do out[j] = tonumber(counts[j]) or 0 end
-    row[8] = out
+    row[9] = out
   end
   return row
 end
 
--- The memory pool's record(): what an outcome does to its key.
-local function record(stateKey, s, kind, retryAfterMs, now, cfg)
-  redis.call('HINCRBY', stateKey, 'o:' .. kind, 1)
-  local trial = s.trial ~= ''
-  s.trial = ''
-  if kind == 'success' or kind == 'rejected' then
-    s.failures = 0
+local function tell(events, i, state, reason, untilMs)
+  events[#events + 1] = {i, state, reason, untilMs and num(untilMs) or ''}
+end
+
+-- The memory pool's window.ts: pruneWindow, countInWindow, windowTotals.
+local function totals(win)
+  local leases, failures = 0, 0
+  for _, b in ipairs(win) do
+    leases = leases + b[2]
+    failures = failures + b[3]
+  end
+  return leases, failures
+end
+
+local function prune(s, now, windowMs)
+  local size = windowMs / 10
+  local drop = 0
+  while drop < #s.win and s.win[drop + 1][1] + size <= now - windowMs do drop = drop + 1 end
+  if drop == 0 then return false end
+  local kept = {}
+  for j = drop + 1, #s.win do kept[#kept + 1] = s.win[j] end
+  s.win = kept
+  local _, failures = totals(kept)
+  s.failures = failures
+  return true
+end
+
+local function count(s, now, windowMs, field)
+  local size = windowMs / 10
+  local start = math.floor(now / size) * size
+  local last = s.win[#s.win]
+  if last == nil or last[1] < start then
+    last = {start, 0, 0}
+    s.win[#s.win + 1] = last
+    if #s.win > 11 then table.remove(s.win, 1) end
+  end
+  last[field] = last[field] + 1
+end
+
+-- The memory pool's refresh(): the window slides; an open circuit whose time is up half-opens.
+local function refresh(s, now, cfg, events, i)
+  local changed = prune(s, now, cfg.breakerWindowMs)
+  if s.circuit == 'open' and s.circuitUntil <= now then
+    s.circuit = 'half-open'
+    s.trial = ''
+    tell(events, i, 'circuit-half-open', 'timer')
+    changed = true
+  end
+  return changed
+end
+
+-- The memory pool's provenGood(): a probe's first output closes or re-enables.
+local function provenGood(s, leaseId, events, i)
+  local changed = false
+  if s.trial ~= '' and s.trial == leaseId then
+    s.trial = ''
     s.circuit = 'closed'
-  elseif kind == 'rate-limited' then
-    s.cooldownUntil = math.max(s.cooldownUntil, now + (retryAfterMs or cfg.defaultCooldownMs))
+    s.gen = s.gen + 1
+    s.win = {}
+    s.failures = 0
+    tell(events, i, 'circuit-closed', 'probe-succeeded')
+    changed = true
+  end
+  if s.atrial ~= '' and s.atrial == leaseId then
+    s.atrial = ''
+    s.disabled = false
+    s.disabledUntil = 0
+    tell(events, i, 'enabled', 'probe-succeeded')
+    changed = true
+  end
+  return changed
+end
+
+local function openCircuit(s, now, cfg, reason, events, i)
+  s.circuit = 'open'
+  s.circuitUntil = now + cfg.circuitOpenMs
+  s.gen = s.gen + 1
+  s.win = {}
+  s.failures = 0
+  tell(events, i, 'circuit-open', reason, s.circuitUntil)
+end
+
+-- The memory pool's learn(): what an outcome does to its key.
+local function record(stateKey, s, leaseId, gen, kind, retryAfterMs, now, cfg, events, i)
+  redis.call('HINCRBY', stateKey, 'o:' .. kind, 1)
+  refresh(s, now, cfg, events, i)
+  if kind == 'success' or kind == 'rejected' then provenGood(s, leaseId, events, i) end
+  local probe = s.trial ~= '' and s.trial == leaseId
+  if probe then s.trial = '' end
+  if s.atrial ~= '' and s.atrial == leaseId then s.atrial = '' end
+  if kind == 'rate-limited' then
+    local untilMs = now + (retryAfterMs or cfg.defaultCooldownMs)
+    if untilMs > s.cooldownUntil then
+      s.cooldownUntil = untilMs
+      tell(events, i, 'cooling', 'rate-limited', untilMs)
+    end
   elseif kind == 'auth-failed' then
-    s.disabled = true
+    if not s.disabled or s.disabledUntil > 0 then
+      s.disabled = true
+      s.disabledUntil = now + cfg.authDisableMs
+      tell(events, i, 'disabled', 'auth-failed', s.disabledUntil)
+    end
   elseif kind == 'server-error' then
-    s.failures = s.failures + 1
-    if trial or s.failures >= cfg.failureThreshold then
-      s.circuit = 'open'
-      s.circuitUntil = now + cfg.circuitOpenMs
+    if probe then
+      openCircuit(s, now, cfg, 'probe-failed', events, i)
+    elseif s.circuit == 'closed' and gen == s.gen then
+      count(s, now, cfg.breakerWindowMs, 3)
+      local leases, failures = totals(s.win)
+      s.failures = failures
+      if failures >= cfg.failureThreshold and failures >= cfg.breakerFailureRatio * leases then
+        openCircuit(s, now, cfg, 'failure-rate', events, i)
+      end
     end
   end
   save(stateKey, s)
@@ -101,19 +221,21 @@ end
 
 /**
  * KEYS: cursor, then state, leases, done of every key.
- * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, then per key: excluded (1/0),
- * maxInflight (-1: none), weight.
- * Returns `[[verdict, detail], now, rows]`.
+ * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), then per key:
+ * excluded (1/0), maxInflight (-1: none), weight.
+ * Returns `[[verdict, ...detail], now, rows, events]`: `['leased', index, generation, probe]`,
+ * `['busy', retryInMs or -1]`, `['cooling', retryInMs, rateLimited]` or
+ * `['unavailable', reason, rejected indexes]`.
  */
 const acquire = `${prelude}
 local now = clock(ARGV[1])
 local ttl = tonumber(ARGV[2])
 local leaseId = ARGV[3]
 local selection = ARGV[4]
+local cfg = cjson.decode(ARGV[5])
 local n = (#KEYS - 1) / 3
-local keys = {}
-local usable = {}
-local candidates, enabled, earliest = 0, 0, nil
+local keys, usable, events = {}, {}, {}
+local busy, cooling, rateLimited, earliest = false, false, true, nil
 for i = 1, n do
   local sk, lk, dk = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
   redis.call('ZREMRANGEBYSCORE', lk, '-inf', num(now))
@@ -122,31 +244,39 @@ for i = 1, n do
   s.stateKey, s.leasesKey = sk, lk
   s.inflight = redis.call('ZCARD', lk)
   local changed = false
-  -- A trial whose lease expired (its replica crashed) no longer holds the half-open slot.
+  -- A probe whose lease expired (its replica crashed) no longer holds the probe slot.
   if s.trial ~= '' and not redis.call('ZSCORE', lk, s.trial) then
     s.trial = ''
     changed = true
   end
-  if s.circuit == 'open' and s.circuitUntil <= now then
-    s.circuit = 'half-open'
+  if s.atrial ~= '' and not redis.call('ZSCORE', lk, s.atrial) then
+    s.atrial = ''
     changed = true
   end
+  if refresh(s, now, cfg, events, i) then changed = true end
   if changed then save(sk, s) end
-  local a = 4 + 3 * (i - 1)
-  s.max = tonumber(ARGV[a + 2])
-  s.weight = tonumber(ARGV[a + 3])
-  if not s.disabled then enabled = enabled + 1 end
-  if ARGV[a + 1] ~= '1' and not s.disabled then
-    local wait = math.max(0, s.cooldownUntil - now)
-    if s.circuit == 'open' then wait = math.max(wait, s.circuitUntil - now) end
-    if s.circuit == 'half-open' and s.trial ~= '' then wait = math.max(wait, 1) end
-    if s.max >= 0 and s.inflight >= s.max then wait = math.max(wait, 1) end
-    candidates = candidates + 1
-    if wait == 0 then
+  local a = 6 + 3 * (i - 1)
+  s.max = tonumber(ARGV[a + 1])
+  s.weight = tonumber(ARGV[a + 2])
+  if ARGV[a] ~= '1' and not (s.disabled and s.disabledUntil == 0) then
+    local wait = nil
+    local cooldown = math.max(0, s.cooldownUntil - now)
+    local open = 0
+    if s.circuit == 'open' then open = math.max(0, s.circuitUntil - now) end
+    if s.disabled and s.disabledUntil > now then
+      wait = s.disabledUntil - now
+      rateLimited = false
+    elseif cooldown > 0 or open > 0 then
+      wait = math.max(cooldown, open)
+      cooling = true
+      if open > 0 then rateLimited = false end
+    elseif (s.max >= 0 and s.inflight >= s.max) or (s.circuit == 'half-open' and s.trial ~= '')
+      or (s.disabled and s.atrial ~= '') then
+      busy = true
+    else
       usable[#usable + 1] = i
-    elseif earliest == nil or wait < earliest then
-      earliest = wait
     end
+    if wait ~= nil and (earliest == nil or wait < earliest) then earliest = wait end
   end
   keys[i] = s
 end
@@ -172,9 +302,9 @@ if #usable > 0 then
     local best
     for _, i in ipairs(usable) do
       local order = (i - 1 - cursor) % n
-      local busy = selection == 'least-inflight' and keys[i].inflight or 0
-      if best == nil or busy < best.busy or (busy == best.busy and order < best.order) then
-        best = { index = i, order = order, busy = busy }
+      local load = selection == 'least-inflight' and keys[i].inflight or 0
+      if best == nil or load < best.load or (load == best.load and order < best.order) then
+        best = { index = i, order = order, load = load }
       end
     end
     chosen = best.index
@@ -184,52 +314,100 @@ if #usable > 0 then
   redis.call('ZADD', s.leasesKey, num(now + ttl), leaseId)
   s.inflight = s.inflight + 1
   s.leases = s.leases + 1
-  if s.circuit == 'half-open' then s.trial = leaseId end
+  count(s, now, cfg.breakerWindowMs, 2)
+  local probe = 0
+  if s.circuit == 'half-open' then
+    s.trial = leaseId
+    probe = 1
+  end
+  if s.disabled then
+    s.atrial = leaseId
+    probe = 1
+  end
   save(s.stateKey, s)
-  verdict = {'leased', chosen}
-elseif candidates > 0 then
-  verdict = {'cooling', num(earliest)}
-elseif enabled == 0 then
-  verdict = {'unavailable', 'all-disabled'}
+  verdict = {'leased', chosen, s.gen, probe}
+elseif busy then
+  verdict = {'busy', earliest and num(earliest) or -1}
+elseif cooling then
+  verdict = {'cooling', num(earliest), rateLimited and 1 or 0}
 else
-  verdict = {'unavailable', 'all-excluded'}
+  local all, rejected = true, {}
+  for i = 1, n do
+    if not keys[i].disabled then all = false end
+    if keys[i].disabled and keys[i].disabledUntil > 0 then rejected[#rejected + 1] = i end
+  end
+  if all then
+    verdict = {'unavailable', 'all-disabled', rejected}
+  else
+    verdict = {'unavailable', 'all-excluded'}
+  end
 end
 
 local rows = {}
 for i = 1, n do rows[i] = view(keys[i], keys[i].inflight) end
-return cjson.encode({verdict, num(now), rows})
+return cjson.encode({verdict, num(now), rows, events})
 `
 
 /**
  * KEYS: state, leases, done of the leased key.
- * ARGV: now, leaseTtlMs, lease id, outcome kind, retryAfterMs ('' when none),
- * defaultCooldownMs, failureThreshold, circuitOpenMs.
- * Returns `[applied (1/0), now, row]`.
+ * ARGV: now, leaseTtlMs, lease id, outcome kind, retryAfterMs ('' when none), config (JSON),
+ * the lease's generation.
+ * Returns `[applied (1/0), now, row, events]`.
  */
 const report = `${prelude}
 local now = clock(ARGV[1])
 local ttl = tonumber(ARGV[2])
 local leaseId = ARGV[3]
 local applied = 0
+local events = {}
 local s = load(KEYS[1])
 if not redis.call('ZSCORE', KEYS[3], leaseId) then
   redis.call('ZREM', KEYS[2], leaseId)
   redis.call('ZADD', KEYS[3], num(now + ttl), leaseId)
-  record(KEYS[1], s, ARGV[4], tonumber(ARGV[5]), now, {
-    defaultCooldownMs = tonumber(ARGV[6]),
-    failureThreshold = tonumber(ARGV[7]),
-    circuitOpenMs = tonumber(ARGV[8]),
-  })
+  record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), now,
+    cjson.decode(ARGV[6]), events, 1)
   applied = 1
 end
-return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1])})
+return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1]), events})
+`
+
+/**
+ * A probe lease's first output. KEYS: state, leases of the key. ARGV: now, lease id.
+ * Returns `[row, events]`.
+ */
+const commit = `${prelude}
+local now = clock(ARGV[1])
+local events = {}
+local s = load(KEYS[1])
+if provenGood(s, ARGV[2], events, 1) then save(KEYS[1], s) end
+return cjson.encode({view(s, live(KEYS[2], now)), events})
+`
+
+/**
+ * An operator's `disable`/`enable`. KEYS: state, leases of the key. ARGV: now, 1 to disable
+ * or 0 to enable. Returns `[row, events]`.
+ */
+const toggle = `${prelude}
+local now = clock(ARGV[1])
+local events = {}
+local s = load(KEYS[1])
+local operatorHold = s.disabled and s.disabledUntil == 0
+local disable = ARGV[2] == '1'
+if (disable and not operatorHold) or (not disable and s.disabled) then
+  s.disabled = disable
+  s.disabledUntil = 0
+  s.atrial = ''
+  save(KEYS[1], s)
+  tell(events, 1, disable and 'disabled' or 'enabled', 'operator')
+end
+return cjson.encode({view(s, live(KEYS[2], now)), events})
 `
 
 /**
  * Pushes a replica's local state back after an outage (or seeds `initialState`).
  * KEYS: this generation's bookkeeping hash, then state, leases, done of every key.
  * ARGV: now, leaseTtlMs, payload (JSON, see `SyncPayload`).
- * Returns `[now, rows]` (rows with outcome counters).
+ * Returns `[now, rows, events]` (rows with outcome counters).
  */
 const sync = `${prelude}
 local now = clock(ARGV[1])
@@ -238,13 +416,18 @@ local p = cjson.decode(ARGV[3])
 local n = (#KEYS - 1) / 3
 local function K(i, j) return KEYS[1 + 3 * (i - 1) + j] end
 local RANK = { closed = 0, ['half-open'] = 1, open = 2 }
+local events = {}
 
 -- Seed keys Redis does not know (a fresh or restarted Redis, or initialState).
 for i = 1, n do
   local seed = p.keys[i].seed
   if seed and redis.call('EXISTS', K(i, 1)) == 0 then
-    save(K(i, 1), { disabled = seed[1] == 1, cooldownUntil = seed[2], failures = seed[3],
-      circuit = seed[4], circuitUntil = seed[5], trial = '', cw = 0, leases = 0 })
+    -- Restored failures count in this bucket, with no lease to dilute them (as in memory).
+    local win = {}
+    if seed[3] > 0 then win = {{now, 0, seed[3]}} end
+    save(K(i, 1), { disabled = seed[1] == 1, disabledUntil = seed[6] or 0,
+      cooldownUntil = seed[2], failures = seed[3], circuit = seed[4], circuitUntil = seed[5],
+      trial = '', atrial = '', gen = 0, win = win, cw = 0, leases = 0 })
   end
 end
 
@@ -254,6 +437,7 @@ for _, id in ipairs(p.release) do
   for i = 1, n do
     redis.call('ZREM', K(i, 2), id)
     if redis.call('HGET', K(i, 1), 'trial') == id then redis.call('HSET', K(i, 1), 'trial', '') end
+    if redis.call('HGET', K(i, 1), 'atrial') == id then redis.call('HSET', K(i, 1), 'atrial', '') end
   end
 end
 
@@ -262,7 +446,8 @@ for _, r in ipairs(p.replay) do
   if not redis.call('ZSCORE', K(r.key, 3), r.lease) then
     redis.call('ZREM', K(r.key, 2), r.lease)
     redis.call('ZADD', K(r.key, 3), num(now + ttl), r.lease)
-    record(K(r.key, 1), load(K(r.key, 1)), r.kind, r.retryAfterMs, r.at, p.config)
+    record(K(r.key, 1), load(K(r.key, 1)), r.lease, r.gen, r.kind, r.retryAfterMs, r.at,
+      p.config, events, r.key)
   end
 end
 
@@ -274,6 +459,7 @@ for i = 1, n do
   local dirty = false
   if k.disabled ~= nil then
     s.disabled = k.disabled
+    s.disabledUntil = k.disabledUntil or 0
     dirty = true
   end
   if k.cooldownUntil and k.cooldownUntil > s.cooldownUntil then
@@ -288,7 +474,10 @@ for i = 1, n do
     elseif circuit == 'open' and s.circuit == 'open' and circuitUntil > s.circuitUntil then
       s.circuitUntil = circuitUntil
     end
-    s.failures = math.max(s.failures, failures)
+    -- Failures seen locally and not yet in Redis's window join its newest bucket.
+    for _ = s.failures + 1, failures do count(s, now, p.config.breakerWindowMs, 3) end
+    local _, windowed = totals(s.win)
+    s.failures = windowed
     dirty = true
   end
   -- Counters are cumulative per generation, so a sync that is retried adds nothing twice.
@@ -318,7 +507,7 @@ end
 
 local rows = {}
 for i = 1, n do rows[i] = view(load(K(i, 1)), live(K(i, 2), now), K(i, 1)) end
-return cjson.encode({num(now), rows})
+return cjson.encode({num(now), rows, events})
 `
 
 /**
@@ -351,5 +540,5 @@ return cjson.encode({num(now)})
 
 /** The scripts, by the name the pool gives them. */
 export const luaScripts: Readonly<
-  Record<'acquire' | 'report' | 'sync' | 'stats' | 'renew', string>
-> = Object.freeze({ acquire, report, sync, stats, renew })
+  Record<'acquire' | 'report' | 'commit' | 'toggle' | 'sync' | 'stats' | 'renew', string>
+> = Object.freeze({ acquire, report, commit, toggle, sync, stats, renew })

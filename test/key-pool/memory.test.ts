@@ -48,8 +48,20 @@ describe('createMemoryKeyPool', () => {
       selection: 'round-robin',
       defaultCooldownMs: 10_000,
       failureThreshold: 5,
+      breakerWindowMs: 30_000,
+      breakerFailureRatio: 0.5,
       circuitOpenMs: 30_000,
+      authDisableMs: 300_000,
     })
+    expect(() => createMemoryKeyPool([], { breakerFailureRatio: 1.5 })).toThrow(
+      'breakerFailureRatio must be a number in (0, 1], got 1.5',
+    )
+    expect(() => createMemoryKeyPool([], { breakerWindowMs: 0 })).toThrow(
+      'breakerWindowMs must be a positive number, got 0',
+    )
+    expect(() => createMemoryKeyPool([], { authDisableMs: Number.POSITIVE_INFINITY })).toThrow(
+      'authDisableMs must be a positive number, got Infinity',
+    )
     expect(() =>
       createMemoryKeyPool([
         { id: 'a', secret: 'x' },

@@ -6,6 +6,7 @@ import {
   type KeyLease,
   type KeyOutcome,
   type KeySelection,
+  type KeyStateEvent,
   type PoolKey,
 } from '../../src/index.js'
 import {
@@ -102,6 +103,9 @@ describe('createRedisKeyPool', () => {
     { kind: 'overloaded' },
     { kind: 'client-gone' },
     { kind: 'rejected' },
+    { kind: 'cancelled' },
+    { kind: 'server-error', status: 503 },
+    { kind: 'server-error', status: 504 },
   ]
 
   function mulberry32(seed: number) {
@@ -118,80 +122,113 @@ describe('createRedisKeyPool', () => {
     result.kind === 'leased' ? { kind: 'leased', keyId: result.lease.keyId } : result
 
   it.each<[KeySelection, number]>([
-    ['round-robin', 5],
-    ['weighted', 2],
-    ['least-inflight', 3],
-  ])('%s: matches the memory pool step for step (seed %i)', async (selection, seed) => {
-    let clock = 5_000_000
-    const now = () => clock
-    const poolKeys: PoolKey[] = [
-      { id: 'a', secret: 'sk-a-0123456789', weight: 3 },
-      { id: 'b', secret: 'sk-b-0123456789', weight: 1, maxInflight: 2 },
-      { id: 'c', secret: 'sk-c-0123456789', weight: 2 },
-    ]
-    const options = {
-      selection,
-      maxInflight: 3,
-      failureThreshold: 2,
-      circuitOpenMs: 4000,
-      defaultCooldownMs: 2500,
-      now,
-    }
-    const memory = createMemoryKeyPool(poolKeys, options)
-    const shared = redisPool(poolKeys, { ...options, leaseTtlMs: 1e12 })
-    const random = mulberry32(seed)
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
-    const open: [KeyLease, KeyLease][] = []
-    const kinds = new Set<string>()
-    for (let step = 0; step < 250; step++) {
-      const roll = random()
-      if (roll < 0.45) {
-        const exclude = random() < 0.25 ? new Set([pick(['a', 'b', 'c'])]) : undefined
-        const expected = await memory.acquire({ exclude })
-        const actual = await shared.acquire({ exclude })
-        expect(shape(actual), `step ${step}`).toEqual(shape(expected))
-        kinds.add(expected.kind)
-        if (expected.kind === 'leased' && actual.kind === 'leased') {
-          open.push([expected.lease, actual.lease])
+    ['round-robin', 8],
+    ['weighted', 5],
+    ['least-inflight', 28],
+  ])(
+    '%s: matches the memory pool step for step, key-state events included (seed %i)',
+    async (selection, seed) => {
+      let clock = 5_000_000
+      const now = () => clock
+      const poolKeys: PoolKey[] = [
+        { id: 'a', secret: 'sk-a-0123456789', weight: 3 },
+        { id: 'b', secret: 'sk-b-0123456789', weight: 1, maxInflight: 2 },
+        { id: 'c', secret: 'sk-c-0123456789', weight: 2 },
+      ]
+      const options = {
+        selection,
+        maxInflight: 3,
+        failureThreshold: 2,
+        breakerWindowMs: 6000,
+        circuitOpenMs: 4000,
+        authDisableMs: 5000,
+        defaultCooldownMs: 2500,
+        now,
+      }
+      const told: { memory: KeyStateEvent[]; redis: KeyStateEvent[] } = { memory: [], redis: [] }
+      const memory = createMemoryKeyPool(poolKeys, {
+        ...options,
+        onKeyState: (event) => told.memory.push(event),
+      })
+      const shared = redisPool(poolKeys, {
+        ...options,
+        leaseTtlMs: 1e12,
+        onKeyState: (event) => told.redis.push(event),
+      })
+      const random = mulberry32(seed)
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
+      const open: [KeyLease, KeyLease][] = []
+      const kinds = new Set<string>()
+      for (let step = 0; step < 400; step++) {
+        const roll = random()
+        if (roll < 0.05 && open.length > 0) {
+          const [expected, actual] = pick(open)
+          expected.commit()
+          actual.commit()
+          kinds.add('commit')
+        } else if (roll < 0.45) {
+          const exclude = random() < 0.25 ? new Set([pick(['a', 'b', 'c'])]) : undefined
+          const expected = await memory.acquire({ exclude })
+          const actual = await shared.acquire({ exclude })
+          expect(shape(actual), `step ${step}`).toEqual(shape(expected))
+          kinds.add(expected.kind)
+          if (expected.kind === 'leased' && actual.kind === 'leased') {
+            open.push([expected.lease, actual.lease])
+          }
+        } else if (roll < 0.8 && open.length > 0) {
+          const index = Math.floor(random() * open.length)
+          const [expected, actual] = open.splice(index, 1)[0] as [KeyLease, KeyLease]
+          const outcome = pick(outcomes)
+          await expected.report(outcome)
+          await actual.report(outcome)
+        } else if (roll < 0.84) {
+          const id = pick(['a', 'b', 'c'])
+          await memory.disable(id)
+          await shared.disable(id)
+        } else if (roll < 0.9) {
+          const id = pick(['a', 'b', 'c'])
+          await memory.enable(id)
+          await shared.enable(id)
+        } else {
+          clock += Math.floor(random() * 3000)
         }
-      } else if (roll < 0.8 && open.length > 0) {
-        const index = Math.floor(random() * open.length)
-        const [expected, actual] = open.splice(index, 1)[0] as [KeyLease, KeyLease]
-        const outcome = pick(outcomes)
-        await expected.report(outcome)
-        await actual.report(outcome)
-      } else if (roll < 0.84) {
-        const id = pick(['a', 'b', 'c'])
-        await memory.disable(id)
-        await shared.disable(id)
-      } else if (roll < 0.9) {
-        const id = pick(['a', 'b', 'c'])
-        await memory.enable(id)
-        await shared.enable(id)
-      } else {
-        clock += Math.floor(random() * 3000)
+        // A commit reaches Redis when the lease is reported, or on the next call.
+        await shared.stats()
+        expect(shared.toJSON(), `step ${step}`).toEqual(memory.toJSON())
+        expect(told.redis, `step ${step}`).toEqual(told.memory)
+        for (const key of memory.toJSON().keys) {
+          kinds.add(key.circuit)
+          if (key.cooldownUntil > clock) kinds.add('cooldown')
+          if (key.disabled) kinds.add('disabled')
+        }
       }
-      expect(shared.toJSON(), `step ${step}`).toEqual(memory.toJSON())
-      for (const key of memory.toJSON().keys) {
-        kinds.add(key.circuit)
-        if (key.cooldownUntil > clock) kinds.add('cooldown')
-        if (key.disabled) kinds.add('disabled')
-      }
-    }
-    expect(await shared.stats()).toEqual(await memory.stats())
-    // The walk reached every kind of answer and key state, so the comparison covered them.
-    expect([...kinds].sort()).toEqual([
-      'closed',
-      'cooldown',
-      'cooling',
-      'disabled',
-      'half-open',
-      'leased',
-      'open',
-      'unavailable',
-    ])
-    expect(shared.degraded).toBe(false)
-  })
+      expect(await shared.stats()).toEqual(await memory.stats())
+      // The walk reached every kind of answer and key state, so the comparison covered them.
+      for (const event of told.memory) kinds.add(`${event.state}:${event.reason}`)
+      expect([...kinds].sort()).toEqual([
+        'busy',
+        'circuit-closed:probe-succeeded',
+        'circuit-half-open:timer',
+        'circuit-open:failure-rate',
+        'circuit-open:probe-failed',
+        'closed',
+        'commit',
+        'cooldown',
+        'cooling',
+        'cooling:rate-limited',
+        'disabled',
+        'disabled:auth-failed',
+        'disabled:operator',
+        'enabled:operator',
+        'enabled:probe-succeeded',
+        'half-open',
+        'leased',
+        'open',
+        'unavailable',
+      ])
+      expect(shared.degraded).toBe(false)
+    },
+  )
 
   it('two pools on one prefix (two replicas) share cooldowns, disables and inflight', async () => {
     const prefix = freshPrefix('shared')
@@ -202,7 +239,7 @@ describe('createRedisKeyPool', () => {
     // `a` is at its limit for every replica.
     const b = await leased(second)
     expect(b.keyId).toBe('b')
-    expect(await second.acquire()).toEqual({ kind: 'cooling', retryInMs: 1 })
+    expect(await second.acquire()).toEqual({ kind: 'busy', retryInMs: undefined })
     await a.report({ kind: 'rate-limited', retryAfterMs: 60_000 })
     await b.report({ kind: 'auth-failed', status: 401 })
     const cooling = await second.acquire()
@@ -254,7 +291,7 @@ describe('createRedisKeyPool', () => {
     const lease = await leased(holder)
     await sleep(1300)
     // Renewed every 200 ms: still held after more than twice its TTL.
-    expect((await other.acquire()).kind).toBe('cooling')
+    expect((await other.acquire()).kind).toBe('busy')
     holder.close()
     await sleep(800)
     const next = await leased(other)
@@ -272,7 +309,7 @@ describe('createRedisKeyPool', () => {
     await redis.del(leases)
     await eventually(async () => (await redis.zcard(leases)) === 1, 1000, 'the lease to return')
     const other = redisPool(keys('a'), { prefix, maxInflight: 1 })
-    expect((await other.acquire()).kind).toBe('cooling')
+    expect((await other.acquire()).kind).toBe('busy')
     await lease.report({ kind: 'success' })
     expect(await redis.zcard(leases)).toBe(0)
     expect((await leased(other)).keyId).toBe('a')
@@ -289,7 +326,7 @@ describe('createRedisKeyPool', () => {
     clock += 1000
     await leased(crashed) // the trial, never reported
     crashed.close()
-    expect((await survivor.acquire()).kind).toBe('cooling')
+    expect((await survivor.acquire()).kind).toBe('busy')
     clock += 5000
     expect((await leased(survivor)).keyId).toBe('a')
   })

@@ -28,14 +28,15 @@ export type ReplicaRequest =
 
 export type AcquireAnswer =
   | { readonly kind: 'leased'; readonly lease: number; readonly keyId: string }
-  | { readonly kind: 'cooling'; readonly retryInMs: number }
+  | { readonly kind: 'busy'; readonly retryInMs: number | undefined }
+  | { readonly kind: 'cooling'; readonly retryInMs: number; readonly rateLimited: boolean }
   | { readonly kind: 'unavailable'; readonly reason: string }
 
 export interface StressAnswer {
   /** The most leases of the pool's key that were held at once, fleet-wide, as this replica saw. */
   readonly maxHeld: number
-  /** Acquires answered `cooling` because the key was at its limit. */
-  readonly cooling: number
+  /** Acquires answered `busy` because the key was at its limit (each then waited for a slot). */
+  readonly busy: number
 }
 
 const redis = new Redis({
@@ -90,14 +91,15 @@ async function handle(request: ReplicaRequest): Promise<unknown> {
     case 'stress': {
       const pool = poolOf(request.prefix)
       let maxHeld = 0
-      let cooling = 0
+      let busy = 0
       for (let taken = 0; taken < request.leases; ) {
-        const result = await pool.acquire()
-        if (result.kind !== 'leased') {
-          cooling++
-          await sleep(1)
-          continue
+        let result = await pool.acquire()
+        // As the relay does: a busy answer is followed by a wait for a released slot.
+        if (result.kind === 'busy') {
+          busy++
+          result = await pool.acquire({ waitMs: 5000 })
         }
+        if (result.kind !== 'leased') throw new Error(`no lease: ${JSON.stringify(result)}`)
         taken++
         // Counted after the lease was granted and uncounted before it is reported, so the
         // counter never exceeds the leases really held.
@@ -106,7 +108,7 @@ async function handle(request: ReplicaRequest): Promise<unknown> {
         await redis.decr(request.counter)
         await result.lease.report({ kind: 'success' })
       }
-      return { maxHeld, cooling } satisfies StressAnswer
+      return { maxHeld, busy } satisfies StressAnswer
     }
   }
 }

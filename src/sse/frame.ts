@@ -1,8 +1,14 @@
 /**
- * One whole SSE frame: its exact bytes, and its fields parsed on first access.
+ * One whole SSE frame: its exact bytes, and its fields parsed on first access by
+ * `eventsource-parser`. The splitter finds frame bounds on bytes (the parser cannot hand
+ * back bytes); the parser reads the fields of one frame at a time. Two per-frame rules
+ * differ from a browser `EventSource` on purpose: `id` is the frame's own (not the last one
+ * seen), and a last frame cut by end of stream is delivered (`terminated: false`).
  *
  * @module
  */
+
+import { createParser } from 'eventsource-parser'
 
 /** The fields of an SSE frame, parsed as the SSE specification (and eventsource-parser) do. */
 export interface SseFields {
@@ -10,7 +16,10 @@ export interface SseFields {
   readonly event: string | undefined
   /** The `data` lines joined with `\n`; `undefined` when the frame has no data field. */
   readonly data: string | undefined
-  /** The `id` field of this frame; `undefined` when absent (or when it held a NUL). */
+  /**
+   * The `id` field of this frame; `undefined` when absent (or when it held a NUL). Unlike
+   * `EventSource.lastEventId` it is not carried over from earlier frames.
+   */
   readonly id: string | undefined
   /** The last valid `retry` field of this frame (ASCII digits only), in milliseconds. */
   readonly retry: number | undefined
@@ -37,69 +46,60 @@ export interface SseFrame extends SseFields {
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 const emptyComments: readonly string[] = Object.freeze([])
 
-/** Parses frame text per the SSE spec. `text` has no BOM and contains exactly one event. */
+// One parser serves every frame: parsing is synchronous and the callbacks below only fill
+// the scratch fields, so no frame can observe another's state.
+let parsedEvent: string | undefined
+let parsedData: string | undefined
+let parsedId: string | undefined
+let parsedRetry: number | undefined
+let parsedComments: string[] | undefined
+
+const parser = createParser({
+  onEvent(message) {
+    parsedEvent = message.event
+    parsedId = message.id
+    parsedData = message.data
+  },
+  onRetry(retry) {
+    parsedRetry = retry
+  },
+  onComment(comment) {
+    if (parsedComments === undefined) parsedComments = [comment]
+    else parsedComments.push(comment)
+  },
+})
+
+/**
+ * eventsource-parser dispatches only events with data, but a frame's `event` and `id` count
+ * without it (`event: ping`). An empty `data` line first makes every frame dispatch; its
+ * `\n` is cut off again below, and a frame without data of its own dispatches `''`.
+ */
+const dataLine = 'data\n'
+/**
+ * Ends the frame's last line and the frame: a trailing CR (the parser waits for a possible
+ * LF) and a frame that end of stream cut are parsed as if they had ended.
+ */
+const frameEnd = '\n\n'
+
+/**
+ * Parses one frame's text with `eventsource-parser`. `text` has no BOM and holds exactly one
+ * event (the splitter found its bounds on bytes), so its `id` is this frame's own.
+ */
 export function parseFields(text: string): SseFields {
-  let event: string | undefined
-  let data: string | undefined
-  let id: string | undefined
-  let retry: number | undefined
-  let comments: string[] | undefined
-  const length = text.length
-  const hasCr = text.indexOf('\r') !== -1
-  // Next colon at or after `start`, cached so colon-less lines cannot make this quadratic.
-  let colon = -2
-  let start = 0
-  while (start < length) {
-    let end: number
-    if (hasCr) {
-      end = start
-      while (end < length) {
-        const code = text.charCodeAt(end)
-        if (code === 10 || code === 13) break
-        end++
-      }
-    } else {
-      end = text.indexOf('\n', start)
-      if (end === -1) end = length
-    }
-    if (end > start) {
-      if (colon !== -1 && colon < start) colon = text.indexOf(':', start)
-      let field: string
-      let value: string
-      if (colon === -1 || colon >= end) {
-        field = text.slice(start, end)
-        value = ''
-      } else {
-        field = text.slice(start, colon)
-        const valueStart = text.charCodeAt(colon + 1) === 32 ? colon + 2 : colon + 1
-        value = valueStart >= end ? '' : text.slice(valueStart, end)
-      }
-      switch (field) {
-        case '':
-          if (comments === undefined) comments = []
-          comments.push(value)
-          break
-        case 'data':
-          data = data === undefined ? value : `${data}\n${value}`
-          break
-        case 'event':
-          event = value === '' ? undefined : value
-          break
-        case 'id':
-          if (!value.includes('\0')) id = value
-          break
-        case 'retry':
-          if (/^\d+$/.test(value)) retry = Number.parseInt(value, 10)
-          break
-        default:
-          // Unknown fields are ignored, as the spec says.
-          break
-      }
-    }
-    start = end + 1
-    if (text.charCodeAt(end) === 13 && text.charCodeAt(start) === 10) start++
+  parser.reset()
+  parser.feed(dataLine)
+  parser.feed(text)
+  parser.feed(frameEnd)
+  const data = parsedData
+  const fields: SseFields = {
+    event: parsedEvent,
+    data: data === undefined || data === '' ? undefined : data.slice(1),
+    id: parsedId,
+    retry: parsedRetry,
+    comments: parsedComments ?? emptyComments,
   }
-  return { event, data, id, retry, comments: comments ?? emptyComments }
+  parsedEvent = parsedData = parsedId = parsedRetry = parsedComments = undefined
+  return fields
 }
 
 /**

@@ -5,8 +5,7 @@
  */
 
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
-export { commitGateDefaults, createCommitGate, sseHeaders } from './gate.js'
-export { forwardableHeaders } from './headers.js'
+export { commitGateDefaults, createCommitGate } from './gate.js'
 export type {
   DeliverOptions,
   DeliverOutcome,

@@ -20,8 +20,8 @@ import {
   openaiChat,
   type StreamAdapter,
 } from '../src/index.js'
-import { legacyParseFields } from './legacy-parse-fields.js'
 import { anthropicStream, chunkFixed, chunkPerFrame, openaiChatStream } from './inputs.js'
+import { legacyParseFields } from './legacy-parse-fields.js'
 import { type Measurement, measureSideBySide } from './measure.js'
 
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })

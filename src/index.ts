@@ -104,6 +104,7 @@ export {
   anthropicMessages,
   geminiGenerateContent,
   isRetryableErrorType,
+  maxMessageLength,
   openaiChat,
   openaiResponses,
   redactSecrets,

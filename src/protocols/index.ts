@@ -10,7 +10,7 @@ export { isRetryableErrorType } from './common.js'
 export { geminiGenerateContent } from './gemini.js'
 export { openaiChat } from './openai-chat.js'
 export { openaiResponses } from './openai-responses.js'
-export { redactSecrets, sanitizeMessage } from './sanitize.js'
+export { maxMessageLength, redactSecrets, sanitizeMessage } from './sanitize.js'
 export type {
   BlockEdge,
   ErrorVerdict,

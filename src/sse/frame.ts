@@ -46,38 +46,51 @@ export interface SseFrame extends SseFields {
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 const emptyComments: readonly string[] = Object.freeze([])
 
-// One parser serves every frame: parsing is synchronous and the callbacks below only fill
-// the scratch fields, so no frame can observe another's state.
-let parsedEvent: string | undefined
-let parsedData: string | undefined
-let parsedId: string | undefined
-let parsedRetry: number | undefined
-let parsedComments: string[] | undefined
+/** What the parser reported for the frame being parsed. */
+interface Scratch {
+  dispatched: boolean
+  event: string | undefined
+  data: string | undefined
+  id: string | undefined
+  retry: number | undefined
+  comments: string[] | undefined
+  /** Set while a frame is parsed a second time for its `event` and `id` only. */
+  secondPass: boolean
+}
+
+// One parser serves every frame: parsing is synchronous and the callbacks only fill this
+// scratch record, which is emptied after each frame, so no frame sees another's fields.
+const scratch: Scratch = {
+  dispatched: false,
+  event: undefined,
+  data: undefined,
+  id: undefined,
+  retry: undefined,
+  comments: undefined,
+  secondPass: false,
+}
 
 const parser = createParser({
   onEvent(message) {
-    parsedEvent = message.event
-    parsedId = message.id
-    parsedData = message.data
+    scratch.dispatched = true
+    scratch.event = message.event
+    scratch.id = message.id
+    scratch.data = message.data
   },
   onRetry(retry) {
-    parsedRetry = retry
+    if (!scratch.secondPass) scratch.retry = retry
   },
   onComment(comment) {
-    if (parsedComments === undefined) parsedComments = [comment]
-    else parsedComments.push(comment)
+    if (scratch.secondPass) return
+    if (scratch.comments === undefined) scratch.comments = [comment]
+    else scratch.comments.push(comment)
   },
 })
 
 /**
- * eventsource-parser dispatches only events with data, but a frame's `event` and `id` count
- * without it (`event: ping`). An empty `data` line first makes every frame dispatch; its
- * `\n` is cut off again below, and a frame without data of its own dispatches `''`.
- */
-const dataLine = 'data\n'
-/**
- * Ends the frame's last line and the frame: a trailing CR (the parser waits for a possible
- * LF) and a frame that end of stream cut are parsed as if they had ended.
+ * Ends the frame's last line and the frame, for a frame the parser has not dispatched yet:
+ * one whose blank line is a final CR (the parser waits for a possible LF) or one that end of
+ * stream cut. Both are parsed as if they had ended.
  */
 const frameEnd = '\n\n'
 
@@ -85,20 +98,30 @@ const frameEnd = '\n\n'
  * Parses one frame's text with `eventsource-parser`. `text` has no BOM and holds exactly one
  * event (the splitter found its bounds on bytes), so its `id` is this frame's own.
  */
-export function parseFields(text: string): SseFields {
+function parseFields(text: string): SseFields {
   parser.reset()
-  parser.feed(dataLine)
   parser.feed(text)
-  parser.feed(frameEnd)
-  const data = parsedData
-  const fields: SseFields = {
-    event: parsedEvent,
-    data: data === undefined || data === '' ? undefined : data.slice(1),
-    id: parsedId,
-    retry: parsedRetry,
-    comments: parsedComments ?? emptyComments,
+  if (!scratch.dispatched) parser.feed(frameEnd)
+  if (!scratch.dispatched && (text.includes('event') || text.includes('id'))) {
+    // eventsource-parser dispatches only events with data, but a frame's `event` and `id`
+    // count without it (`event: ping`). A data line of our own makes it dispatch them.
+    scratch.secondPass = true
+    parser.reset()
+    parser.feed('data\n')
+    parser.feed(text)
+    parser.feed(frameEnd)
+    scratch.secondPass = false
+    scratch.data = undefined
   }
-  parsedEvent = parsedData = parsedId = parsedRetry = parsedComments = undefined
+  const fields: SseFields = {
+    event: scratch.event,
+    data: scratch.data,
+    id: scratch.id,
+    retry: scratch.retry,
+    comments: scratch.comments ?? emptyComments,
+  }
+  scratch.dispatched = false
+  scratch.event = scratch.data = scratch.id = scratch.retry = scratch.comments = undefined
   return fields
 }
 

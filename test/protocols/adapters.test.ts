@@ -6,13 +6,13 @@ import {
   createStreamTracker,
   geminiGenerateContent,
   isRetryableErrorType,
+  maxMessageLength,
   openaiChat,
   openaiResponses,
   redactSecrets,
   sanitizeMessage,
   streamTrackerDefaults,
 } from '../../src/index.js'
-import { maxMessageLength } from '../../src/protocols/sanitize.js'
 import { chunkSource, readAll, utf8 } from '../support/sources.js'
 import { fixtureBytes } from './fixtures.js'
 

@@ -47,6 +47,7 @@ const publicNames = {
       'isStreamBoundaryError',
       'isStreamTimeoutError',
       'isUpstreamReadError',
+      'maxMessageLength',
       'memoryKeyPoolDefaults',
       'openaiChat',
       'openaiResponses',

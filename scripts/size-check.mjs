@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { gzipSync } from 'node:zlib'
 import { build } from 'esbuild'
 
-/** Bytes, gzipped: 25,514 B when set, plus about 15 %. Raise it on purpose, in the change that needs it. */
+/** Bytes, gzipped: 25,631 B when set, plus about 15 %. Raise it on purpose, in the change that needs it. */
 const budgetGzipBytes = 29_300
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`

@@ -2,7 +2,9 @@
 # A consumer's view of the packed package: `npm pack`, unpack the tarball into a throwaway
 # project's node_modules/stream-boundary (its dependencies linked from this repo, so no
 # network), then `import` and `require` every entry, and use each once, on Node 20 (the
-# machine's) and Node 22. Run after `npm run build`.
+# machine's) and Node 22. Also checks that the entries share one copy of the core: errors
+# built by `/redis`, or by core code `/testing` runs, are `instanceof` the root's classes.
+# Run after `npm run build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)

@@ -1,4 +1,50 @@
-import { defineConfig } from 'tsup'
+import { relative, resolve, sep } from 'node:path'
+import { defineConfig, type Options } from 'tsup'
+
+type EsbuildPlugin = NonNullable<Options['esbuildPlugins']>[number]
+
+const src = resolve('src')
+
+/**
+ * Code that belongs to a subpath entry ("./node", "./redis", "./testing", the CLI); everything
+ * else under src/ is the core, which only the root entry bundles.
+ */
+function isSubpathCode(file: string): boolean {
+  const path = relative(src, file).split(sep).join('/')
+  return (
+    path === 'node.ts' ||
+    path === 'redis.ts' ||
+    path.startsWith('redis/') ||
+    path.startsWith('testing/') ||
+    path.startsWith('cli/')
+  )
+}
+
+/**
+ * Stateless helpers a subpath entry may carry its own copy of: no class, no module state, so
+ * two copies cannot disagree. Everything else from the core is imported from the root.
+ */
+const copyable = new Set(['options.ts'])
+
+/**
+ * One copy of the core for every entry: a subpath entry's import of a core module becomes an
+ * import of the package root by self-reference (`stream-boundary`), kept external. Without it
+ * each entry bundles its own `StreamBoundaryError`, adapters and state, and `instanceof`
+ * fails across entries. A name imported this way must be a root export
+ * (`node scripts/check-entries.mjs` checks it after the build).
+ */
+const coreFromRoot: EsbuildPlugin = {
+  name: 'core-from-root',
+  setup(build) {
+    build.onResolve({ filter: /^\.\.?\// }, (args) => {
+      if (args.importer === '' || !isSubpathCode(args.importer)) return undefined
+      const target = resolve(args.resolveDir, args.path.replace(/\.js$/, '.ts'))
+      const path = relative(src, target).split(sep).join('/')
+      if (path.startsWith('..') || isSubpathCode(target) || copyable.has(path)) return undefined
+      return { path: 'stream-boundary', external: true }
+    })
+  },
+}
 
 export default defineConfig({
   entry: {
@@ -13,9 +59,11 @@ export default defineConfig({
   platform: 'neutral',
   sourcemap: true,
   clean: true,
+  // CJS output cannot split; the entries share the core through `coreFromRoot` instead.
   splitting: false,
   // Keep `node:http` as written: Deno and Workers resolve builtins by their `node:` names.
   removeNodeProtocol: false,
   treeshake: true,
-  external: ['fast-check', 'p-retry', 'ioredis', 'stream-boundary/node', /^node:/],
+  external: ['fast-check', 'p-retry', 'ioredis', 'stream-boundary', /^node:/],
+  esbuildPlugins: [coreFromRoot],
 })

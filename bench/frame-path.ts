@@ -21,7 +21,10 @@ import {
   type StreamAdapter,
 } from '../src/index.js'
 import { anthropicStream, chunkFixed, chunkPerFrame, openaiChatStream } from './inputs.js'
+import { legacyParseFields } from './legacy-parse-fields.js'
 import { type Measurement, measureSideBySide } from './measure.js'
+
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
 function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
   let index = 0
@@ -82,12 +85,25 @@ export async function benchFramePath(options: {
             },
           },
           {
-            name: 'createFrameReader + fields',
+            name: 'createFrameReader + fields (eventsource-parser)',
             run: async () => {
               const reader = createFrameReader(streamOf(chunks))
               let n = 0
               for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
                 if (frame.data !== undefined) n++
+              }
+              return n
+            },
+          },
+          {
+            // The same work with the hand-written parser fields used before eventsource-parser
+            // parsed them: decode each frame and parse it, on first access as the reader does.
+            name: 'createFrameReader + fields (previous hand parser)',
+            run: async () => {
+              const reader = createFrameReader(streamOf(chunks))
+              let n = 0
+              for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
+                if (legacyParseFields(decoder.decode(frame.raw)).data !== undefined) n++
               }
               return n
             },

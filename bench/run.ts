@@ -1,19 +1,21 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,first,memory,http` picks.
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,fields,first,memory,http` picks (a partial run writes
+ * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
 import { benchHttp } from './http.js'
 import { benchMemory } from './memory.js'
 
 const quick = process.env.BENCH_QUICK === '1'
-const only = new Set((process.env.BENCH_ONLY ?? 'frame,first,memory,http').split(','))
+const only = new Set((process.env.BENCH_ONLY ?? 'frame,fields,first,memory,http').split(','))
 const here = dirname(fileURLToPath(import.meta.url))
 
 const fmt = (value: number, digits = 2) => value.toFixed(digits)
@@ -46,6 +48,20 @@ async function main() {
           `\nwhole pump: ${fmt(pump.ratioToFloor)}× the floor, ${fmt(pipeline.usPerFrame / pump.usPerFrame)}× cheaper than the pipeline with JSON.parse`,
         )
       }
+    }
+  }
+
+  if (only.has('fields')) {
+    const fields = await benchFields(
+      quick ? { frames: 500, rounds: 3 } : { frames: 20_000, rounds: 31 },
+    )
+    results.fields = fields
+    for (const group of fields) {
+      console.log(`\n### Field parsing: ${group.input} (${group.frames} frames, decode included)\n`)
+      console.log('| parser | µs/frame (median) | µs/frame (best round) |')
+      console.log('| --- | ---: | ---: |')
+      for (const r of group.results)
+        console.log(`| ${r.name} | ${fmt(r.usPerFrame, 3)} | ${fmt(r.bestUsPerFrame, 3)} |`)
     }
   }
 
@@ -113,7 +129,11 @@ async function main() {
 
   const dir = join(here, 'results')
   mkdirSync(dir, { recursive: true })
-  const file = join(dir, quick ? 'quick.local.json' : 'latest.json')
+  const partial = process.env.BENCH_ONLY !== undefined
+  const file = join(
+    dir,
+    quick ? 'quick.local.json' : partial ? 'partial.local.json' : 'latest.json',
+  )
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`)
   console.log(`\nwritten to ${file}`)
 }

@@ -2,7 +2,9 @@
 # A consumer's view of the packed package: `npm pack`, unpack the tarball into a throwaway
 # project's node_modules/stream-boundary (its dependencies linked from this repo, so no
 # network), then `import` and `require` every entry, and use each once, on Node 20 (the
-# machine's) and Node 22. Run after `npm run build`.
+# machine's) and Node 22. Also checks that the entries share one copy of the core: errors
+# built by `/redis`, or by core code `/testing` runs, are `instanceof` the root's classes.
+# Run after `npm run build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -41,7 +43,10 @@ printf '{ "name": "consumer", "private": true }\n' >"$app/package.json"
 done
 
 cat >"$app/esm.mjs" <<'EOF'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import fc from 'fast-check'
 import * as root from 'stream-boundary'
 import * as node from 'stream-boundary/node'
 import * as redis from 'stream-boundary/redis'
@@ -53,6 +58,9 @@ const checks = {
   "import 'stream-boundary/node'": () => typeof node.nodeSink === 'function' && typeof node.serveFetch === 'function',
   "import 'stream-boundary/testing'": () => typeof testing.checkAdapter === 'function' && typeof testing.arbitraries.protocolStream === 'function',
   "import 'stream-boundary/redis'": () => typeof redis === 'object',
+  ...oneCore(root, redis, testing, fc, 'ESM'),
+  'ESM: the subpath entries import the core from the root, no copy of their own': () =>
+    ['node', 'redis', 'testing'].every((entry) => coreImportsOnlyRoot(`stream-boundary/${entry}`)),
   'error guards match across the ESM and CJS copies': () => {
     const cjs = require('stream-boundary')
     return root.isFrameTooLargeError(new cjs.FrameTooLargeError(1, 2)) && cjs.isFrameTooLargeError(new root.FrameTooLargeError(1, 2))
@@ -60,6 +68,37 @@ const checks = {
   'ESM: relay over a faulty upstream served on 127.0.0.1': () => relayOnce(root, testing),
 }
 await runChecks(checks)
+
+/**
+ * One copy of each class across the entries: errors built by a subpath entry, or by core
+ * code a subpath entry runs, are instances of the root's classes.
+ */
+export function oneCore(sb, redisEntry, kit, fc, format) {
+  return {
+    [`${format}: an error built by 'stream-boundary/redis' is instanceof the root's StreamBoundaryError`]: () => {
+      const error = new redisEntry.RedisUnavailableError('acquire', new Error('down'))
+      return error instanceof sb.StreamBoundaryError && sb.isStreamBoundaryError(error)
+    },
+    [`${format}: an error the testing kit gets from the core is instanceof the root's classes`]: async () => {
+      // A frame past the reader's 1 MiB bound: checkAdapter's reader fails with FrameTooLargeError.
+      const big = new TextEncoder().encode(`data: ${'x'.repeat(1_100_000)}\n\n`)
+      try {
+        await kit.checkAdapter(sb.openaiChat, { streams: fc.constant(big), numRuns: 40, seed: 7 })
+      } catch (error) {
+        return error.cause instanceof sb.FrameTooLargeError && error.cause instanceof sb.StreamBoundaryError
+      }
+      return false
+    },
+  }
+}
+
+/** The built entry's imports of the package itself name only the root (and `./node`). */
+function coreImportsOnlyRoot(specifier) {
+  const code = readFileSync(fileURLToPath(import.meta.resolve(specifier)), 'utf8')
+  const own = [...code.matchAll(/from '(stream-boundary[^']*)'/g)].map((match) => match[1])
+  // A private copy of the core would define its own base error class.
+  return own.every((name) => name === 'stream-boundary') && !/StreamBoundaryError = class|class StreamBoundaryError/.test(code)
+}
 
 export async function relayOnce(sb, kit) {
   const upstream = kit.createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
@@ -109,6 +148,10 @@ const checks = {
   "require('stream-boundary/testing')": () => typeof testing.createFaultyUpstream === 'function',
   "require('stream-boundary/redis')": () => typeof redis === 'object',
   "require('stream-boundary/package.json')": () => manifest.name === 'stream-boundary',
+  'CJS: the testing kit runs on the root module itself (so its adapters are === the root ones)': () => {
+    const testingModule = require.cache[require.resolve('stream-boundary/testing')]
+    return testingModule.children.some((child) => child.exports === root && child.exports.openaiChat === root.openaiChat)
+  },
   'CJS: relay (p-retry is ESM-only: require(esm)) over a faulty upstream on 127.0.0.1': async () => {
     const { relayOnce } = await import('./esm-relay.mjs')
     return relayOnce(root, testing)
@@ -116,6 +159,8 @@ const checks = {
 }
 
 ;(async () => {
+  const { oneCore } = await import('./esm-relay.mjs')
+  Object.assign(checks, oneCore(root, redis, testing, require('fast-check'), 'CJS'))
   let failed = 0
   for (const [name, check] of Object.entries(checks)) {
     let ok = false
@@ -130,12 +175,13 @@ const checks = {
   if (failed > 0) process.exitCode = 1
 })()
 EOF
-# The relay helper alone, without esm.mjs's top-level checks, for the CJS run.
-sed -n '/^export async function relayOnce/,/^}/p' "$app/esm.mjs" >"$app/esm-relay.mjs"
+# The shared helpers alone, without esm.mjs's top-level checks, for the CJS run.
+sed -n '/^export function oneCore/,/^}/p; /^export async function relayOnce/,/^}/p' "$app/esm.mjs" >"$app/esm-relay.mjs"
 
 status=0
 for runtime in "$system_node" "$node22"; do
   printf '\n--- node %s\n' "$("$runtime" --version)"
-  (cd "$app" && timeout 60 "$runtime" esm.mjs && timeout 60 "$runtime" cjs.cjs) || status=1
+  (cd "$app" && timeout 60 "$runtime" esm.mjs) || status=1
+  (cd "$app" && timeout 60 "$runtime" cjs.cjs) || status=1
 done
 exit $status

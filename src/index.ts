@@ -3,14 +3,171 @@
  * byte a client can see, commit once, and end honestly in the client's own protocol.
  * This entry is runtime-agnostic (Web standards only).
  *
+ * The list below is the public API, name by name (test/types/exports.test.ts pins it):
+ * a name a module exports is not public until it is added here.
+ *
  * @module
  */
 
-export * from './classify/index.js'
-export * from './commit/index.js'
-export * from './errors.js'
-export * from './key-pool/index.js'
-export * from './peek/index.js'
-export * from './protocols/index.js'
-export * from './retry/index.js'
-export * from './sse/index.js'
+// What a stream showed, and how it ended.
+export type {
+  EofClass,
+  StreamState,
+  StreamTracker,
+  StreamTrackerOptions,
+} from './classify/index.js'
+export { classifyEof, createStreamTracker, streamTrackerDefaults } from './classify/index.js'
+// The downstream side: the commit gate, the Web sink, the post-commit pump.
+export type {
+  CommitGate,
+  CommitGateOptions,
+  DeliverOptions,
+  DeliverOutcome,
+  DownstreamSink,
+  ForwardHeadersPolicy,
+  GateState,
+  PumpEnd,
+  PumpErrorCause,
+  PumpOptions,
+  PumpOutcome,
+  PumpPolicy,
+  StallStats,
+  WebSink,
+  WebSinkOptions,
+} from './commit/index.js'
+export {
+  commitGateDefaults,
+  createCommitGate,
+  deliver,
+  failBeforeContent,
+  forwardableHeaders,
+  forwardHeadersDefaults,
+  pump,
+  pumpDefaults,
+  webSink,
+} from './commit/index.js'
+// Errors: one base class, a stable `code` each, and `isX()` guards that work across copies.
+export type { ErrorCode, TimeoutKind } from './errors.js'
+export {
+  DownstreamClosedError,
+  FrameTooLargeError,
+  HeadersSentError,
+  isDownstreamClosedError,
+  isFrameTooLargeError,
+  isHeadersSentError,
+  isPeekOverflowError,
+  isReaderBusyError,
+  isRequestBodyTooLargeError,
+  isRetryAfterCommitError,
+  isStreamBoundaryError,
+  isStreamTimeoutError,
+  isUpstreamReadError,
+  PeekOverflowError,
+  ReaderBusyError,
+  RequestBodyTooLargeError,
+  RetryAfterCommitError,
+  StreamBoundaryError,
+  StreamTimeoutError,
+  UpstreamReadError,
+} from './errors.js'
+// Key pools: the seam and the in-memory default.
+export type {
+  AcquireOptions,
+  AcquireResult,
+  KeyLease,
+  KeyOutcome,
+  KeyPool,
+  KeyPoolSnapshot,
+  KeySelection,
+  KeyStateEvent,
+  KeyStateSnapshot,
+  KeyStats,
+  MemoryKeyPoolOptions,
+  PoolKey,
+} from './key-pool/index.js'
+export { createMemoryKeyPool, memoryKeyPoolDefaults } from './key-pool/index.js'
+// The retry window: read until the first visible output, commit nothing before it.
+export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
+export { peekDefaults, peekFirstOutput } from './peek/index.js'
+// Protocol adapters, and what an adapter author needs to write one.
+export type {
+  BlockEdge,
+  ErrorVerdict,
+  FrameVerdict,
+  KeepaliveVerdict,
+  MetaVerdict,
+  OutputVerdict,
+  RenderableError,
+  RenderState,
+  StreamAdapter,
+  TerminalInfo,
+  TerminalReason,
+  TerminalVerdict,
+  UpstreamErrorInfo,
+  UpstreamRequest,
+} from './protocols/index.js'
+export {
+  anthropicMessages,
+  geminiGenerateContent,
+  isRetryableErrorType,
+  maxMessageLength,
+  openaiChat,
+  openaiResponses,
+  redactSecrets,
+  sanitizeMessage,
+} from './protocols/index.js'
+
+// Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
+export type {
+  AdjustRequestContext,
+  AttemptContext,
+  AttemptContextBase,
+  AttemptFailure,
+  AttemptFunction,
+  AttemptRecord,
+  BackoffOptions,
+  CallerCredentialsAttemptFunction,
+  CallerCredentialsContext,
+  ConnectionErrorVerdict,
+  ContextOverflow,
+  ContextWindowFitOptions,
+  Credentials,
+  FailureVerdict,
+  FetchFunction,
+  LeasedKey,
+  ReadRequestBodyOptions,
+  RelayHooks,
+  RelayOptions,
+  RelayOutcome,
+  RelayPolicy,
+  RelayRequestOptions,
+  ResilientFetchOptions,
+  RetryOnContext,
+  Route,
+  UpstreamHttpError,
+} from './retry/index.js'
+export {
+  adapterForUrl,
+  classifyAttemptFailure,
+  classifyConnectionError,
+  contextWindowFitDefaults,
+  createResilientFetch,
+  fitContextWindow,
+  parseContextOverflow,
+  parseRetryAfter,
+  readRequestBody,
+  relay,
+  relayDefaults,
+  requestBodyDefaults,
+  resilientFetchDefaults,
+} from './retry/index.js'
+// Reading SSE frames: whole frames, their exact bytes, fields parsed on first access.
+export type {
+  FrameReader,
+  FrameReaderOptions,
+  FrameSource,
+  NextFrameOptions,
+  SseFields,
+  SseFrame,
+} from './sse/index.js'
+export { createFrameReader, frameReaderDefaults } from './sse/index.js'

@@ -97,7 +97,7 @@ export const commitGateDefaults = Object.freeze({
 })
 
 /** SSE response headers the gate always sends (a host may override them). */
-export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
+const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',

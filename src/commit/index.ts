@@ -5,7 +5,7 @@
  */
 
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
-export { commitGateDefaults, createCommitGate, sseHeaders } from './gate.js'
+export { commitGateDefaults, createCommitGate } from './gate.js'
 export type { ForwardHeadersPolicy } from './headers.js'
 export { forwardableHeaders, forwardHeadersDefaults } from './headers.js'
 export type {

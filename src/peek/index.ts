@@ -168,7 +168,7 @@ export function normalizePeekOptions(options: PeekOptions) {
 }
 
 /** Whether a verdict ends the peek under `commitOn`. */
-export function countsAsOutput(verdict: FrameVerdict, commitOn: CommitOn): boolean {
+function countsAsOutput(verdict: FrameVerdict, commitOn: CommitOn): boolean {
   switch (verdict.kind) {
     case 'text':
     case 'tool':

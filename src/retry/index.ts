@@ -12,14 +12,7 @@ export {
   fitContextWindow,
   parseContextOverflow,
 } from './context-window.js'
-export { errorFromBody } from './error-body.js'
-export {
-  parseResetDuration,
-  parseResetTimestamp,
-  parseRetryAfter,
-  parseRetryAfterMs,
-  rateLimitDelay,
-} from './rate-limit-headers.js'
+export { parseRetryAfter } from './rate-limit-headers.js'
 export type {
   AdjustRequestContext,
   AttemptContext,

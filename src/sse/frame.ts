@@ -1,8 +1,14 @@
 /**
- * One whole SSE frame: its exact bytes, and its fields parsed on first access.
+ * One whole SSE frame: its exact bytes, and its fields parsed on first access by
+ * `eventsource-parser`. The splitter finds frame bounds on bytes (the parser cannot hand
+ * back bytes); the parser reads the fields of one frame at a time. Two per-frame rules
+ * differ from a browser `EventSource` on purpose: `id` is the frame's own (not the last one
+ * seen), and a last frame cut by end of stream is delivered (`terminated: false`).
  *
  * @module
  */
+
+import { createParser } from 'eventsource-parser'
 
 /** The fields of an SSE frame, parsed as the SSE specification (and eventsource-parser) do. */
 export interface SseFields {
@@ -10,7 +16,10 @@ export interface SseFields {
   readonly event: string | undefined
   /** The `data` lines joined with `\n`; `undefined` when the frame has no data field. */
   readonly data: string | undefined
-  /** The `id` field of this frame; `undefined` when absent (or when it held a NUL). */
+  /**
+   * The `id` field of this frame; `undefined` when absent (or when it held a NUL). Unlike
+   * `EventSource.lastEventId` it is not carried over from earlier frames.
+   */
   readonly id: string | undefined
   /** The last valid `retry` field of this frame (ASCII digits only), in milliseconds. */
   readonly retry: number | undefined
@@ -37,69 +46,83 @@ export interface SseFrame extends SseFields {
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 const emptyComments: readonly string[] = Object.freeze([])
 
-/** Parses frame text per the SSE spec. `text` has no BOM and contains exactly one event. */
-export function parseFields(text: string): SseFields {
-  let event: string | undefined
-  let data: string | undefined
-  let id: string | undefined
-  let retry: number | undefined
-  let comments: string[] | undefined
-  const length = text.length
-  const hasCr = text.indexOf('\r') !== -1
-  // Next colon at or after `start`, cached so colon-less lines cannot make this quadratic.
-  let colon = -2
-  let start = 0
-  while (start < length) {
-    let end: number
-    if (hasCr) {
-      end = start
-      while (end < length) {
-        const code = text.charCodeAt(end)
-        if (code === 10 || code === 13) break
-        end++
-      }
-    } else {
-      end = text.indexOf('\n', start)
-      if (end === -1) end = length
-    }
-    if (end > start) {
-      if (colon !== -1 && colon < start) colon = text.indexOf(':', start)
-      let field: string
-      let value: string
-      if (colon === -1 || colon >= end) {
-        field = text.slice(start, end)
-        value = ''
-      } else {
-        field = text.slice(start, colon)
-        const valueStart = text.charCodeAt(colon + 1) === 32 ? colon + 2 : colon + 1
-        value = valueStart >= end ? '' : text.slice(valueStart, end)
-      }
-      switch (field) {
-        case '':
-          if (comments === undefined) comments = []
-          comments.push(value)
-          break
-        case 'data':
-          data = data === undefined ? value : `${data}\n${value}`
-          break
-        case 'event':
-          event = value === '' ? undefined : value
-          break
-        case 'id':
-          if (!value.includes('\0')) id = value
-          break
-        case 'retry':
-          if (/^\d+$/.test(value)) retry = Number.parseInt(value, 10)
-          break
-        default:
-          // Unknown fields are ignored, as the spec says.
-          break
-      }
-    }
-    start = end + 1
-    if (text.charCodeAt(end) === 13 && text.charCodeAt(start) === 10) start++
+/** What the parser reported for the frame being parsed. */
+interface Scratch {
+  dispatched: boolean
+  event: string | undefined
+  data: string | undefined
+  id: string | undefined
+  retry: number | undefined
+  comments: string[] | undefined
+  /** Set while a frame is parsed a second time for its `event` and `id` only. */
+  secondPass: boolean
+}
+
+// One parser serves every frame: parsing is synchronous and the callbacks only fill this
+// scratch record, which is emptied after each frame, so no frame sees another's fields.
+const scratch: Scratch = {
+  dispatched: false,
+  event: undefined,
+  data: undefined,
+  id: undefined,
+  retry: undefined,
+  comments: undefined,
+  secondPass: false,
+}
+
+const parser = createParser({
+  onEvent(message) {
+    scratch.dispatched = true
+    scratch.event = message.event
+    scratch.id = message.id
+    scratch.data = message.data
+  },
+  onRetry(retry) {
+    if (!scratch.secondPass) scratch.retry = retry
+  },
+  onComment(comment) {
+    if (scratch.secondPass) return
+    if (scratch.comments === undefined) scratch.comments = [comment]
+    else scratch.comments.push(comment)
+  },
+})
+
+/**
+ * Ends the frame's last line and the frame, for a frame the parser has not dispatched yet:
+ * one whose blank line is a final CR (the parser waits for a possible LF) or one that end of
+ * stream cut. Both are parsed as if they had ended.
+ */
+const frameEnd = '\n\n'
+
+/**
+ * Parses one frame's text with `eventsource-parser`. `text` has no BOM and holds exactly one
+ * event (the splitter found its bounds on bytes), so its `id` is this frame's own.
+ */
+function parseFields(text: string): SseFields {
+  parser.reset()
+  parser.feed(text)
+  if (!scratch.dispatched) parser.feed(frameEnd)
+  if (!scratch.dispatched && (text.includes('event') || text.includes('id'))) {
+    // eventsource-parser dispatches only events with data, but a frame's `event` and `id`
+    // count without it (`event: ping`). A data line of our own makes it dispatch them.
+    scratch.secondPass = true
+    parser.reset()
+    parser.feed('data\n')
+    parser.feed(text)
+    parser.feed(frameEnd)
+    scratch.secondPass = false
+    scratch.data = undefined
   }
-  return { event, data, id, retry, comments: comments ?? emptyComments }
+  const fields: SseFields = {
+    event: scratch.event,
+    data: scratch.data,
+    id: scratch.id,
+    retry: scratch.retry,
+    comments: scratch.comments ?? emptyComments,
+  }
+  scratch.dispatched = false
+  scratch.event = scratch.data = scratch.id = scratch.retry = scratch.comments = undefined
+  return fields
 }
 
 /**

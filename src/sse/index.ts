@@ -5,7 +5,5 @@
  */
 
 export type { SseFields, SseFrame } from './frame.js'
-export { parseFields } from './frame.js'
 export type { FrameReader, FrameReaderOptions, FrameSource, NextFrameOptions } from './reader.js'
 export { createFrameReader, frameReaderDefaults } from './reader.js'
-export { FrameSplitter } from './splitter.js'

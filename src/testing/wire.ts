@@ -424,7 +424,15 @@ function geminiWriter(): WireWriter {
   }
 }
 
-/** A fresh frame writer for a shipped adapter (OpenAI Chat's for any other). */
+/**
+ * A fresh frame writer for a shipped adapter (OpenAI Chat's for any other), the one the
+ * faulty upstream and `arbitraries.protocolStream` write with: use it to script a fake
+ * upstream's answer in the adapter's own protocol.
+ *
+ * @example
+ * const wire = wireFor(anthropicMessages)
+ * const body = [...wire.start(), ...wire.text('hi'), ...wire.finish('stop')].join('')
+ */
 export function wireFor(adapter: StreamAdapter): WireWriter {
   switch (adapter.name) {
     case 'anthropic-messages':

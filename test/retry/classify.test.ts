@@ -2,13 +2,15 @@ import { describe, expect, it } from 'vitest'
 import {
   classifyAttemptFailure,
   classifyConnectionError,
-  errorFromBody,
+  parseRetryAfter,
+} from '../../src/index.js'
+import { errorFromBody } from '../../src/retry/error-body.js'
+import {
   parseResetDuration,
   parseResetTimestamp,
-  parseRetryAfter,
   parseRetryAfterMs,
   rateLimitDelay,
-} from '../../src/index.js'
+} from '../../src/retry/rate-limit-headers.js'
 
 const now = Date.parse('2026-11-29T12:00:00Z')
 

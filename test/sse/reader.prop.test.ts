@@ -1,6 +1,7 @@
 import { createParser } from 'eventsource-parser'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { legacyParseFields } from '../../bench/legacy-parse-fields.js'
 import { createFrameReader, isFrameTooLargeError, type SseFrame } from '../../src/index.js'
 import { chunkedSseStream, concatBytes } from '../../src/testing/arbitraries.js'
 import { runs } from '../support/runs.js'
@@ -61,6 +62,22 @@ describe('frame reader properties', () => {
       fc.asyncProperty(chunkedSseStream(), async ({ bytes, chunks }) => {
         const frames = await readAll(createFrameReader(chunkSource(chunks)))
         expect(fieldsOf(frames)).toEqual(reference(bytes))
+      }),
+      { numRuns },
+    )
+  })
+
+  it('per-frame fields: every frame, event-only and EOF-cut ones included, parses as the previous hand-written parser did', async () => {
+    const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
+    await fc.assert(
+      fc.asyncProperty(chunkedSseStream(), async ({ bytes, chunks }) => {
+        const frames = await readAll(createFrameReader(chunkSource(chunks)))
+        const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+        frames.forEach((frame, index) => {
+          const text = decoder.decode(frame.raw.subarray(index === 0 ? bom : 0))
+          const { event, data, id, retry, comments } = frame
+          expect({ event, data, id, retry, comments }).toEqual(legacyParseFields(text))
+        })
       }),
       { numRuns },
     )

@@ -56,6 +56,26 @@ describe('createFrameReader', () => {
     expect(frame?.comments).toEqual(['keep-alive'])
   })
 
+  it('keeps event and id of a frame without data, and reads an empty data line as an empty string', async () => {
+    const [ping, empty] = await read(['event: ping\nid: 7\n\ndata:\n\n'])
+    expect([ping?.event, ping?.id, ping?.data]).toEqual(['ping', '7', undefined])
+    expect(empty?.data).toBe('')
+  })
+
+  it('gives each frame its own id, where EventSource would carry the last one over', async () => {
+    const frames = await read(['id: 1\ndata: a\n\ndata: b\n\n'])
+    expect(frames.map((frame) => frame.id)).toEqual(['1', undefined])
+  })
+
+  it('parses a frame ended by a blank line of one CR at a chunk end, with or without the LF that follows', async () => {
+    const frames = await read(['data: a\r\r', '\ndata: b\r\r', 'data: c\r'])
+    expect(frames.map((frame) => [frame.data, frame.terminated])).toEqual([
+      ['a', true],
+      ['b', true],
+      ['c', false],
+    ])
+  })
+
   it('removes one leading BOM from the fields but keeps it in raw', async () => {
     const bom = Uint8Array.of(0xef, 0xbb, 0xbf)
     const frames = await read([bom.subarray(0, 1), bom.subarray(1), 'data: a\n\n\uFEFFdata: b\n\n'])

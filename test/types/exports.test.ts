@@ -1,0 +1,255 @@
+/**
+ * Pins the public names of each package entry, values and types apart, so an accidental
+ * export (or a lost one) fails here. Adding a public name is one line in the entry's export
+ * list and one line below.
+ */
+
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+import { describe, expect, it } from 'vitest'
+
+const publicNames = {
+  'src/index.ts': {
+    values: [
+      'adapterForUrl',
+      'anthropicMessages',
+      'classifyAttemptFailure',
+      'classifyConnectionError',
+      'classifyEof',
+      'commitGateDefaults',
+      'contextWindowFitDefaults',
+      'createCommitGate',
+      'createFrameReader',
+      'createMemoryKeyPool',
+      'createResilientFetch',
+      'createStreamTracker',
+      'deliver',
+      'DownstreamClosedError',
+      'failBeforeContent',
+      'fitContextWindow',
+      'forwardableHeaders',
+      'forwardHeadersDefaults',
+      'frameReaderDefaults',
+      'FrameTooLargeError',
+      'geminiGenerateContent',
+      'HeadersSentError',
+      'isDownstreamClosedError',
+      'isFrameTooLargeError',
+      'isHeadersSentError',
+      'isPeekOverflowError',
+      'isReaderBusyError',
+      'isRequestBodyTooLargeError',
+      'isRetryableErrorType',
+      'isRetryAfterCommitError',
+      'isStreamBoundaryError',
+      'isStreamTimeoutError',
+      'isUpstreamReadError',
+      'maxMessageLength',
+      'memoryKeyPoolDefaults',
+      'openaiChat',
+      'openaiResponses',
+      'parseContextOverflow',
+      'parseRetryAfter',
+      'peekDefaults',
+      'peekFirstOutput',
+      'PeekOverflowError',
+      'pump',
+      'pumpDefaults',
+      'ReaderBusyError',
+      'readRequestBody',
+      'redactSecrets',
+      'relay',
+      'relayDefaults',
+      'requestBodyDefaults',
+      'RequestBodyTooLargeError',
+      'resilientFetchDefaults',
+      'RetryAfterCommitError',
+      'sanitizeMessage',
+      'StreamBoundaryError',
+      'StreamTimeoutError',
+      'streamTrackerDefaults',
+      'UpstreamReadError',
+      'webSink',
+    ],
+    types: [
+      'AcquireOptions',
+      'AcquireResult',
+      'AdjustRequestContext',
+      'AttemptContext',
+      'AttemptContextBase',
+      'AttemptFailure',
+      'AttemptFunction',
+      'AttemptRecord',
+      'BackoffOptions',
+      'BlockEdge',
+      'CallerCredentialsAttemptFunction',
+      'CallerCredentialsContext',
+      'CommitGate',
+      'CommitGateOptions',
+      'CommitOn',
+      'ConnectionErrorVerdict',
+      'ContextOverflow',
+      'ContextWindowFitOptions',
+      'Credentials',
+      'DeliverOptions',
+      'DeliverOutcome',
+      'DownstreamSink',
+      'EofClass',
+      'ErrorCode',
+      'ErrorVerdict',
+      'FailureVerdict',
+      'FetchFunction',
+      'ForwardHeadersPolicy',
+      'FrameReader',
+      'FrameReaderOptions',
+      'FrameSource',
+      'FrameVerdict',
+      'GateState',
+      'KeepaliveVerdict',
+      'KeyLease',
+      'KeyOutcome',
+      'KeyPool',
+      'KeyPoolSnapshot',
+      'KeySelection',
+      'KeyStateEvent',
+      'KeyStateSnapshot',
+      'KeyStats',
+      'LeasedKey',
+      'MemoryKeyPoolOptions',
+      'MetaVerdict',
+      'NextFrameOptions',
+      'OutputVerdict',
+      'PeekOptions',
+      'PeekOutcome',
+      'PoolKey',
+      'PumpEnd',
+      'PumpErrorCause',
+      'PumpOptions',
+      'PumpOutcome',
+      'PumpPolicy',
+      'ReadRequestBodyOptions',
+      'RelayHooks',
+      'RelayOptions',
+      'RelayOutcome',
+      'RelayPolicy',
+      'RelayRequestOptions',
+      'RenderableError',
+      'RenderState',
+      'ResilientFetchOptions',
+      'RetryOnContext',
+      'Route',
+      'SseFields',
+      'SseFrame',
+      'StallStats',
+      'StreamAdapter',
+      'StreamState',
+      'StreamTracker',
+      'StreamTrackerOptions',
+      'TerminalInfo',
+      'TerminalReason',
+      'TerminalVerdict',
+      'TimeoutKind',
+      'UpstreamErrorInfo',
+      'UpstreamHttpError',
+      'UpstreamRequest',
+      'WebSink',
+      'WebSinkOptions',
+    ],
+  },
+  'src/node.ts': {
+    values: ['nodeSink', 'serveFetch'],
+    types: ['ServeFetchOptions', 'ServedFetch'],
+  },
+  'src/redis.ts': {
+    values: [
+      'RedisUnavailableError',
+      'createRedisKeyPool',
+      'isRedisUnavailableError',
+      'redisKeyPoolDefaults',
+    ],
+    types: ['RedisKeyPool', 'RedisKeyPoolOptions', 'RedisPoolOperation'],
+  },
+  'src/testing/index.ts': {
+    values: [
+      'AdapterConformanceError',
+      'arbitraries',
+      'checkAdapter',
+      'createFaultyUpstream',
+      'createRecordingSink',
+      'scriptedBody',
+      'wireFor',
+    ],
+    types: [
+      'CheckAdapterOptions',
+      'Fault',
+      'FaultKind',
+      'FaultyUpstream',
+      'FaultyUpstreamListenOptions',
+      'FaultyUpstreamOptions',
+      'RecordedRequest',
+      'RecordingSink',
+      'Scenario',
+      'ScriptStep',
+      'ScriptedBody',
+      'SinkEvent',
+      'StreamSample',
+      'WireWriter',
+    ],
+  },
+} as const
+
+type Entry = keyof typeof publicNames
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+
+/** The names an entry exports, as the compiler sees them: a class counts as a value. */
+function exportedNames(program: ts.Program, entry: Entry): { values: string[]; types: string[] } {
+  const checker = program.getTypeChecker()
+  const file = program.getSourceFile(`${root}${entry}`)
+  const symbol = file === undefined ? undefined : checker.getSymbolAtLocation(file)
+  if (symbol === undefined) throw new Error(`${entry} is not a module`)
+  const values: string[] = []
+  const types: string[] = []
+  for (const exported of checker.getExportsOfModule(symbol)) {
+    const target =
+      exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported
+    // `export type { X }` of a value still exports only its type.
+    const typeOnly = exported.declarations?.some(
+      (declaration) =>
+        ts.isExportSpecifier(declaration) &&
+        (declaration.isTypeOnly || declaration.parent.parent.isTypeOnly),
+    )
+    if (target.flags & ts.SymbolFlags.Value && typeOnly !== true) values.push(exported.name)
+    else types.push(exported.name)
+  }
+  return { values: values.sort(), types: types.sort() }
+}
+
+describe('public names of each entry', () => {
+  const entries = Object.keys(publicNames) as Entry[]
+  const program = ts.createProgram(
+    entries.map((entry) => `${root}${entry}`),
+    {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.ESNext,
+      moduleResolution: ts.ModuleResolutionKind.Bundler,
+      strict: true,
+      skipLibCheck: true,
+      noEmit: true,
+      types: ['node'],
+    },
+  )
+
+  it.each(entries)('%s exports exactly its pinned values and types', (entry) => {
+    const pinned = publicNames[entry]
+    expect(exportedNames(program, entry)).toEqual({
+      values: [...pinned.values].sort(),
+      types: [...pinned.types].sort(),
+    })
+  })
+
+  it('the root exports at runtime exactly the pinned values', async () => {
+    const root = await import('../../src/index.js')
+    expect(Object.keys(root).sort()).toEqual([...publicNames['src/index.ts'].values].sort())
+  })
+})

@@ -79,11 +79,19 @@ client in front of it judges what came out.
 Exit code: 0 all good, 1 a silent failure, duplicate output or hang was seen, 2 bad arguments
 or the gateway could not be reached.`
 
-function integer(flag: string, value: string | undefined, fallback: number, min: number): number {
+function integer(
+  flag: string,
+  value: string | undefined,
+  fallback: number,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
   if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isSafeInteger(n) || n < min)
-    throw new UsageError(`--${flag} must be an integer >= ${min}, got "${value}"`)
+  const n = value.trim() === '' ? Number.NaN : Number(value)
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`
+    throw new UsageError(`--${flag} must be an integer ${range}, got "${value}"`)
+  }
   return n
 }
 
@@ -163,7 +171,13 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     target: target.replace(/\/+$/, ''),
     protocol: protocol as ChaosProtocol,
     gateway,
-    upstreamPort: integer('upstream-port', text('upstream-port'), chaosDefaults.upstreamPort, 0),
+    upstreamPort: integer(
+      'upstream-port',
+      text('upstream-port'),
+      chaosDefaults.upstreamPort,
+      0,
+      65_535,
+    ),
     scenarios,
     concurrency: integer('concurrency', text('concurrency'), chaosDefaults.concurrency, 1),
     requests: requestsText === undefined ? undefined : integer('requests', requestsText, 1, 1),

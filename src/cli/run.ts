@@ -55,7 +55,7 @@ export interface OutcomeCounts {
 export interface GatewayMemory {
   readonly startRssBytes: number
   readonly peakRssBytes: number
-  /** Resident memory a second after the last request. */
+  /** The lowest resident memory in the 5 s after the last request. */
   readonly endRssBytes: number
 }
 
@@ -120,6 +120,8 @@ function seeded(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
   }
 }
+
+const tenth = (ms: number | null) => (ms === null ? null : Math.round(ms * 10) / 10)
 
 function percentile(sorted: readonly number[], p: number): number | null {
   if (sorted.length === 0) return null
@@ -217,8 +219,8 @@ async function scoreScenario(harness: Harness, scenario: ChaosScenario): Promise
     name: scenario.name,
     expect: scenario.expect,
     summary: scenario.summary,
-    firstByteMs: run.firstByteMs,
-    firstTokenMs: run.firstTokenMs,
+    firstByteMs: tenth(run.firstByteMs),
+    firstTokenMs: tenth(run.firstTokenMs),
   }
   if (scenario.client === 'disconnect' && run.leftAt !== null) {
     const held = await heldAfterLeaving(
@@ -285,8 +287,12 @@ function sampleMemory(gateway: GatewayProcess | undefined): {
   return {
     async stop() {
       clearInterval(timer)
-      await sleep(1000)
-      const end = gateway.rssBytes() ?? 0
+      // A collector frees memory some time after the load ends: the lowest of 5 s is "after".
+      let end = gateway.rssBytes() ?? 0
+      for (let i = 0; i < 10; i++) {
+        await sleep(500)
+        end = Math.min(end, gateway.rssBytes() ?? end)
+      }
       peak = Math.max(peak, end, gateway.peakRssBytes() ?? 0)
       return { startRssBytes: start, peakRssBytes: peak, endRssBytes: end }
     },
@@ -328,7 +334,6 @@ async function runLoad(
   const tokens = runs
     .flatMap(({ run }) => (run.firstTokenMs === null ? [] : [run.firstTokenMs]))
     .sort((a, b) => a - b)
-  const round = (n: number | null) => (n === null ? null : Math.round(n * 10) / 10)
   return {
     judged: runs.map(({ judgement }) => judgement.kind),
     load: {
@@ -339,7 +344,7 @@ async function runLoad(
         mean: Math.round((perRequest.reduce((a, b) => a + b, 0) / Math.max(1, total)) * 100) / 100,
         max: Math.max(0, ...perRequest),
       },
-      firstTokenMs: { p50: round(percentile(tokens, 50)), p99: round(percentile(tokens, 99)) },
+      firstTokenMs: { p50: tenth(percentile(tokens, 50)), p99: tenth(percentile(tokens, 99)) },
       requestsPerSecond: Math.round(total / (elapsed / 1000)),
       gatewayMemory,
       badExamples,

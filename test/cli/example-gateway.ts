@@ -1,6 +1,7 @@
 /**
  * `examples/node-http-gateway.ts` with timeouts short enough for a chaos run: a stream that
- * sends nothing for 1 s, or no output for 1.5 s, is given up and retried on another key.
+ * sends nothing for 1 s, or no output for 1.5 s, is given up and retried on another key, and
+ * a request gets 10 s in all.
  * The CI chaos step starts it as the gateway under test.
  *
  *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
@@ -13,6 +14,8 @@ import type { RelayPolicy } from '../../src/index.js'
 /** The policy of the chaos runs. */
 export const chaosPolicy: RelayPolicy = {
   maxAttempts: 4,
+  // Any real gateway bounds a request; the chaos run's hang bound is longer than this.
+  deadlineMs: 10_000,
   peek: { firstByteTimeoutMs: 1000, firstOutputTimeoutMs: 1500 },
   backoff: { baseMs: 20 },
 }
@@ -34,4 +37,8 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   if (upstream === undefined || upstream === '') throw new Error('UPSTREAM_URL is not set')
   const gateway = await startChaosGateway(upstream, Number(process.env.PORT ?? 8787))
   console.log(`example gateway listening on ${gateway.url}`)
+  // Under `node --expose-gc`, collect every second, so the chaos run's RSS figures show memory
+  // still held (a leak), not garbage the collector has not got round to yet.
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc !== undefined) setInterval(gc, 1000).unref()
 }

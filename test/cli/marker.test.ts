@@ -146,8 +146,9 @@ describe.each(chaosProtocols)(
         // Nothing of the client's request reached the upstream but the prompt text.
         expect(record.headers['x-fault-scenario']).toBeUndefined()
         expect(record.headers['x-gateway-attempt']).toBe(String(record.attempt))
-        expect(record.body).toContain('gateway-chosen-model')
-        expect(record.body).not.toContain('chaos-model')
+        // Gemini names the model in the path, the others in the body.
+        expect(`${record.path} ${record.body}`).toContain('gateway-chosen-model')
+        expect(`${record.path} ${record.body}`).not.toContain('chaos-model')
         expect(record.endedAt).toBeGreaterThanOrEqual(record.startedAt)
       }
     })

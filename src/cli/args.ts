@@ -97,13 +97,13 @@ function integer(
 
 function parseHeaders(values: readonly string[]): Record<string, string> {
   const headers: Record<string, string> = {}
-  for (const value of values) {
+  for (const [headerIndex, value] of values.entries()) {
     const at = value.indexOf(':')
-    const name = value.slice(0, at).trim()
-    if (at < 1 || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name))
-      // The value is not echoed: it may be a credential.
+    const name = at < 1 ? '' : value.slice(0, at).trim()
+    // Neither the value nor a bad name is echoed: either may hold a credential.
+    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name))
       throw new UsageError(
-        `--header must be "name: value", got a header named "${name.slice(0, 40)}"`,
+        `--header must be "name: value" with a token for a name (header ${headerIndex + 1} is not)`,
       )
     headers[name.toLowerCase()] = value.slice(at + 1).trim()
   }

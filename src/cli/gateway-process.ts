@@ -33,7 +33,7 @@ function statusField(pid: number, field: 'VmRSS' | 'VmHWM'): number | null {
   }
 }
 
-/** Processes of a process group (Linux `/proc`); empty elsewhere. */
+/** Live (not zombie) processes of a process group (Linux `/proc`); empty elsewhere. */
 function groupMembers(pgid: number): number[] {
   let entries: string[]
   try {
@@ -46,7 +46,7 @@ function groupMembers(pgid: number): number[] {
       // Fields after the command name (which may hold spaces): state, ppid, pgrp.
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      return Number(fields[2]) === pgid
+      return Number(fields[2]) === pgid && fields[0] !== 'Z'
     } catch {
       return false
     }
@@ -59,6 +59,19 @@ function sumOver(pgid: number, field: 'VmRSS' | 'VmHWM', combine: 'sum' | 'max')
     .filter((value): value is number => value !== null)
   if (values.length === 0) return null
   return combine === 'sum' ? values.reduce((a, b) => a + b, 0) : Math.max(...values)
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Whether a process of the group still runs (a killed child's zombie does not count). */
+function groupAlive(pgid: number): boolean {
+  if (process.platform === 'linux') return groupMembers(pgid).length > 0
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
 }
 
 /** Starts `command` with a shell, in a new process group. */
@@ -106,6 +119,7 @@ export function startGatewayProcess(command: string): GatewayProcess {
       clearTimeout(timer)
       // The shell may exit before its children: make sure none is left behind.
       signalGroup('SIGKILL')
+      for (let i = 0; i < 50 && groupAlive(pid); i++) await sleep(20)
       child.stdout?.destroy()
       child.stderr?.destroy()
     },

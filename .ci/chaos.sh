@@ -58,7 +58,7 @@ check "$work/gateway.json" "$code" \
 
 code=0
 chaos --protocol openai-chat --target "http://127.0.0.1:$gateway_port/v1" --gateway "$gateway" \
-  --requests 2000 --concurrency 300 --fault-rate 0.2 --hang-ms 30000 --json >"$work/load.json" || code=$?
+  --requests 2000 --concurrency 300 --fault-rate 0.2 --hang-ms 60000 --json >"$work/load.json" || code=$?
 check "$work/load.json" "$code" \
   'code === 0 && r.counts.requests === 2000 && r.load.gatewayMemory !== null &&
    r.load.gatewayMemory.endRssBytes <= r.load.gatewayMemory.startRssBytes * 1.25 + 32 * 2 ** 20' \

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { redactSecrets } from '../protocols/sanitize.js'
 import {
   createFaultyUpstream,
   type FaultyUpstream,
@@ -357,6 +358,16 @@ function upstreamScripts(): Record<string, Scenario> {
   return Object.fromEntries(chaosScenarios.map((scenario) => [scenario.name, scenario.script]))
 }
 
+/** The command as it may be logged: values of credential-like variables and keys hidden. */
+export function redactCommand(command: string): string {
+  return redactSecrets(
+    command.replace(
+      /\b([A-Za-z_][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL)[A-Za-z0-9_]*=)("[^"]*"|'[^']*'|\S+)/gi,
+      '$1[redacted]',
+    ),
+  )
+}
+
 /** A gateway that could not be started or reached; exit code 2. */
 export class TargetUnreachableError extends Error {
   override readonly name = 'TargetUnreachableError' as const
@@ -380,12 +391,12 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
     if (options.gateway !== undefined) {
       const command = options.gateway.replaceAll('{upstream}', upstreamUrl)
       gateway = startGatewayProcess(command)
-      log(`gateway: started pid ${gateway.pid}: ${command}`)
+      log(`gateway: started pid ${gateway.pid}: ${redactCommand(command)}`)
     }
     try {
       await waitForPort(options.target, options.startTimeoutMs)
     } catch (error) {
-      const output = gateway?.output().trim()
+      const output = redactSecrets(gateway?.output().trim() ?? '')
       throw new TargetUnreachableError(
         `${(error as Error).message}${output ? `\ngateway output:\n${output}` : ''}`,
       )

@@ -117,7 +117,7 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     expect(help.stdout.join('\n')).toMatch(/^Usage: stream-boundary chaos --target <url>/)
   })
 
-  it('a gateway command that never listens exits 2 and shows its output', async () => {
+  it('a gateway command that never listens exits 2 and shows its output, keys redacted', async () => {
     const io = capture()
     const port = await freePort()
     const args = [
@@ -127,12 +127,18 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
       '--protocol',
       'openai-chat',
       '--gateway',
-      'echo gateway-says-boom; exit 3',
+      `GATEWAY_KEYS=a:sk-chaos-secret-0123456789 sh -c 'echo gateway-says-boom with $GATEWAY_KEYS; exit 3'`,
       '--start-timeout-ms',
       '300',
     ]
     expect(await runCli(args, io)).toBe(2)
-    expect(io.stderr.join('\n')).toMatch(/accepted no connection in 300 ms[\s\S]*gateway-says-boom/)
+    const stderr = io.stderr.join('\n')
+    expect(stderr).toMatch(/gateway: started pid \d+: GATEWAY_KEYS=\[redacted\] sh -c/)
+    expect(stderr).toMatch(
+      /accepted no connection in 300 ms[\s\S]*gateway-says-boom with a:\[redacted\]/,
+    )
+    // Neither the command line nor the gateway's own output is echoed with the key in it.
+    expect(stderr).not.toContain('sk-chaos-secret')
   })
 })
 

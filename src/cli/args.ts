@@ -40,7 +40,7 @@ export interface ChaosOptions {
 }
 
 /** Defaults of {@link ChaosOptions}. */
-export const chaosDefaults = Object.freeze({
+const chaosDefaults = Object.freeze({
   upstreamPort: 0,
   scenarios: 'all',
   concurrency: 1,

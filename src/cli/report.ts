@@ -83,7 +83,7 @@ function loadRows(report: ChaosReport): string[] {
 }
 
 /** The one-line verdict that ends the output. */
-export function summaryLine(report: ChaosReport): string {
+function summaryLine(report: ChaosReport): string {
   const { counts } = report
   const verdict = report.exitCode === 0 ? 'PASS' : 'FAIL'
   return `${verdict}: ${counts.requests} requests, ${counts.answered} answered, ${counts.honestErrors} honest errors, ${counts.silentFailures} silent failures, ${counts.duplicates} duplicates, ${counts.hangs} hangs (${(report.durationMs / 1000).toFixed(1)} s)`

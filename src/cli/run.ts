@@ -43,7 +43,7 @@ export interface ScenarioResult {
 }
 
 /** Counts of client-visible outcomes. */
-export interface OutcomeCounts {
+interface OutcomeCounts {
   readonly requests: number
   readonly answered: number
   readonly honestErrors: number
@@ -53,7 +53,7 @@ export interface OutcomeCounts {
 }
 
 /** Memory of the gateway's process group (Linux, when the command started it), in bytes. */
-export interface GatewayMemory {
+interface GatewayMemory {
   readonly startRssBytes: number
   readonly peakRssBytes: number
   /** The lowest resident memory in the 5 s after the last request. */
@@ -61,7 +61,7 @@ export interface GatewayMemory {
 }
 
 /** What load mode measured. */
-export interface LoadResult {
+interface LoadResult {
   readonly concurrency: number
   readonly faultRate: number
   readonly seed: number
@@ -359,7 +359,7 @@ function upstreamScripts(): Record<string, Scenario> {
 }
 
 /** The command as it may be logged: values of credential-like variables and keys hidden. */
-export function redactCommand(command: string): string {
+function redactCommand(command: string): string {
   return redactSecrets(
     command.replace(
       /\b([A-Za-z_][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL)[A-Za-z0-9_]*=)("[^"]*"|'[^']*'|\S+)/gi,

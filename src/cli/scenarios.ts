@@ -8,7 +8,7 @@
 import type { Scenario } from '../testing/faulty-upstream.js'
 
 /** What a client should get. */
-export type Expectation =
+type Expectation =
   /** The whole answer: the fault came before any output, so a retry was still possible. */
   | 'answer'
   /** The whole answer, or an honest error: output had already been sent when the fault hit. */

@@ -12,7 +12,7 @@ import { startGateway } from '../../examples/node-http-gateway.js'
 import type { RelayPolicy } from '../../src/index.js'
 
 /** The policy of the chaos runs. */
-export const chaosPolicy: RelayPolicy = {
+const chaosPolicy: RelayPolicy = {
   maxAttempts: 4,
   // Any real gateway bounds a request; the chaos run's hang bound is longer than this.
   deadlineMs: 10_000,

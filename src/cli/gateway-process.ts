@@ -19,6 +19,8 @@ export interface GatewayProcess {
   peakRssBytes(): number | null
   /** The output it wrote, last 4 KiB (shown when it fails to start). */
   readonly output: () => string
+  /** Kills the process group at once, synchronously (for an interrupted run). */
+  killNow(): void
   /** Stops the process group: SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>
 }
@@ -105,6 +107,7 @@ export function startGatewayProcess(command: string): GatewayProcess {
     rssBytes: () => sumOver(pid, 'VmRSS', 'sum'),
     peakRssBytes: () => sumOver(pid, 'VmHWM', 'max'),
     output: () => output,
+    killNow: () => signalGroup('SIGKILL'),
     async stop(graceMs = 2000) {
       if (pid < 0) return
       signalGroup('SIGTERM')

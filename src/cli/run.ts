@@ -383,6 +383,15 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
     keepAliveMs: 200,
   })
   let gateway: GatewayProcess | undefined
+  // The gateway runs in its own process group, out of reach of the terminal's Ctrl-C.
+  const interrupt = (signal: NodeJS.Signals) => {
+    gateway?.killNow()
+    process.off('SIGINT', interrupt)
+    process.off('SIGTERM', interrupt)
+    process.kill(process.pid, signal)
+  }
+  process.once('SIGINT', interrupt)
+  process.once('SIGTERM', interrupt)
   try {
     const upstreamUrl = await upstream.listen(options.upstreamPort)
     log(
@@ -427,6 +436,8 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
       exitCode: counts.silentFailures + counts.duplicates + counts.hangs > 0 ? 1 : 0,
     }
   } finally {
+    process.off('SIGINT', interrupt)
+    process.off('SIGTERM', interrupt)
     await gateway?.stop()
     await upstream.close()
   }

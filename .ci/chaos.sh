@@ -44,6 +44,13 @@ check() {
       process.exit(1)
     }
     console.log(`ok: ${what} (${summary})`)
+    if (r.load) {
+      const m = r.load.gatewayMemory
+      const mib = (n) => (n / 2 ** 20).toFixed(1)
+      console.log(`  first token p50 ${r.load.firstTokenMs.p50} ms, p99 ${r.load.firstTokenMs.p99} ms; ` +
+        `attempts ${r.load.attemptsPerRequest.mean} mean; gateway RSS ${mib(m.startRssBytes)} MiB at start, ` +
+        `${mib(m.peakRssBytes)} peak, ${mib(m.endRssBytes)} after`)
+    }
   ' "$@"
 }
 

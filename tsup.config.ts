@@ -52,6 +52,7 @@ export default defineConfig({
     node: 'src/node.ts',
     redis: 'src/redis.ts',
     testing: 'src/testing/index.ts',
+    cli: 'src/cli/bin.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,

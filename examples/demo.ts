@@ -8,9 +8,9 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import type { RelayOutcome } from '../src/index.js'
-import { serveFetch } from '../src/node.js'
 import { createFaultyUpstream, type Scenario } from '../src/testing/index.js'
 import { startGateway } from './node-http-gateway.js'
+import { startPlainRelay } from './plain-relay.js'
 
 interface DemoScenario {
   readonly title: string
@@ -45,20 +45,6 @@ interface ClientResult {
   readonly verdict: 'correct' | 'promoted' | 'wrong' | 'error'
   readonly detail: string
   readonly firstTokenMs: number | undefined
-}
-
-/** A typical gateway: writes the upstream's status at once and pipes its bytes. */
-async function startPlainRelay(upstreamUrl: string) {
-  return serveFetch(async (request) => {
-    const url = new URL(request.url)
-    const upstream = await fetch(`${upstreamUrl}${url.pathname}`, {
-      method: request.method,
-      headers: request.headers,
-      body: await request.text(),
-      signal: request.signal,
-    })
-    return new Response(upstream.body, { status: upstream.status, headers: upstream.headers })
-  })
 }
 
 function describeError(error: unknown): string {

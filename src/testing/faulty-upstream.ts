@@ -5,6 +5,11 @@
  * asked for: it plays failures to whoever connects, so it is not exposed by default. Each scenario is a list
  * of faults, one per attempt: "first call fails this way, second succeeds".
  *
+ * A request names its scenario by the `x-fault-scenario` header, or by a marker
+ * ({@link chaosMarker}) anywhere in its body: gateways rewrite headers and fields but forward
+ * the prompt, so the marker reaches the upstream through any of them. A marked request is
+ * counted by its own id, and its answer names the attempt that wrote it.
+ *
  * @module
  */
 
@@ -27,6 +32,7 @@ export type FaultKind =
   | 'overloaded'
   | 'html-500'
   | 'json-error-200'
+  | 'html-200'
   | 'partial-then-cut'
   | 'thinking-only'
   | 'slow-drip'
@@ -85,7 +91,9 @@ export interface FaultyUpstreamListenOptions {
 /** What one attempt received and which fault answered it. */
 export interface RecordedRequest {
   readonly scenario: string
-  /** 1 for the first request of its scenario. */
+  /** The marker's request id, when the body carried a {@link chaosMarker}. */
+  readonly requestId: string | undefined
+  /** 1 for the first request of its scenario (of its request id, for a marked request). */
   readonly attempt: number
   readonly fault: FaultKind
   readonly protocol: string
@@ -94,6 +102,47 @@ export interface RecordedRequest {
   /** Request headers, credentials redacted. */
   readonly headers: Readonly<Record<string, string>>
   readonly body: string
+  /** When the request arrived (`performance.now()`). */
+  readonly startedAt: number
+  /**
+   * When the upstream let go of the request: its body ended, failed or was cancelled, or a
+   * pending response was abandoned. `undefined` while it is still open.
+   */
+  readonly endedAt: number | undefined
+}
+
+/** A scenario and a request id, as carried in a prompt. */
+export interface ChaosMarker {
+  readonly scenario: string
+  readonly requestId: string
+}
+
+const markerPattern =
+  /\[\[sb-chaos scenario=([A-Za-z0-9:._-]{1,100}) id=([A-Za-z0-9._-]{1,100})\]\]/g
+
+/**
+ * The text to put in a prompt so the faulty upstream plays `scenario` for it, counting
+ * attempts by `requestId`. Both are limited to `[A-Za-z0-9:._-]`, so JSON never escapes them.
+ *
+ * @example
+ * chaosMarker({ scenario: 'empty-eof', requestId: 'r1' }) // '[[sb-chaos scenario=empty-eof id=r1]]'
+ */
+export function chaosMarker(marker: ChaosMarker): string {
+  const text = `[[sb-chaos scenario=${marker.scenario} id=${marker.requestId}]]`
+  if (parseChaosMarker(text) === undefined)
+    throw new RangeError(
+      `chaosMarker: scenario and requestId must be 1 to 100 characters of [A-Za-z0-9:._-], got ${JSON.stringify(marker)}`,
+    )
+  return text
+}
+
+/** The last marker in a request body (the last user message comes last), or `undefined`. */
+export function parseChaosMarker(body: string): ChaosMarker | undefined {
+  let found: ChaosMarker | undefined
+  for (const match of body.matchAll(markerPattern)) {
+    found = { scenario: match[1] ?? '', requestId: match[2] ?? '' }
+  }
+  return found
 }
 
 /** A running faulty upstream. */
@@ -136,6 +185,7 @@ function playSteps(
   steps: readonly Step[],
   signal: AbortSignal,
   opened: Set<() => void>,
+  onEnd: () => void,
 ): ReadableStream<Uint8Array> {
   let index = 0
   let wake: (() => void) | undefined
@@ -147,13 +197,18 @@ function playSteps(
     if (timer !== undefined) clearTimeout(timer)
     wake?.()
   }
-  const onAbort = () => stop('abort')
+  // The client's connection is gone: the upstream has let go, whether or not a read is pending.
+  const onAbort = () => {
+    stop('abort')
+    onEnd()
+  }
   opened.add(stop)
   if (signal.aborted) stopped = 'abort'
   else signal.addEventListener('abort', onAbort, { once: true })
   const release = () => {
     opened.delete(stop)
     signal.removeEventListener('abort', onAbort)
+    onEnd()
   }
   return new ReadableStream<Uint8Array>(
     {
@@ -225,6 +280,92 @@ function requestedOutputTokens(body: string): number {
   return 4096
 }
 
+const statusFaults: ReadonlySet<FaultKind> = new Set([
+  'rate-limited',
+  'overloaded',
+  'html-500',
+  'json-error-200',
+  'html-200',
+  'hang-before-headers',
+])
+
+const htmlPage = (status: number, title: string) =>
+  new Response(
+    `<!DOCTYPE html><html><head><title>${status} ${title}</title></head><body><h1>${title}</h1></body></html>`,
+    { status, headers: { 'content-type': 'text/html' } },
+  )
+
+/** The whole answer of a fault that is decided by its status and body alone, if it is one. */
+function statusAnswer(
+  fault: Fault,
+  adapter: StreamAdapter,
+  body: string,
+  streaming: boolean,
+  tag: string,
+  answer: string,
+): Response | undefined {
+  const wire = wireFor(adapter)
+  const json = (status: number, text: string, extra: Record<string, string> = {}) =>
+    new Response(text, { status, headers: { 'content-type': 'application/json', ...extra } })
+  if (fault.kind === 'streaming-unsupported' && streaming) {
+    return json(
+      404,
+      wire.errorBody('not_found_error', 'Streaming is not supported on this endpoint', 404),
+    )
+  }
+  if (fault.kind === 'context-overflow') {
+    const limit = fault.limitTokens ?? 200_000
+    const input = fault.inputTokens ?? 190_000
+    const output = requestedOutputTokens(body)
+    if (input + output > limit) {
+      const type = adapter.name === 'gemini' ? 'INVALID_ARGUMENT' : 'invalid_request_error'
+      return json(400, wire.errorBody(type, wire.overflowMessage(input, output, limit), 400))
+    }
+  }
+  // A plain (non-streaming) request that meets no status fault gets the whole answer as JSON.
+  if (!streaming && !statusFaults.has(fault.kind)) {
+    return json(200, JSON.stringify(wire.message(`${tag}${answer}`)))
+  }
+  switch (fault.kind) {
+    case 'rate-limited': {
+      const extra: Record<string, string> =
+        fault.retryAfterMs === undefined
+          ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) }
+          : { 'retry-after-ms': String(fault.retryAfterMs) }
+      return json(
+        429,
+        wire.errorBody(wire.rateLimitType, 'Rate limit reached for this key', 429),
+        extra,
+      )
+    }
+    case 'overloaded':
+      return json(
+        529,
+        wire.errorBody(
+          adapter.name === 'gemini' ? 'UNAVAILABLE' : 'overloaded_error',
+          'Overloaded',
+          529,
+        ),
+      )
+    case 'html-500':
+      return htmlPage(500, 'Internal Server Error')
+    case 'html-200':
+      // A captive portal or a misrouted proxy: success status, a web page for a body.
+      return htmlPage(200, 'Service Temporarily Unavailable')
+    case 'json-error-200':
+      return json(
+        200,
+        wire.errorBody(
+          'server_error',
+          'The server had an error while processing your request',
+          500,
+        ),
+      )
+    default:
+      return undefined
+  }
+}
+
 /**
  * Creates a faulty upstream.
  *
@@ -235,8 +376,8 @@ function requestedOutputTokens(body: string): number {
  */
 export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
   const scenarios = options.scenarios ?? {}
-  const answer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
-  const thought = options.reasoning ?? 'Let me think about this step by step.'
+  const baseAnswer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
+  const baseThought = options.reasoning ?? 'Let me think about this step by step.'
   const frameDelayMs = options.frameDelayMs ?? 0
   const keepAliveMs = options.keepAliveMs ?? 200
   const requests: RecordedRequest[] = []
@@ -244,16 +385,20 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
   const opened = new Set<() => void>()
   let server: { close(): Promise<void> } | undefined
 
-  function faultFor(name: string): { fault: Fault; attempt: number } {
+  /** Counts by request id for a marked request, else by scenario name. */
+  function faultFor(name: string, requestId?: string): { fault: Fault; attempt: number } {
     const scenario = scenarios[name] ?? ['ok']
-    const attempt = (counts.get(name) ?? 0) + 1
-    counts.set(name, attempt)
+    const counter = requestId === undefined ? `scenario:${name}` : `id:${requestId}`
+    const attempt = (counts.get(counter) ?? 0) + 1
+    counts.set(counter, attempt)
     const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
     return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
   }
 
-  function steps(fault: Fault, adapter: StreamAdapter): Step[] {
+  function steps(fault: Fault, adapter: StreamAdapter, tag: string): Step[] {
     const wire = wireFor(adapter)
+    const answer = `${tag}${baseAnswer}`
+    const thought = `${tag}${baseThought}`
     const spaced = (frames: string[], gap: number): Step[] =>
       frames.flatMap((frame, i) => (i === 0 || gap === 0 ? [frame] : [{ wait: gap }, frame]))
     const answerFrames = () => [
@@ -296,7 +441,11 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         return [...frames.slice(0, -1), next.slice(0, 12), { reset: true }]
       }
       case 'oversized-frame':
-        return [...wire.start(), ...wire.text('x'.repeat(2 * 1024 * 1024)), ...wire.finish('stop')]
+        return [
+          ...wire.start(),
+          ...wire.text(`${tag}${'x'.repeat(2 * 1024 * 1024)}`),
+          ...wire.finish('stop'),
+        ]
       case 'invalid-utf8': {
         // Two bytes that are not UTF-8, inside the text of the last delta.
         const parts = words(answer)
@@ -329,14 +478,16 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     const url = new URL(request.url)
     const adapter = adapterForUrl(url) ?? openaiChat
     if (request.signal.aborted) throw request.signal.reason
-    const scenario = request.headers.get('x-fault-scenario') ?? 'default'
-    const { fault, attempt } = faultFor(scenario)
     const headers: Record<string, string> = {}
     for (const [name, value] of request.headers)
       headers[name] = secretHeaders.has(name) ? '[redacted]' : value
     const body = request.body === null ? '' : await request.text()
-    requests.push({
+    const marker = parseChaosMarker(body)
+    const scenario = marker?.scenario ?? request.headers.get('x-fault-scenario') ?? 'default'
+    const { fault, attempt } = faultFor(scenario, marker?.requestId)
+    const record = {
       scenario,
+      requestId: marker?.requestId,
       attempt,
       fault: fault.kind,
       protocol: adapter.name,
@@ -344,90 +495,40 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
       path: url.pathname,
       headers,
       body,
-    })
-    const wire = wireFor(adapter)
-    const json = (status: number, text: string, extra: Record<string, string> = {}) =>
-      new Response(text, { status, headers: { 'content-type': 'application/json', ...extra } })
+      startedAt: performance.now(),
+      endedAt: undefined as number | undefined,
+    }
+    requests.push(record)
+    const ended = () => {
+      record.endedAt ??= performance.now()
+    }
+    const tag = marker === undefined ? '' : `[attempt ${attempt}] `
     const streaming =
       url.pathname.endsWith(':streamGenerateContent') || /"stream"\s*:\s*true/.test(body)
-    if (fault.kind === 'streaming-unsupported' && streaming) {
-      return json(
-        404,
-        wire.errorBody('not_found_error', 'Streaming is not supported on this endpoint', 404),
-      )
+    const early = statusAnswer(fault, adapter, body, streaming, tag, baseAnswer)
+    if (early !== undefined) {
+      ended()
+      return early
     }
-    if (fault.kind === 'context-overflow') {
-      const limit = fault.limitTokens ?? 200_000
-      const input = fault.inputTokens ?? 190_000
-      const output = requestedOutputTokens(body)
-      if (input + output > limit) {
-        const type = adapter.name === 'gemini' ? 'INVALID_ARGUMENT' : 'invalid_request_error'
-        return json(400, wire.errorBody(type, wire.overflowMessage(input, output, limit), 400))
-      }
+    if (fault.kind === 'hang-before-headers') {
+      return new Promise<Response>((_, reject) => {
+        const stop = () => {
+          opened.delete(stop)
+          ended()
+          reject(request.signal.reason ?? new DOMException('aborted', 'AbortError'))
+        }
+        opened.add(stop)
+        request.signal.addEventListener('abort', stop, { once: true })
+      })
     }
-    // A plain (non-streaming) request that meets no status fault gets the whole answer as JSON.
-    if (
-      !streaming &&
-      !['rate-limited', 'overloaded', 'html-500', 'json-error-200', 'hang-before-headers'].includes(
-        fault.kind,
-      )
-    ) {
-      return json(200, JSON.stringify(wire.message(answer)))
-    }
-    switch (fault.kind) {
-      case 'hang-before-headers':
-        return new Promise<Response>((_, reject) => {
-          const stop = () => {
-            opened.delete(stop)
-            reject(request.signal.reason ?? new DOMException('aborted', 'AbortError'))
-          }
-          opened.add(stop)
-          request.signal.addEventListener('abort', stop, { once: true })
-        })
-      case 'rate-limited': {
-        const extra: Record<string, string> =
-          fault.retryAfterMs === undefined
-            ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) }
-            : { 'retry-after-ms': String(fault.retryAfterMs) }
-        return json(
-          429,
-          wire.errorBody(wire.rateLimitType, 'Rate limit reached for this key', 429),
-          extra,
-        )
-      }
-      case 'overloaded':
-        return json(
-          529,
-          wire.errorBody(
-            adapter.name === 'gemini' ? 'UNAVAILABLE' : 'overloaded_error',
-            'Overloaded',
-            529,
-          ),
-        )
-      case 'html-500':
-        return new Response(
-          '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>',
-          { status: 500, headers: { 'content-type': 'text/html' } },
-        )
-      case 'json-error-200':
-        return json(
-          200,
-          wire.errorBody(
-            'server_error',
-            'The server had an error while processing your request',
-            500,
-          ),
-        )
-      default:
-        return new Response(playSteps(steps(fault, adapter), request.signal, opened), {
-          status: 200,
-          headers: {
-            'content-type': 'text/event-stream; charset=utf-8',
-            'cache-control': 'no-cache',
-            'x-request-id': `req_faulty_${requests.length}`,
-          },
-        })
-    }
+    return new Response(playSteps(steps(fault, adapter, tag), request.signal, opened, ended), {
+      status: 200,
+      headers: {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        'x-request-id': `req_faulty_${requests.length}`,
+      },
+    })
   }
 
   return {

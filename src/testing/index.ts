@@ -11,6 +11,7 @@ export * as arbitraries from './arbitraries.js'
 export type { CheckAdapterOptions, StreamSample } from './check-adapter.js'
 export { AdapterConformanceError, checkAdapter } from './check-adapter.js'
 export type {
+  ChaosMarker,
   Fault,
   FaultKind,
   FaultyUpstream,
@@ -19,7 +20,7 @@ export type {
   RecordedRequest,
   Scenario,
 } from './faulty-upstream.js'
-export { createFaultyUpstream } from './faulty-upstream.js'
+export { chaosMarker, createFaultyUpstream, parseChaosMarker } from './faulty-upstream.js'
 export type { RecordingSink, SinkEvent } from './recording-sink.js'
 export { createRecordingSink } from './recording-sink.js'
 export type { ScriptedBody, ScriptStep } from './scripted-body.js'

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The load-and-fault soak, from the packed package: `npm pack`, install the tarball into a
+# throwaway folder (its dependency linked from this repo, so no network), then run its
+# `stream-boundary chaos` bin
+#   1. against examples/node-http-gateway.ts (test/cli/example-gateway.ts: short timeouts):
+#      every pre-output scenario answered, no silent failure, duplicate or hang;
+#   2. the same gateway under load: 300 streams at once, 2,000 requests, 20 % faults, the
+#      same zero counts, and its RSS back near where it started;
+#   3. against examples/plain-relay.ts: the command must *detect* its silent failures
+#      (exit code 1, a nonzero silent count). This one tests the judge.
+# Run after `npm run build`. Everything listens on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/stream-boundary-chaos.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
+app="$work/app"
+mkdir -p "$app/node_modules"
+printf '{ "name": "chaos-consumer", "private": true }\n' >"$app/package.json"
+ln -s "$repo/node_modules/p-retry" "$app/node_modules/p-retry"
+(cd "$app" && npm install --offline --no-audit --no-fund --no-save --silent "$work/$tarball")
+[ -x "$app/node_modules/.bin/stream-boundary" ] || { echo 'the tarball installed no stream-boundary bin' >&2; exit 1; }
+echo "installed $tarball with its bin into $app"
+
+chaos() { (cd "$app" && npx --no-install stream-boundary chaos "$@"); }
+port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+gateway_port=$(port)
+gateway="cd '$repo' && UPSTREAM_URL={upstream} PORT=$gateway_port node --expose-gc --import tsx test/cli/example-gateway.ts"
+relay_port=$(port)
+relay="cd '$repo' && UPSTREAM_URL={upstream} PORT=$relay_port node --import tsx examples/plain-relay.ts"
+
+# check <report.json> <exit code> <node expression over r (the report) that must hold> <what>
+check() {
+  node -e '
+    const [file, code, test, what] = process.argv.slice(1)
+    const r = JSON.parse(require("fs").readFileSync(file, "utf8"))
+    const summary = JSON.stringify(r.counts)
+    if (!Function("r", "code", `return (${test})`)(r, Number(code))) {
+      const failed = (r.scenarios || []).filter((s) => s.mark === "✗").map((s) => `  ✗ ${s.name}: ${s.reason}`)
+      console.error(`FAILED: ${what}\n  exit code ${code}, counts ${summary}\n${failed.join("\n")}`)
+      if (r.load) console.error(JSON.stringify(r.load, null, 2))
+      process.exit(1)
+    }
+    console.log(`ok: ${what} (${summary})`)
+    if (r.load) {
+      const m = r.load.gatewayMemory
+      const mib = (n) => (n / 2 ** 20).toFixed(1)
+      console.log(`  first token p50 ${r.load.firstTokenMs.p50} ms, p99 ${r.load.firstTokenMs.p99} ms; ` +
+        `attempts ${r.load.attemptsPerRequest.mean} mean; gateway RSS ${mib(m.startRssBytes)} MiB at start, ` +
+        `${mib(m.peakRssBytes)} peak, ${mib(m.endRssBytes)} after`)
+    }
+  ' "$@"
+}
+
+status=0
+code=0
+chaos --protocol openai-chat --target "http://127.0.0.1:$gateway_port/v1" --gateway "$gateway" \
+  --json >"$work/gateway.json" || code=$?
+check "$work/gateway.json" "$code" \
+  'code === 0 && r.scenarios.filter((s) => s.expect === "answer").every((s) => s.mark === "✓")' \
+  'example gateway: every pre-output scenario answered, 0 silent failures, 0 duplicates, 0 hangs' ||
+  status=1
+
+code=0
+chaos --protocol openai-chat --target "http://127.0.0.1:$gateway_port/v1" --gateway "$gateway" \
+  --requests 2000 --concurrency 300 --fault-rate 0.2 --hang-ms 60000 --json >"$work/load.json" || code=$?
+check "$work/load.json" "$code" \
+  'code === 0 && r.counts.requests === 2000 && r.load.gatewayMemory !== null &&
+   r.load.gatewayMemory.endRssBytes <= r.load.gatewayMemory.startRssBytes * 1.25 + 32 * 2 ** 20' \
+  'example gateway under load (300 at once, 2,000 requests, 20 % faults): 0 silent, 0 duplicates, 0 hangs, RSS back near its start' ||
+  status=1
+
+code=0
+chaos --protocol openai-chat --target "http://127.0.0.1:$relay_port/v1" --gateway "$relay" \
+  --json >"$work/relay.json" || code=$?
+check "$work/relay.json" "$code" 'code === 1 && r.counts.silentFailures > 0' \
+  'plain relay: the judge reports its silent failures (exit code 1)' || status=1
+
+exit "$status"

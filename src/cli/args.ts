@@ -1,0 +1,196 @@
+/**
+ * The `stream-boundary chaos` command line: one defaults object, checked up front with
+ * messages that name the flag.
+ *
+ * @module
+ */
+
+import { parseArgs } from 'node:util'
+import { type ChaosProtocol, chaosProtocols } from './client-request.js'
+import { type ChaosScenario, selectScenarios } from './scenarios.js'
+
+/** Options of a chaos run. */
+export interface ChaosOptions {
+  /** The gateway's base URL, as an SDK takes it (required). */
+  readonly target: string
+  /** The protocol the client speaks (required). */
+  readonly protocol: ChaosProtocol
+  /** A command that starts the gateway; `{upstream}` becomes the upstream's URL. @default undefined */
+  readonly gateway: string | undefined
+  /** Port of the faulty upstream on 127.0.0.1. @default 0 (an ephemeral port) */
+  readonly upstreamPort: number
+  /** The scenarios to run. @default all */
+  readonly scenarios: readonly ChaosScenario[]
+  /** Requests in flight at once. @default 1 */
+  readonly concurrency: number
+  /** Load mode: this many requests with a random fault mix. @default undefined (scenario mode) */
+  readonly requests: number | undefined
+  /** Load mode: the share of requests that meet a fault first. @default 0.2 */
+  readonly faultRate: number
+  /** Load mode: the seed of the fault mix. @default 1 */
+  readonly seed: number
+  /** No end within this many ms is a hang. @default 4000 */
+  readonly hangMs: number
+  /** How long a started gateway may take to accept connections. @default 20000 */
+  readonly startTimeoutMs: number
+  /** Extra request headers (`name: value`), e.g. the gateway's own auth. @default [] */
+  readonly headers: Readonly<Record<string, string>>
+  /** Print JSON instead of a table. @default false */
+  readonly json: boolean
+}
+
+/** Defaults of {@link ChaosOptions}. */
+const chaosDefaults = Object.freeze({
+  upstreamPort: 0,
+  scenarios: 'all',
+  concurrency: 1,
+  faultRate: 0.2,
+  seed: 1,
+  hangMs: 4000,
+  startTimeoutMs: 20_000,
+  json: false,
+})
+
+/** A command line the command cannot run; exit code 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError' as const
+}
+
+/** The usage text. */
+export const usage = `Usage: stream-boundary chaos --target <url> --protocol <protocol> [options]
+
+Fault-tests an LLM gateway: a fault-injecting upstream on 127.0.0.1 goes behind it, and a
+client in front of it judges what came out.
+
+  --target <url>          the gateway's base URL, as an SDK takes it (OpenAI: http://host/v1)
+  --protocol <name>       ${chaosProtocols.join(' | ')}
+  --gateway <command>     start the gateway: {upstream} is replaced with the upstream's URL
+  --upstream-port <n>     the upstream's port on 127.0.0.1 (default: any free port)
+  --scenarios <list>      all, or a comma-separated list of scenario names (default: all)
+  --concurrency <n>       requests in flight at once (default: 1)
+  --requests <n>          load mode: n requests with a random fault mix
+  --fault-rate <0..1>     load mode: share of requests that meet a fault (default: 0.2)
+  --seed <n>              load mode: seed of the fault mix (default: 1)
+  --hang-ms <ms>          no end within this bound is a hang (default: 4000)
+  --start-timeout-ms <ms> how long the started gateway may take to listen (default: 20000)
+  --header <name: value>  an extra request header (repeatable)
+  --json                  print JSON instead of a table
+
+Exit code: 0 all good, 1 a silent failure, duplicate output or hang was seen, 2 bad arguments
+or the gateway could not be reached.`
+
+function integer(
+  flag: string,
+  value: string | undefined,
+  fallback: number,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (value === undefined) return fallback
+  const n = value.trim() === '' ? Number.NaN : Number(value)
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`
+    throw new UsageError(`--${flag} must be an integer ${range}, got "${value}"`)
+  }
+  return n
+}
+
+function parseHeaders(values: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = {}
+  for (const [headerIndex, value] of values.entries()) {
+    const at = value.indexOf(':')
+    const name = at < 1 ? '' : value.slice(0, at).trim()
+    // Neither the value nor a bad name is echoed: either may hold a credential.
+    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name))
+      throw new UsageError(
+        `--header must be "name: value" with a token for a name (header ${headerIndex + 1} is not)`,
+      )
+    headers[name.toLowerCase()] = value.slice(at + 1).trim()
+  }
+  return headers
+}
+
+/** Parses `chaos`'s arguments (after the word `chaos`). Throws {@link UsageError}. */
+export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
+  let values: Record<string, string | boolean | string[] | undefined>
+  try {
+    values = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        target: { type: 'string' },
+        protocol: { type: 'string' },
+        gateway: { type: 'string' },
+        'upstream-port': { type: 'string' },
+        scenarios: { type: 'string' },
+        concurrency: { type: 'string' },
+        requests: { type: 'string' },
+        'fault-rate': { type: 'string' },
+        seed: { type: 'string' },
+        'hang-ms': { type: 'string' },
+        'start-timeout-ms': { type: 'string' },
+        header: { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+      },
+    }).values
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+  const text = (name: string) => values[name] as string | undefined
+  const target = text('target')
+  if (target === undefined) throw new UsageError("--target is required (the gateway's base URL)")
+  let url: URL
+  try {
+    url = new URL(target)
+  } catch {
+    throw new UsageError(`--target must be an http:// URL, got "${target}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UsageError(`--target must be an http:// URL, got "${target}"`)
+  const protocol = text('protocol')
+  if (!chaosProtocols.includes(protocol as ChaosProtocol))
+    throw new UsageError(
+      `--protocol must be one of ${chaosProtocols.join(', ')}, got ${protocol === undefined ? 'nothing' : `"${protocol}"`}`,
+    )
+  let scenarios: readonly ChaosScenario[]
+  try {
+    scenarios = selectScenarios(text('scenarios') ?? chaosDefaults.scenarios)
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+  const faultRateText = text('fault-rate')
+  const faultRate = faultRateText === undefined ? chaosDefaults.faultRate : Number(faultRateText)
+  if (!(faultRate >= 0 && faultRate <= 1))
+    throw new UsageError(`--fault-rate must be a number from 0 to 1, got "${faultRateText}"`)
+  const gateway = text('gateway')
+  if (gateway !== undefined && gateway.trim() === '')
+    throw new UsageError('--gateway must be a command, got an empty string')
+  const requestsText = text('requests')
+  return {
+    target: target.replace(/\/+$/, ''),
+    protocol: protocol as ChaosProtocol,
+    gateway,
+    upstreamPort: integer(
+      'upstream-port',
+      text('upstream-port'),
+      chaosDefaults.upstreamPort,
+      0,
+      65_535,
+    ),
+    scenarios,
+    concurrency: integer('concurrency', text('concurrency'), chaosDefaults.concurrency, 1),
+    requests: requestsText === undefined ? undefined : integer('requests', requestsText, 1, 1),
+    faultRate,
+    seed: integer('seed', text('seed'), chaosDefaults.seed, 0),
+    hangMs: integer('hang-ms', text('hang-ms'), chaosDefaults.hangMs, 100),
+    startTimeoutMs: integer(
+      'start-timeout-ms',
+      text('start-timeout-ms'),
+      chaosDefaults.startTimeoutMs,
+      100,
+    ),
+    headers: parseHeaders((values.header as string[] | undefined) ?? []),
+    json: values.json === true,
+  }
+}

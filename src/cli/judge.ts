@@ -1,0 +1,230 @@
+/**
+ * The judge: what a gateway's client really got, read with the library's own adapters and
+ * EOF classifier. Pure: it takes the bytes and the way the response ended, never a socket.
+ *
+ * @module
+ */
+
+import { classifyEof, createStreamTracker } from '../classify/index.js'
+import type { StreamAdapter } from '../protocols/types.js'
+import { createFrameReader } from '../sse/reader.js'
+
+/** What the client saw of one response. */
+export interface Observation {
+  /** The response status, or `null` when no response headers came. */
+  readonly status: number | null
+  readonly contentType: string | null
+  /** Every body byte the client read. */
+  readonly body: Uint8Array
+  /** `eof`: the body ended; `error`: the request or body failed; `timeout`: no end in time. */
+  readonly end: 'eof' | 'error' | 'timeout'
+  /** The failure's message, for `error`. */
+  readonly error?: string
+}
+
+/** Every client-visible outcome. */
+export type OutcomeKind =
+  | 'full'
+  | 'promoted'
+  | 'honest-error'
+  | 'silent-empty'
+  | 'silent-cut'
+  | 'duplicate'
+  | 'hang'
+
+/** The outcomes that make the command fail. */
+export const badOutcomes: ReadonlySet<OutcomeKind> = new Set([
+  'silent-empty',
+  'silent-cut',
+  'duplicate',
+  'hang',
+])
+
+/** The judge's verdict on one response. */
+export interface Judgement {
+  readonly kind: OutcomeKind
+  /** One line saying why. */
+  readonly reason: string
+  /** The upstream attempts whose output reached the client (from the answers' attempt tags). */
+  readonly attemptsSeen: readonly number[]
+  /** Answer characters the client got. */
+  readonly textChars: number
+}
+
+/** What the judge compares the client's text with. */
+export interface JudgeOptions {
+  readonly adapter: StreamAdapter
+  /** The upstream's answer, without its attempt tag. */
+  readonly answer: string
+  /** The upstream's reasoning, without its attempt tag (a promoted answer). */
+  readonly reasoning: string
+  /** Other texts that count as the whole answer. */
+  readonly otherAnswers?: readonly string[]
+}
+
+const tagPattern = /\[attempt (\d+)\] /g
+// Bigger than any frame the upstream writes, so the judge sees what a lenient client sees.
+const judgeMaxFrameBytes = 64 * 1024 * 1024
+
+interface Read {
+  text: string
+  reasoning: string
+  errors: number
+  firstError: string | undefined
+  terminal: boolean
+  eof: string
+}
+
+async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> {
+  const reader = createFrameReader(
+    (async function* () {
+      yield body
+    })(),
+    { maxFrameBytes: judgeMaxFrameBytes },
+  )
+  const tracker = createStreamTracker(adapter, { keepReasoningChars: 0 })
+  const read: Read = {
+    text: '',
+    reasoning: '',
+    errors: 0,
+    firstError: undefined,
+    terminal: false,
+    eof: '',
+  }
+  for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
+    const verdict = tracker.observe(frame)
+    if (verdict.kind === 'text' || verdict.kind === 'refusal') read.text += verdict.text
+    else if (verdict.kind === 'reasoning') read.reasoning += verdict.text
+    else if (verdict.kind === 'error') read.firstError ??= verdict.error.message
+  }
+  const state = tracker.state
+  read.errors = state.errors
+  read.terminal = state.terminalSeen
+  read.eof = classifyEof(state).kind
+  return read
+}
+
+function tagsOf(text: string): number[] {
+  return [...new Set([...text.matchAll(tagPattern)].map((match) => Number(match[1])))].sort(
+    (a, b) => a - b,
+  )
+}
+
+const decoder = new TextDecoder()
+const short = (text: string, max = 60) =>
+  text.length > max ? `${text.slice(0, max - 1)}…` : text.replace(/\s+/g, ' ')
+
+/** A 2xx body that is not an event stream: a JSON error, the whole answer as JSON, or junk. */
+function judgeNonStream(observation: Observation, options: JudgeOptions): Judgement {
+  const body = decoder.decode(observation.body)
+  const attemptsSeen = tagsOf(body)
+  const type = observation.contentType ?? 'no content-type'
+  if (attemptsSeen.length > 1)
+    return {
+      kind: 'duplicate',
+      reason: `a ${type} body with output of attempts ${attemptsSeen.join(' and ')}`,
+      attemptsSeen,
+      textChars: body.length,
+    }
+  if (attemptsSeen.length === 1 && body.includes(JSON.stringify(options.answer).slice(1, -1)))
+    return {
+      kind: 'full',
+      reason: `the answer as one ${type} body, not a stream`,
+      attemptsSeen,
+      textChars: options.answer.length,
+    }
+  try {
+    const parsed = JSON.parse(body) as Record<string, unknown>
+    if (parsed.error !== undefined || parsed.type === 'error')
+      return {
+        kind: 'honest-error',
+        reason: `${observation.status} with a JSON error body`,
+        attemptsSeen,
+        textChars: 0,
+      }
+  } catch {
+    // Not JSON: judged below.
+  }
+  return {
+    kind: 'silent-empty',
+    reason: `${observation.status} ${type}, ${observation.body.length} bytes, no stream and no error`,
+    attemptsSeen,
+    textChars: 0,
+  }
+}
+
+/**
+ * Judges one response. `full`: a terminal event and the whole answer of one attempt;
+ * `promoted`: the reasoning, written as the answer; `honest-error`: a non-2xx status, an
+ * error event, or a failed connection; `silent-empty` / `silent-cut`: a 2xx that ended with no
+ * answer / part of one and no error; `duplicate`: output of two attempts; `hang`: no end.
+ */
+export async function judgeObservation(
+  observation: Observation,
+  options: JudgeOptions,
+): Promise<Judgement> {
+  const base = { attemptsSeen: [] as number[], textChars: 0 }
+  if (observation.status === null) {
+    if (observation.end === 'timeout')
+      return { ...base, kind: 'hang', reason: 'no response headers before the hang bound' }
+    return {
+      ...base,
+      kind: 'honest-error',
+      reason: `no response: ${short(observation.error ?? 'connection failed')}`,
+    }
+  }
+  if (observation.status < 200 || observation.status > 299)
+    return { ...base, kind: 'honest-error', reason: `HTTP ${observation.status} before any output` }
+  const sse =
+    (observation.contentType ?? '').includes('text/event-stream') ||
+    /^(data|event|id|retry)?:/.test(decoder.decode(observation.body.subarray(0, 16)))
+  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation, options)
+  const read = await readSse(observation.body, options.adapter)
+  const attemptsSeen = tagsOf(read.text + read.reasoning)
+  const textChars = read.text.replace(tagPattern, '').length
+  const got = { attemptsSeen, textChars }
+  const seen = `${textChars} answer chars`
+  if (attemptsSeen.length > 1)
+    return {
+      ...got,
+      kind: 'duplicate',
+      reason: `output of attempts ${attemptsSeen.join(' and ')} in one answer`,
+    }
+  const tag = attemptsSeen.length === 1 ? `[attempt ${attemptsSeen[0]}] ` : ''
+  const answers = [options.answer, ...(options.otherAnswers ?? [])].map((answer) => tag + answer)
+  if (answers.some((answer) => read.text.indexOf(answer) !== read.text.lastIndexOf(answer)))
+    return { ...got, kind: 'duplicate', reason: 'the same answer twice' }
+  if (observation.end === 'timeout')
+    return { ...got, kind: 'hang', reason: `no end before the hang bound (${seen} so far)` }
+  if (observation.end === 'error')
+    return {
+      ...got,
+      kind: 'honest-error',
+      reason: `the connection failed after ${seen}: ${short(observation.error ?? '', 40)}`,
+    }
+  if (read.errors > 0)
+    return {
+      ...got,
+      kind: 'honest-error',
+      reason: `an error event after ${seen}: ${short(read.firstError ?? '', 40)}`,
+    }
+  if (read.terminal && answers.includes(read.text))
+    return { ...got, kind: 'full', reason: 'the whole answer and an end event' }
+  if (read.terminal && tag !== '' && read.text === tag + options.reasoning)
+    return { ...got, kind: 'promoted', reason: 'the reasoning, written as the answer' }
+  if (textChars === 0) {
+    const what =
+      read.reasoning !== '' ? 'reasoning only' : read.terminal ? 'an end event only' : 'nothing'
+    return {
+      ...got,
+      kind: 'silent-empty',
+      reason: `${observation.status} stream with ${what}: no answer, no error`,
+    }
+  }
+  const ending = read.terminal ? 'an end event' : 'no end event'
+  return {
+    ...got,
+    kind: 'silent-cut',
+    reason: `${seen} of ${options.answer.length}, ${ending}, no error`,
+  }
+}

@@ -1,0 +1,338 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { afterEach, describe, expect, it } from 'vitest'
+import { startPlainRelay } from '../../examples/plain-relay.js'
+import { type CliIo, runCli } from '../../src/cli/main.js'
+import type { ChaosReport } from '../../src/cli/run.js'
+import { startChaosGateway } from './example-gateway.js'
+
+const closers: (() => Promise<void>)[] = []
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close()
+})
+
+function capture(): CliIo & { stdout: string[]; stderr: string[] } {
+  const stdout: string[] = []
+  const stderr: string[] = []
+  return { stdout, stderr, out: (text) => stdout.push(text), err: (text) => stderr.push(text) }
+}
+
+/** Processes of a process group still running (zombies left to an init that does not reap are done). */
+function runningInGroup(pgid: number): string[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .flatMap((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+        const [state, , group] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        return Number(group) === pgid && state !== 'Z' ? [`${pid} ${state}`] : []
+      } catch {
+        return []
+      }
+    })
+}
+
+/** A port that was free a moment ago (the upstream must be known before the gateway starts). */
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+async function chaos(
+  args: string[],
+): Promise<{ code: number; report: ChaosReport; io: ReturnType<typeof capture> }> {
+  const io = capture()
+  const code = await runCli(['chaos', ...args, '--json'], io)
+  return { code, report: JSON.parse(io.stdout.join('\n')) as ChaosReport, io }
+}
+
+describe('stream-boundary chaos: bad arguments exit 2 with a message naming the flag', () => {
+  const cases: [string[], RegExp][] = [
+    [['--protocol', 'openai-chat'], /--target is required/],
+    [
+      ['--target', 'ftp://x', '--protocol', 'openai-chat'],
+      /--target must be an http:\/\/ URL, got "ftp:\/\/x"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'grpc'],
+      /--protocol must be one of openai-chat, openai-responses, anthropic-messages, gemini, got "grpc"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--scenarios', 'ok,nope'],
+      /--scenarios: unknown scenario "nope"; known: all, ok, empty-eof/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--fault-rate', '1.5'],
+      /--fault-rate must be a number from 0 to 1, got "1.5"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--concurrency', '0'],
+      /--concurrency must be an integer >= 1, got "0"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--upstream-port', '70000'],
+      /--upstream-port must be an integer from 0 to 65535, got "70000"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--hang-ms', 'soon'],
+      /--hang-ms must be an integer >= 100, got "soon"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--bogus'],
+      /Unknown option '--bogus'/,
+    ],
+  ]
+  it.each(cases)('%j', async (args, message) => {
+    const io = capture()
+    expect(await runCli(['chaos', ...args], io)).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(message)
+    expect(io.stdout).toEqual([])
+  })
+
+  it('a malformed --header is refused without echoing its value', async () => {
+    const io = capture()
+    const args = [
+      'chaos',
+      '--target',
+      'http://127.0.0.1:1',
+      '--protocol',
+      'gemini',
+      '--header',
+      'sk-secret-value-123',
+    ]
+    expect(await runCli(args, io)).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(/--header must be "name: value"/)
+    expect(io.stderr.join('\n')).not.toContain('secret-value')
+  })
+
+  it('an unknown command exits 2; --help exits 0 with the usage', async () => {
+    const io = capture()
+    expect(await runCli(['fuzz'], io)).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(/unknown command "fuzz"/)
+    const help = capture()
+    expect(await runCli(['chaos', '--help'], help)).toBe(0)
+    expect(help.stdout.join('\n')).toMatch(/^Usage: stream-boundary chaos --target <url>/)
+  })
+
+  it('a gateway command that never listens exits 2 and shows its output, keys redacted', async () => {
+    const io = capture()
+    const port = await freePort()
+    const args = [
+      'chaos',
+      '--target',
+      `http://127.0.0.1:${port}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--gateway',
+      `GATEWAY_KEYS=a:sk-chaos-secret-0123456789 sh -c 'echo gateway-says-boom with $GATEWAY_KEYS; exit 3'`,
+      '--start-timeout-ms',
+      '300',
+    ]
+    expect(await runCli(args, io)).toBe(2)
+    const stderr = io.stderr.join('\n')
+    expect(stderr).toMatch(/gateway: started pid \d+: GATEWAY_KEYS=\[redacted\] sh -c/)
+    expect(stderr).toMatch(
+      /accepted no connection in 300 ms[\s\S]*gateway-says-boom with a:\[redacted\]/,
+    )
+    // Neither the command line nor the gateway's own output is echoed with the key in it.
+    expect(stderr).not.toContain('sk-chaos-secret')
+  })
+})
+
+describe('stream-boundary chaos: the report', () => {
+  it('against the plain relay: exit 1, silent failures counted, the --json shape', async () => {
+    const upstreamPort = await freePort()
+    const relay = await startPlainRelay(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => relay.close())
+    const { code, report } = await chaos([
+      '--target',
+      `${relay.url}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--upstream-port',
+      String(upstreamPort),
+      '--scenarios',
+      'ok,empty-eof,html-200,partial-then-cut,rate-limited',
+    ])
+    expect(code).toBe(1)
+    expect(report).toMatchObject({
+      mode: 'scenarios',
+      target: `${relay.url}/v1`,
+      protocol: 'openai-chat',
+      upstream: `http://127.0.0.1:${upstreamPort}`,
+      load: null,
+      exitCode: 1,
+      counts: {
+        requests: 5,
+        answered: 1,
+        honestErrors: 1,
+        silentFailures: 3,
+        duplicates: 0,
+        hangs: 0,
+      },
+    })
+    expect(report.durationMs).toBeGreaterThan(0)
+    const byName = Object.fromEntries(report.scenarios.map((s) => [s.name, s]))
+    // In the scorecard's order, whatever the order asked for.
+    expect(Object.keys(byName)).toEqual([
+      'ok',
+      'empty-eof',
+      'rate-limited',
+      'html-200',
+      'partial-then-cut',
+    ])
+    expect(byName.ok).toMatchObject({
+      mark: '✓',
+      outcome: 'full',
+      attempts: 1,
+      expect: 'answer',
+      upstreamHeldMs: null,
+    })
+    expect(byName.ok?.firstTokenMs).toBeGreaterThan(0)
+    expect(byName['empty-eof']).toMatchObject({ mark: '✗', outcome: 'silent-empty', attempts: 1 })
+    expect(byName['html-200']).toMatchObject({ mark: '✗', outcome: 'silent-empty' })
+    expect(byName['partial-then-cut']).toMatchObject({ mark: '✗', outcome: 'silent-cut' })
+    expect(byName['rate-limited']).toMatchObject({
+      mark: '✗',
+      outcome: 'honest-error',
+      reason: 'HTTP 429 before any output, though a retry was still possible',
+    })
+  })
+
+  it('against the example gateway: exit 0, retried scenarios answered, the upstream released on disconnect', async () => {
+    const upstreamPort = await freePort()
+    const gateway = await startChaosGateway(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => gateway.close())
+    const { code, report, io } = await chaos([
+      '--target',
+      gateway.url,
+      '--protocol',
+      'anthropic-messages',
+      '--upstream-port',
+      String(upstreamPort),
+      '--scenarios',
+      'ok,empty-eof,error-frame,overloaded,partial-then-cut,client-disconnect',
+      '--concurrency',
+      '3',
+    ])
+    expect(code).toBe(0)
+    expect(report.counts).toEqual({
+      requests: 6,
+      answered: 4,
+      honestErrors: 1,
+      silentFailures: 0,
+      duplicates: 0,
+      hangs: 0,
+    })
+    const byName = Object.fromEntries(report.scenarios.map((s) => [s.name, s]))
+    for (const name of ['empty-eof', 'error-frame', 'overloaded'])
+      expect(byName[name]).toMatchObject({ mark: '✓', outcome: 'full', attempts: 2 })
+    expect(byName['partial-then-cut']).toMatchObject({
+      mark: '✓',
+      outcome: 'honest-error',
+      attempts: 1,
+    })
+    expect(byName['client-disconnect']).toMatchObject({ mark: '✓', outcome: 'left' })
+    expect(byName['client-disconnect']?.upstreamHeldMs).toBeLessThan(500)
+    expect(io.stderr.join('\n')).toMatch(/^faulty upstream: http:\/\/127\.0\.0\.1:\d+/)
+  })
+
+  it('the table form ends with the summary line', async () => {
+    const upstreamPort = await freePort()
+    const relay = await startPlainRelay(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => relay.close())
+    const io = capture()
+    const code = await runCli(
+      [
+        'chaos',
+        '--target',
+        `${relay.url}/v1`,
+        '--protocol',
+        'openai-responses',
+        '--upstream-port',
+        String(upstreamPort),
+        '--scenarios',
+        'ok,thinking-only',
+      ],
+      io,
+    )
+    expect(code).toBe(1)
+    const out = io.stdout.join('\n')
+    expect(out).toMatch(/✓ +ok +answer +1 /)
+    expect(out).toMatch(/✗ +thinking-only .*reasoning only: no answer, no error/)
+    expect(out.split('\n').at(-1)).toMatch(
+      /^FAIL: 2 requests, 1 answered, 0 honest errors, 1 silent failures, 0 duplicates, 0 hangs \(\d+\.\d s\)$/,
+    )
+  })
+
+  it('load mode: counts every request and reports attempts and first-token percentiles', async () => {
+    const upstreamPort = await freePort()
+    const gateway = await startChaosGateway(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => gateway.close())
+    const { code, report } = await chaos([
+      '--target',
+      `${gateway.url}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--upstream-port',
+      String(upstreamPort),
+      '--requests',
+      '60',
+      '--concurrency',
+      '20',
+      '--fault-rate',
+      '0.5',
+      '--seed',
+      '7',
+      '--hang-ms',
+      '15000',
+    ])
+    expect(report.mode).toBe('load')
+    expect(report.scenarios).toEqual([])
+    expect(report.counts.requests).toBe(60)
+    expect(report.counts.silentFailures + report.counts.duplicates + report.counts.hangs).toBe(0)
+    expect(code).toBe(0)
+    expect(report.counts.answered + report.counts.honestErrors).toBe(60)
+    const load = report.load
+    expect(load).toMatchObject({
+      concurrency: 20,
+      faultRate: 0.5,
+      seed: 7,
+      gatewayMemory: null,
+      badExamples: [],
+    })
+    // Half the requests met a fault first, and the gateway retried most of them.
+    expect(load?.attemptsPerRequest.mean).toBeGreaterThan(1.1)
+    expect(load?.firstTokenMs.p50).toBeGreaterThan(0)
+    expect(load?.firstTokenMs.p99).toBeGreaterThanOrEqual(load?.firstTokenMs.p50 ?? Infinity)
+  })
+
+  it.runIf(process.platform === 'linux')(
+    '--gateway starts the command with {upstream} filled in and stops its process group',
+    async () => {
+      const port = await freePort()
+      const { code, report, io } = await chaos([
+        '--target',
+        `http://127.0.0.1:${port}/v1`,
+        '--protocol',
+        'openai-chat',
+        '--scenarios',
+        'ok,empty-eof',
+        '--gateway',
+        `UPSTREAM_URL={upstream} PORT=${port} node --import tsx examples/plain-relay.ts`,
+      ])
+      expect(code).toBe(1)
+      expect(report.counts).toMatchObject({ answered: 1, silentFailures: 1 })
+      const started =
+        /gateway: started pid (\d+): UPSTREAM_URL=http:\/\/127\.0\.0\.1:\d+ PORT=/.exec(
+          io.stderr.join('\n'),
+        )
+      expect(started).not.toBeNull()
+      const pid = Number(started?.[1])
+      expect(runningInGroup(pid)).toEqual([])
+    },
+  )
+})

@@ -1,0 +1,44 @@
+/**
+ * `examples/node-http-gateway.ts` with timeouts short enough for a chaos run: a stream that
+ * sends nothing for 1 s, or no output for 1.5 s, is given up and retried on another key, and
+ * a request gets 10 s in all.
+ * The CI chaos step starts it as the gateway under test.
+ *
+ *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
+ */
+
+import { pathToFileURL } from 'node:url'
+import { startGateway } from '../../examples/node-http-gateway.js'
+import type { RelayPolicy } from '../../src/index.js'
+
+/** The policy of the chaos runs. */
+const chaosPolicy: RelayPolicy = {
+  maxAttempts: 4,
+  // Any real gateway bounds a request; the chaos run's hang bound is longer than this.
+  deadlineMs: 10_000,
+  peek: { firstByteTimeoutMs: 1000, firstOutputTimeoutMs: 1500 },
+  backoff: { baseMs: 20 },
+}
+
+/** Starts the example gateway in front of `upstream` with {@link chaosPolicy} and four keys. */
+export function startChaosGateway(upstream: string, port = 0) {
+  return startGateway({
+    openaiBaseUrl: `${upstream}/v1`,
+    anthropicBaseUrl: upstream,
+    keys: ['a', 'b', 'c', 'd'].map((id) => ({ id, secret: `sk-chaos-${id}-not-real` })),
+    policy: chaosPolicy,
+    port,
+  })
+}
+
+const entry = process.argv[1]
+if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
+  const upstream = process.env.UPSTREAM_URL
+  if (upstream === undefined || upstream === '') throw new Error('UPSTREAM_URL is not set')
+  const gateway = await startChaosGateway(upstream, Number(process.env.PORT ?? 8787))
+  console.log(`example gateway listening on ${gateway.url}`)
+  // Under `node --expose-gc`, collect every second, so the chaos run's RSS figures show memory
+  // still held (a leak), not garbage the collector has not got round to yet.
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc !== undefined) setInterval(gc, 1000).unref()
+}

@@ -20,6 +20,7 @@ app="$work/app"
 mkdir -p "$app/node_modules"
 printf '{ "name": "chaos-consumer", "private": true }\n' >"$app/package.json"
 ln -s "$repo/node_modules/p-retry" "$app/node_modules/p-retry"
+ln -s "$repo/node_modules/eventsource-parser" "$app/node_modules/eventsource-parser"
 (cd "$app" && npm install --offline --no-audit --no-fund --no-save --silent "$work/$tarball")
 [ -x "$app/node_modules/.bin/stream-boundary" ] || { echo 'the tarball installed no stream-boundary bin' >&2; exit 1; }
 echo "installed $tarball with its bin into $app"

@@ -7,6 +7,7 @@
  */
 
 import { positiveNumber as positive } from '../options.js'
+import { outcomeKinds, tellKeyState } from './outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -104,19 +105,6 @@ export const memoryKeyPoolDefaults = Object.freeze({
   authDisableMs: 300_000,
 })
 
-/** Every outcome kind, in the order stats and the Redis scripts count them. */
-export const outcomeKinds: readonly KeyOutcome['kind'][] = Object.freeze([
-  'success',
-  'rate-limited',
-  'auth-failed',
-  'server-error',
-  'overloaded',
-  'protocol-fault',
-  'client-gone',
-  'rejected',
-  'cancelled',
-])
-
 interface KeyState {
   readonly key: PoolKey
   readonly weight: number
@@ -197,19 +185,6 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
     authDisableMs: positive('authDisableMs', options.authDisableMs ?? d.authDisableMs),
     onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
-  }
-}
-
-/** Calls a state hook with a frozen event; a hook that throws is ignored. */
-export function tellKeyState(
-  hook: ((event: KeyStateEvent) => void) | undefined,
-  event: KeyStateEvent,
-): void {
-  if (hook === undefined) return
-  try {
-    hook(Object.freeze(event))
-  } catch {
-    // A hook that throws is ignored.
   }
 }
 

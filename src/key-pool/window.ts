@@ -10,7 +10,7 @@
 export type WindowBucket = [start: number, leases: number, failures: number]
 
 /** How many buckets a window is cut into: the window slides in steps of a tenth. */
-export const windowBuckets = 10
+const windowBuckets = 10
 
 /** Drops buckets that left the window; true when one was dropped. */
 export function pruneWindow(window: WindowBucket[], now: number, windowMs: number): boolean {

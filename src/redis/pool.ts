@@ -12,9 +12,8 @@ import {
   createMemoryKeyPool,
   type MemoryKeyPoolOptions,
   memoryKeyPoolDefaults,
-  outcomeKinds,
-  tellKeyState,
 } from '../key-pool/memory.js'
+import { outcomeKinds, tellKeyState } from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,

@@ -43,7 +43,10 @@ export type Decision =
   /** Stop: the client is gone, nobody gets an answer. */
   | { readonly kind: 'client-gone' }
 
-/** The delay before reusing a tried key: exponential, capped, with jitter. */
+/**
+ * The delay before reusing a tried key: exponential, capped, with jitter.
+ * @internal exported for tests
+ */
 export function backoffDelay(
   options: Required<BackoffOptions>,
   reuses: number,
@@ -162,7 +165,10 @@ function seconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))
 }
 
-/** Every candidate key is at its in-flight cap: 503, with when to come back. */
+/**
+ * Every candidate key is at its in-flight cap: 503, with when to come back.
+ * @internal exported for tests
+ */
 export function busyVerdict(retryInMs: number): FailureVerdict {
   return {
     retry: false,
@@ -179,7 +185,10 @@ export function busyVerdict(retryInMs: number): FailureVerdict {
   }
 }
 
-/** Every candidate key cools because of upstream rate limits: 429 with `retry-after`. */
+/**
+ * Every candidate key cools because of upstream rate limits: 429 with `retry-after`.
+ * @internal exported for tests
+ */
 export function rateLimitedVerdict(retryInMs: number): FailureVerdict {
   return {
     retry: false,
@@ -197,7 +206,7 @@ export function rateLimitedVerdict(retryInMs: number): FailureVerdict {
 }
 
 /** Every candidate key cools for another reason (open circuits): 503 with `retry-after`. */
-export function coolingVerdict(retryInMs: number): FailureVerdict {
+function coolingVerdict(retryInMs: number): FailureVerdict {
   return {
     retry: false,
     key: { kind: 'cancelled' },
@@ -213,7 +222,10 @@ export function coolingVerdict(retryInMs: number): FailureVerdict {
   }
 }
 
-/** The upstream rejected the credentials of every key (ids only, never secrets). */
+/**
+ * The upstream rejected the credentials of every key (ids only, never secrets).
+ * @internal exported for tests
+ */
 export function credentialsRejectedVerdict(keyIds: readonly string[]): FailureVerdict {
   const named = keyIds.length === 0 ? '' : ` (keys ${keyIds.join(', ')})`
   return {
@@ -231,7 +243,7 @@ export function credentialsRejectedVerdict(keyIds: readonly string[]): FailureVe
 }
 
 /** The pool has no key at all: a configuration error of the gateway. */
-export function noKeysVerdict(): FailureVerdict {
+function noKeysVerdict(): FailureVerdict {
   return {
     retry: false,
     key: { kind: 'cancelled' },

@@ -21,7 +21,10 @@ export function parseRetryAfter(
   return Math.max(0, date - now)
 }
 
-/** Parses `retry-after-ms`. */
+/**
+ * Parses `retry-after-ms`.
+ * @internal exported for tests
+ */
 export function parseRetryAfterMs(value: string | null | undefined): number | undefined {
   if (value == null) return undefined
   const text = value.trim()
@@ -31,7 +34,10 @@ export function parseRetryAfterMs(value: string | null | undefined): number | un
 
 const durationUnits: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 }
 
-/** Parses an OpenAI reset duration such as `6m0s`, `1s`, `20ms`, `1h2m3.5s`. */
+/**
+ * Parses an OpenAI reset duration such as `6m0s`, `1s`, `20ms`, `1h2m3.5s`.
+ * @internal exported for tests
+ */
 export function parseResetDuration(value: string | null | undefined): number | undefined {
   if (value == null) return undefined
   const text = value.trim()
@@ -43,7 +49,10 @@ export function parseResetDuration(value: string | null | undefined): number | u
   return Math.round(total)
 }
 
-/** Parses an RFC 3339 reset timestamp (Anthropic) into milliseconds from `now`. */
+/**
+ * Parses an RFC 3339 reset timestamp (Anthropic) into milliseconds from `now`.
+ * @internal exported for tests
+ */
 export function parseResetTimestamp(
   value: string | null | undefined,
   now: number = Date.now(),

@@ -6,9 +6,10 @@
  * @module
  */
 
+import pRetry from 'p-retry'
 import { webSink } from '../commit/web-sink.js'
 import { createMemoryKeyPool } from '../key-pool/memory.js'
-import type { KeyPool } from '../key-pool/types.js'
+import type { KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { positiveInteger } from '../options.js'
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
 import { parseObject } from '../protocols/common.js'
@@ -16,8 +17,9 @@ import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { classifyAttemptFailure } from './classify.js'
+import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import { errorFromBody } from './error-body.js'
+import { normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { readRequestBody, requestBodyDefaults } from './request-body.js'
 import { sleep } from './sleep.js'
@@ -130,6 +132,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     'maxRequestBodyBytes',
     options.maxRequestBodyBytes ?? resilientFetchDefaults.maxRequestBodyBytes,
   )
+  // A bad policy fails here, when the fetch is made, not on the first request.
+  normalizeRelayPolicy(options.policy)
   const correlationIds = options.policy?.correlationIds ?? true
 
   return async function resilientFetch(input, init) {
@@ -183,15 +187,12 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
       ...(parsed === undefined ? {} : { request: { url: url.toString(), body: parsed } }),
+      // The attempt's signal already follows the caller's (the relay's `signal`).
       attempt: ({ key, signal, request, requestId }) =>
-        send(
-          key.secret,
-          callerSignal === undefined ? signal : AbortSignal.any([signal, callerSignal]),
-          request,
-          requestId,
-        ),
+        send(key.secret, signal, request, requestId),
     })
-    relayed.then(options.onOutcome, () => {})
+    // A relay that throws (a bug, never an upstream failure) must not leave the caller waiting.
+    relayed.then(options.onOutcome, (error: unknown) => sink.abort(error))
     return response
   }
 }
@@ -213,7 +214,25 @@ async function readBody(incoming: Request, limit: number): Promise<string | unde
   }
 }
 
-/** Plain requests: retried on the same status and connection rules, the last answer returned as given. */
+/** A failed plain attempt, as p-retry carries it to the next one. */
+class PlainAttemptFailed extends Error {
+  readonly verdict: FailureVerdict
+  /** The upstream's answer, when it answered: returned as given if this was the last try. */
+  readonly answer: Response | undefined
+  readonly thrown: unknown
+  constructor(verdict: FailureVerdict, answer: Response | undefined, thrown?: unknown) {
+    super(verdict.reason)
+    this.verdict = verdict
+    this.answer = answer
+    this.thrown = thrown
+  }
+}
+
+/**
+ * Plain requests: retried on the same status and connection rules, the last answer returned
+ * as given. p-retry drives the loop (attempt count, abortable waits, `onFailedAttempt`); the
+ * wait between tries is what the upstream asked for, else a short doubling backoff.
+ */
 async function retryPlain(
   send: (secret: string | undefined, signal: AbortSignal) => Promise<Response>,
   pool: KeyPool,
@@ -222,42 +241,62 @@ async function retryPlain(
 ): Promise<Response> {
   const signal = callerSignal ?? new AbortController().signal
   const tried = new Set<string>()
-  for (let attempt = 1; ; attempt++) {
+  const attempt = async (): Promise<Response> => {
     let acquired = await pool.acquire({ exclude: tried })
     if (acquired.kind !== 'leased') acquired = await pool.acquire()
     if (acquired.kind !== 'leased') return send(undefined, signal)
     const lease = acquired.lease
     tried.add(lease.keyId)
-    let response: Response
+    let outcome: KeyOutcome = { kind: 'cancelled' }
     try {
-      response = await send(lease.secret, signal)
-    } catch (error) {
-      const verdict = classifyAttemptFailure({ kind: 'connection', error })
-      await lease.report(signal.aborted ? { kind: 'client-gone' } : verdict.key)
-      if (signal.aborted || !verdict.retry || attempt >= maxAttempts) throw error
-      await sleep(plainBackoffMs(attempt, undefined), signal)
-      continue
-    }
-    if (response.ok) {
-      await lease.report({ kind: 'success' })
-      return response
-    }
-    const text = await response.text()
-    const verdict = classifyAttemptFailure({
-      kind: 'status',
-      status: response.status,
-      headers: response.headers,
-      error: errorFromBody(text, response.status),
-    })
-    await lease.report(verdict.key)
-    if (!verdict.retry || attempt >= maxAttempts) {
-      return new Response(text, {
+      let response: Response
+      try {
+        response = await send(lease.secret, signal)
+      } catch (error) {
+        const verdict = classifyAttemptFailure({ kind: 'connection', error })
+        outcome = signal.aborted ? { kind: 'client-gone' } : verdict.key
+        throw new PlainAttemptFailed(verdict, undefined, error)
+      }
+      if (response.ok) {
+        outcome = { kind: 'success' }
+        return response
+      }
+      const text = await response.text()
+      const verdict = classifyAttemptFailure({
+        kind: 'status',
+        status: response.status,
+        headers: response.headers,
+        error: errorFromBody(text, response.status),
+      })
+      outcome = verdict.key
+      const answer = new Response(text, {
         status: response.status,
         statusText: response.statusText,
         headers: response.headers,
       })
+      throw new PlainAttemptFailed(verdict, answer)
+    } finally {
+      await lease.report(outcome)
     }
-    await sleep(plainBackoffMs(attempt, verdict.retryAfterMs), signal)
+  }
+  try {
+    return await pRetry(attempt, {
+      retries: maxAttempts - 1,
+      minTimeout: 0,
+      signal,
+      shouldRetry: ({ error }) =>
+        error instanceof PlainAttemptFailed && error.verdict.retry && !signal.aborted,
+      onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
+        if (!(error instanceof PlainAttemptFailed) || !error.verdict.retry || retriesLeft === 0) {
+          return
+        }
+        await sleep(plainBackoffMs(attemptNumber, error.verdict.retryAfterMs), signal)
+      },
+    })
+  } catch (error) {
+    if (!(error instanceof PlainAttemptFailed)) throw error
+    if (error.answer !== undefined) return error.answer
+    throw error.thrown
   }
 }
 

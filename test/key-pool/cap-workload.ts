@@ -3,7 +3,7 @@ import type { AcquireOptions, KeyPool } from '../../src/index.js'
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** The relay's way: ask, and when every candidate is only busy, wait for a release. */
-export async function acquireLikeRelay(pool: KeyPool, options: AcquireOptions = {}) {
+async function acquireLikeRelay(pool: KeyPool, options: AcquireOptions = {}) {
   const first = await pool.acquire(options)
   if (first.kind !== 'busy') return first
   return pool.acquire({ ...options, waitMs: 10_000 })

@@ -173,13 +173,16 @@ const publicNames = {
     values: [
       'AdapterConformanceError',
       'arbitraries',
+      'chaosMarker',
       'checkAdapter',
       'createFaultyUpstream',
       'createRecordingSink',
+      'parseChaosMarker',
       'scriptedBody',
       'wireFor',
     ],
     types: [
+      'ChaosMarker',
       'CheckAdapterOptions',
       'Fault',
       'FaultKind',

@@ -57,21 +57,75 @@ export interface FailureVerdict {
   readonly retryAfterMs?: number | undefined
 }
 
-const tlsCodes = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_REVOKED',
-  'CERT_UNTRUSTED',
-  'CERT_REJECTED',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-  'HOSTNAME_MISMATCH',
-  'ERR_SSL_WRONG_VERSION_NUMBER',
-])
+/** What a certificate-verification failure means for the person who must fix it. */
+type TlsProblem =
+  | 'self-signed'
+  | 'expired'
+  | 'not-yet-valid'
+  | 'untrusted'
+  | 'hostname'
+  | 'revoked'
+  | 'not-tls'
+  | 'other'
+
+/** OpenSSL's verification codes as Node reports them (tls docs, "X509 certificate error codes"). */
+const tlsProblems: Readonly<Record<string, TlsProblem>> = {
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed',
+  SELF_SIGNED_CERT_IN_CHAIN: 'self-signed',
+  CERT_HAS_EXPIRED: 'expired',
+  CERT_NOT_YET_VALID: 'not-yet-valid',
+  UNABLE_TO_GET_ISSUER_CERT: 'untrusted',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'untrusted',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'untrusted',
+  CERT_UNTRUSTED: 'untrusted',
+  INVALID_CA: 'untrusted',
+  CERT_CHAIN_TOO_LONG: 'untrusted',
+  PATH_LENGTH_EXCEEDED: 'untrusted',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'hostname',
+  HOSTNAME_MISMATCH: 'hostname',
+  CERT_REVOKED: 'revoked',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'not-tls',
+  UNABLE_TO_GET_CRL: 'other',
+  UNABLE_TO_DECRYPT_CERT_SIGNATURE: 'other',
+  UNABLE_TO_DECRYPT_CRL_SIGNATURE: 'other',
+  UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY: 'other',
+  CERT_SIGNATURE_FAILURE: 'other',
+  CRL_SIGNATURE_FAILURE: 'other',
+  CRL_NOT_YET_VALID: 'other',
+  CRL_HAS_EXPIRED: 'other',
+  ERROR_IN_CERT_NOT_BEFORE_FIELD: 'other',
+  ERROR_IN_CERT_NOT_AFTER_FIELD: 'other',
+  ERROR_IN_CRL_LAST_UPDATE_FIELD: 'other',
+  ERROR_IN_CRL_NEXT_UPDATE_FIELD: 'other',
+  OUT_OF_MEM: 'other',
+  INVALID_PURPOSE: 'other',
+  CERT_REJECTED: 'other',
+}
+
+const tlsAdvice: Readonly<Record<TlsProblem, string>> = {
+  'self-signed':
+    "the upstream's certificate is self-signed (or a proxy on the way re-signs traffic): trust its CA with NODE_EXTRA_CA_CERTS, or check the base URL",
+  expired:
+    "the upstream's certificate has expired: the upstream must renew it (or this machine's clock is wrong)",
+  'not-yet-valid': "the upstream's certificate is not valid yet: check this machine's clock",
+  untrusted:
+    "the upstream's certificate chain is incomplete or its CA is not trusted here: check the proxy or corporate CA settings (NODE_EXTRA_CA_CERTS), or the upstream must send its intermediate certificates",
+  hostname: "the upstream's certificate does not cover the host name: check the base URL's host",
+  revoked: "the upstream's certificate has been revoked: the upstream must replace it",
+  'not-tls':
+    "the upstream did not answer with TLS: check the base URL's scheme and port (https to a plain HTTP port?)",
+  other:
+    "the upstream's certificate, its signature or its revocation data is invalid: check the upstream's TLS setup and any proxy or CA settings",
+}
+
+/** Handshake timeouts are slowness, not a certificate problem: retried. */
+const tlsTimeoutCodes = new Set(['ERR_TLS_HANDSHAKE_TIMEOUT'])
+
+function tlsProblem(code: string): TlsProblem | undefined {
+  if (Object.hasOwn(tlsProblems, code)) return tlsProblems[code]
+  if (/^(?:ERR_TLS_|ERR_SSL_|CERT_|CRL_)/.test(code)) return 'other'
+  return undefined
+}
 
 /** Bun's and Deno's names for the same failures. */
 const codeAliases: Record<string, string> = {
@@ -88,7 +142,11 @@ const codeAliases: Record<string, string> = {
 
 /** Words in messages (Deno puts the OS error in the text) that name a known failure. */
 const messagePatterns: readonly [RegExp, string][] = [
-  [/invalid peer certificate|certificate|UnknownIssuer|self[- ]signed/i, 'CERT_UNTRUSTED'],
+  [/handshake (?:timed out|timeout)/i, 'ERR_TLS_HANDSHAKE_TIMEOUT'],
+  [/self[- ]signed/i, 'DEPTH_ZERO_SELF_SIGNED_CERT'],
+  [/certificate has expired|peer certificate: Expired/i, 'CERT_HAS_EXPIRED'],
+  [/NotValidForName|not valid for (?:the )?(?:host )?name/i, 'HOSTNAME_MISMATCH'],
+  [/invalid peer certificate|certificate|UnknownIssuer/i, 'CERT_UNTRUSTED'],
   [/connection refused/i, 'ECONNREFUSED'],
   [/connection reset|reset by peer/i, 'ECONNRESET'],
   [/dns error|failed to lookup address|getaddrinfo|name or service not known/i, 'ENOTFOUND'],
@@ -171,11 +229,15 @@ export function classifyConnectionError(error: unknown): ConnectionErrorVerdict 
 }
 
 function fromCode(code: string): ConnectionErrorVerdict | undefined {
-  if (tlsCodes.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('CERT_')) {
+  if (tlsTimeoutCodes.has(code)) {
+    return { retryable: true, code, message: 'the TLS handshake with the upstream timed out' }
+  }
+  const problem = tlsProblem(code)
+  if (problem !== undefined) {
     return {
       retryable: false,
       code,
-      message: `TLS certificate verification failed (${code}): check the proxy or corporate CA settings`,
+      message: `TLS certificate verification failed (${code}): ${tlsAdvice[problem]}`,
     }
   }
   if (code === 'ENOTFOUND')

@@ -10,7 +10,7 @@ import type { PeekOutcome } from '../peek/index.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
 import { errorTypeForStatus } from './error-body.js'
-import { rateLimitDelay } from './rate-limit-headers.js'
+import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
 /** A failed attempt, as the relay saw it. */
 export type AttemptFailure =
@@ -272,8 +272,12 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
   const verdict = ((): FailureVerdict => {
     if (status === 429) {
       const retryAfterMs = rateLimitDelay(headers)
+      const window = unifiedRateLimitMessage(headers)
       return {
         ...base,
+        ...(window === undefined
+          ? {}
+          : { error: { ...base.error, message: `${base.error.message} (${window})` } }),
         retry: true,
         key: { kind: 'rate-limited', retryAfterMs },
         overload: true,

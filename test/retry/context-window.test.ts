@@ -37,7 +37,8 @@ describe('fitContextWindow with extended thinking', () => {
       max_tokens: 10_736,
       thinking: { type: 'enabled', budget_tokens: 10_736 - 3000 },
     })
-    const { max_tokens, thinking } = fitted?.body as {
+    if (fitted === undefined) throw new Error('expected a fitted request')
+    const { max_tokens, thinking } = fitted.body as {
       max_tokens: number
       thinking: { budget_tokens: number }
     }

@@ -1,6 +1,7 @@
 /**
  * Makes upstream error text safe to show a client or write to a log: HTML pages reduced to
- * their title, whitespace folded, length bounded, credentials redacted.
+ * their title, control characters and undecodable bytes dropped, binary bodies withheld,
+ * whitespace folded, length bounded, credentials redacted.
  *
  * @module
  */
@@ -38,13 +39,40 @@ function htmlTitle(text: string): string | undefined {
   return match?.[1]?.trim() || undefined
 }
 
+// Controls (C0, DEL, C1), lone surrogates, U+FFFD from undecodable bytes, and bidi overrides
+// (they make a log line read differently from what it holds). Whitespace controls are folded
+// to spaces before this applies.
+const unprintable = /[\p{Cc}\p{Cs}\uFFFD\u202A-\u202E\u2066-\u2069]/gu
+const whitespace = /[\s\u0085]+/g
+
+/** What stands in for a body that is mostly bytes no reader can use. */
+const binaryNote = '[binary data omitted]'
+
+/**
+ * Whether text is mostly undecodable bytes or controls (a gzip or protobuf body read as
+ * UTF-8): then even its printable fragments are noise, and only what came before is kept.
+ */
+function binaryStart(text: string): number | undefined {
+  const matches = text.match(unprintable)
+  if (matches === null || matches.length < 4 || matches.length * 10 < text.length) return undefined
+  return text.search(unprintable)
+}
+
 /**
  * Sanitises an upstream message: an HTML page becomes its `<title>` (or its text without
- * tags), whitespace is folded, the result is redacted and bounded to
- * {@link maxMessageLength} characters.
+ * tags); control characters, U+FFFD and bidi overrides are dropped (a mostly binary body is
+ * replaced by `[binary data omitted]`); whitespace is folded to single spaces; the result is
+ * redacted and bounded to {@link maxMessageLength} characters.
+ *
+ * @example
+ * sanitizeMessage('<html><title>502 Bad Gateway</title>…</html>') // '502 Bad Gateway'
+ * sanitizeMessage('bad\u0000 request\n\n  sk-abcdefghijkl') // 'bad request [redacted]'
  */
 export function sanitizeMessage(message: string): string {
-  let text = message
+  // Fold whitespace first, so line breaks never count as binary and `<title>` spans lines.
+  let text = message.replace(whitespace, ' ')
+  const binaryAt = binaryStart(text)
+  if (binaryAt !== undefined) text = `${text.slice(0, binaryAt)} ${binaryNote}`
   if (looksLikeHtml(text)) {
     // Keep what came before an embedded page ("upstream said: <html>…"), then the page's title.
     const start = text.search(/<(?:!doctype|html)\b/i)
@@ -55,7 +83,14 @@ export function sanitizeMessage(message: string): string {
       page.replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ').replace(/<[^>]*>/g, ' ')
     text = `${before}${summary}`
   }
-  text = redactSecrets(text.replace(/\s+/g, ' ').trim())
-  if (text.length > maxMessageLength) text = `${text.slice(0, maxMessageLength - 1)}…`
+  // Drop controls before redacting: a NUL inside a key must not hide it from the patterns.
+  text = text.replace(unprintable, '')
+  text = redactSecrets(text.replace(whitespace, ' ').trim())
+  if (text.length > maxMessageLength) {
+    let end = maxMessageLength - 1
+    // Never cut a surrogate pair in half.
+    if (/[\uD800-\uDBFF]/.test(text.charAt(end - 1))) end--
+    text = `${text.slice(0, end)}…`
+  }
   return text || 'upstream error'
 }

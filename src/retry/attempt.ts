@@ -411,6 +411,7 @@ async function readWholeAnswer(
     status,
     contentType: response.headers.get('content-type'),
     error: errorFromBody(text, status),
+    headers: response.headers,
   }
   return { failure: failed(classifyAttemptFailure(failure), status) }
 }

@@ -9,7 +9,8 @@ import type { KeyOutcome } from '../key-pool/types.js'
 import type { PeekOutcome } from '../peek/index.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
-import { rateLimitDelay } from './rate-limit-headers.js'
+import { errorTypeForStatus } from './error-body.js'
+import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
 /** A failed attempt, as the relay saw it. */
 export type AttemptFailure =
@@ -21,12 +22,17 @@ export type AttemptFailure =
       /** The error the body held, if it could be read. */
       readonly error?: UpstreamErrorInfo | undefined
     }
-  /** A 2xx that is not an event stream (a JSON or HTML error served as success). */
+  /**
+   * A 2xx that is not an event stream: an HTML or text page from a proxy, or a JSON error,
+   * served as success. The upstream's fault, never the client's.
+   */
   | {
       readonly kind: 'not-sse'
       readonly status: number
       readonly contentType: string | null
       readonly error?: UpstreamErrorInfo | undefined
+      /** The response's headers: a rate limit stated in the body is timed by them. */
+      readonly headers?: Headers | undefined
     }
   /** `fetch` threw: connection refused, reset, DNS, TLS. */
   | { readonly kind: 'connection'; readonly error: unknown }
@@ -51,21 +57,75 @@ export interface FailureVerdict {
   readonly retryAfterMs?: number | undefined
 }
 
-const tlsCodes = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_REVOKED',
-  'CERT_UNTRUSTED',
-  'CERT_REJECTED',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-  'HOSTNAME_MISMATCH',
-  'ERR_SSL_WRONG_VERSION_NUMBER',
-])
+/** What a certificate-verification failure means for the person who must fix it. */
+type TlsProblem =
+  | 'self-signed'
+  | 'expired'
+  | 'not-yet-valid'
+  | 'untrusted'
+  | 'hostname'
+  | 'revoked'
+  | 'not-tls'
+  | 'other'
+
+/** OpenSSL's verification codes as Node reports them (tls docs, "X509 certificate error codes"). */
+const tlsProblems: Readonly<Record<string, TlsProblem>> = {
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed',
+  SELF_SIGNED_CERT_IN_CHAIN: 'self-signed',
+  CERT_HAS_EXPIRED: 'expired',
+  CERT_NOT_YET_VALID: 'not-yet-valid',
+  UNABLE_TO_GET_ISSUER_CERT: 'untrusted',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'untrusted',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'untrusted',
+  CERT_UNTRUSTED: 'untrusted',
+  INVALID_CA: 'untrusted',
+  CERT_CHAIN_TOO_LONG: 'untrusted',
+  PATH_LENGTH_EXCEEDED: 'untrusted',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'hostname',
+  HOSTNAME_MISMATCH: 'hostname',
+  CERT_REVOKED: 'revoked',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'not-tls',
+  UNABLE_TO_GET_CRL: 'other',
+  UNABLE_TO_DECRYPT_CERT_SIGNATURE: 'other',
+  UNABLE_TO_DECRYPT_CRL_SIGNATURE: 'other',
+  UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY: 'other',
+  CERT_SIGNATURE_FAILURE: 'other',
+  CRL_SIGNATURE_FAILURE: 'other',
+  CRL_NOT_YET_VALID: 'other',
+  CRL_HAS_EXPIRED: 'other',
+  ERROR_IN_CERT_NOT_BEFORE_FIELD: 'other',
+  ERROR_IN_CERT_NOT_AFTER_FIELD: 'other',
+  ERROR_IN_CRL_LAST_UPDATE_FIELD: 'other',
+  ERROR_IN_CRL_NEXT_UPDATE_FIELD: 'other',
+  OUT_OF_MEM: 'other',
+  INVALID_PURPOSE: 'other',
+  CERT_REJECTED: 'other',
+}
+
+const tlsAdvice: Readonly<Record<TlsProblem, string>> = {
+  'self-signed':
+    "the upstream's certificate is self-signed (or a proxy on the way re-signs traffic): trust its CA with NODE_EXTRA_CA_CERTS, or check the base URL",
+  expired:
+    "the upstream's certificate has expired: the upstream must renew it (or this machine's clock is wrong)",
+  'not-yet-valid': "the upstream's certificate is not valid yet: check this machine's clock",
+  untrusted:
+    "the upstream's certificate chain is incomplete or its CA is not trusted here: check the proxy or corporate CA settings (NODE_EXTRA_CA_CERTS), or the upstream must send its intermediate certificates",
+  hostname: "the upstream's certificate does not cover the host name: check the base URL's host",
+  revoked: "the upstream's certificate has been revoked: the upstream must replace it",
+  'not-tls':
+    "the upstream did not answer with TLS: check the base URL's scheme and port (https to a plain HTTP port?)",
+  other:
+    "the upstream's certificate, its signature or its revocation data is invalid: check the upstream's TLS setup and any proxy or CA settings",
+}
+
+/** Handshake timeouts are slowness, not a certificate problem: retried. */
+const tlsTimeoutCodes = new Set(['ERR_TLS_HANDSHAKE_TIMEOUT'])
+
+function tlsProblem(code: string): TlsProblem | undefined {
+  if (Object.hasOwn(tlsProblems, code)) return tlsProblems[code]
+  if (/^(?:ERR_TLS_|ERR_SSL_|CERT_|CRL_)/.test(code)) return 'other'
+  return undefined
+}
 
 /** Bun's and Deno's names for the same failures. */
 const codeAliases: Record<string, string> = {
@@ -82,7 +142,11 @@ const codeAliases: Record<string, string> = {
 
 /** Words in messages (Deno puts the OS error in the text) that name a known failure. */
 const messagePatterns: readonly [RegExp, string][] = [
-  [/invalid peer certificate|certificate|UnknownIssuer|self[- ]signed/i, 'CERT_UNTRUSTED'],
+  [/handshake (?:timed out|timeout)/i, 'ERR_TLS_HANDSHAKE_TIMEOUT'],
+  [/self[- ]signed/i, 'DEPTH_ZERO_SELF_SIGNED_CERT'],
+  [/certificate has expired|peer certificate: Expired/i, 'CERT_HAS_EXPIRED'],
+  [/NotValidForName|not valid for (?:the )?(?:host )?name/i, 'HOSTNAME_MISMATCH'],
+  [/invalid peer certificate|certificate|UnknownIssuer/i, 'CERT_UNTRUSTED'],
   [/connection refused/i, 'ECONNREFUSED'],
   [/connection reset|reset by peer/i, 'ECONNRESET'],
   [/dns error|failed to lookup address|getaddrinfo|name or service not known/i, 'ENOTFOUND'],
@@ -165,11 +229,15 @@ export function classifyConnectionError(error: unknown): ConnectionErrorVerdict 
 }
 
 function fromCode(code: string): ConnectionErrorVerdict | undefined {
-  if (tlsCodes.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('CERT_')) {
+  if (tlsTimeoutCodes.has(code)) {
+    return { retryable: true, code, message: 'the TLS handshake with the upstream timed out' }
+  }
+  const problem = tlsProblem(code)
+  if (problem !== undefined) {
     return {
       retryable: false,
       code,
-      message: `TLS certificate verification failed (${code}): check the proxy or corporate CA settings`,
+      message: `TLS certificate verification failed (${code}): ${tlsAdvice[problem]}`,
     }
   }
   if (code === 'ENOTFOUND')
@@ -192,16 +260,7 @@ function statusError(
   fallback: string,
 ): RenderableError {
   return error === undefined
-    ? {
-        type:
-          status === 429
-            ? 'rate_limit_error'
-            : status >= 500
-              ? 'upstream_error'
-              : 'invalid_request_error',
-        message: fallback,
-        status,
-      }
+    ? { type: errorTypeForStatus(status), message: fallback, status }
     : { type: error.type, message: error.message, code: error.code, status }
 }
 
@@ -213,8 +272,12 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
   const verdict = ((): FailureVerdict => {
     if (status === 429) {
       const retryAfterMs = rateLimitDelay(headers)
+      const window = unifiedRateLimitMessage(headers)
       return {
         ...base,
+        ...(window === undefined
+          ? {}
+          : { error: { ...base.error, message: `${base.error.message} (${window})` } }),
         retry: true,
         key: { kind: 'rate-limited', retryAfterMs },
         overload: true,
@@ -225,17 +288,19 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
     if (status === 529)
       return { ...base, retry: true, key: { kind: 'overloaded' }, overload: true, status: 529 }
     if (status === 401 || status === 403) {
-      // Another key may work: the client gets a 502, never the upstream's auth error.
+      // Another key may work: the client gets a 502, never the upstream's auth error (the
+      // client's own credentials were fine; the gateway's were not).
       return {
         ...base,
         retry: true,
         key: { kind: 'auth-failed', status },
         overload: false,
-        status: 502,
+        status: giveUpStatus['credentials-rejected'].status,
         error: {
           type: 'upstream_error',
-          message: `an upstream key was refused (${status})`,
-          status: 502,
+          message: `the upstream rejected the gateway's credentials (${status})`,
+          code: credentialsRejectedCode,
+          status: giveUpStatus['credentials-rejected'].status,
         },
       }
     }
@@ -267,7 +332,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     status: error.status,
   }
   const reason = `error-frame:${error.type}`
-  if (error.type === 'overloaded_error' || error.status === 529) {
+  if (isOverloaded(error) || error.status === 529) {
     return {
       retry: true,
       key: { kind: 'overloaded' },
@@ -277,7 +342,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
       error: rendered,
     }
   }
-  if (/rate_limit|RESOURCE_EXHAUSTED/.test(error.type) || error.status === 429) {
+  if (isRateLimit(error) || error.status === 429) {
     return {
       retry: true,
       key: { kind: 'rate-limited' },
@@ -313,6 +378,45 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     overload: false,
     status: 502,
     error: rendered,
+  }
+}
+
+/** Whether an upstream error says the provider is at capacity (type or code). */
+function isOverloaded(error: UpstreamErrorInfo): boolean {
+  return error.type === 'overloaded_error' || error.code === 'overloaded_error'
+}
+
+/** Whether an upstream error is a rate limit: Anthropic's type, OpenAI's code, Gemini's status word. */
+function isRateLimit(error: UpstreamErrorInfo): boolean {
+  return /rate_limit|RESOURCE_EXHAUSTED/.test(`${error.type} ${error.code ?? ''}`)
+}
+
+/**
+ * A 2xx whose body is not an event stream. A proxy's page (`<title>502 Bad Gateway</title>`,
+ * Envoy's `upstream connect error…`) or a JSON error served as success is an upstream fault:
+ * retried like a malformed stream, never blamed on the client or the key. Only an explicit
+ * rate-limit or overload error keeps its meaning.
+ */
+function fromNotSse(failure: Extract<AttemptFailure, { kind: 'not-sse' }>): FailureVerdict {
+  const { error } = failure
+  if (error !== undefined && (isOverloaded(error) || isRateLimit(error))) {
+    const verdict = { ...fromErrorFrame(error), reason: 'not-sse' }
+    const retryAfterMs = failure.headers === undefined ? undefined : rateLimitDelay(failure.headers)
+    if (retryAfterMs === undefined || verdict.key.kind !== 'rate-limited') return verdict
+    return { ...verdict, key: { kind: 'rate-limited', retryAfterMs }, retryAfterMs }
+  }
+  const message =
+    error === undefined || error.code === 'MALFORMED_FRAME'
+      ? `the upstream answered ${failure.status} with ${failure.contentType ?? 'no content type'}, not an event stream`
+      : error.message
+  const status = giveUpStatus['upstream-fault'].status
+  return {
+    retry: true,
+    key: { kind: 'protocol-fault' },
+    reason: 'not-sse',
+    overload: false,
+    status,
+    error: { type: 'upstream_error', message: sanitizeMessage(message), status },
   }
 }
 
@@ -383,22 +487,8 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
   switch (failure.kind) {
     case 'status':
       return fromStatus(failure)
-    case 'not-sse': {
-      const message =
-        failure.error?.message ??
-        `the upstream answered ${failure.status} with ${failure.contentType ?? 'no content type'}, not an event stream`
-      if (failure.error !== undefined && failure.error.code !== 'MALFORMED_FRAME') {
-        return { ...fromErrorFrame(failure.error), reason: 'not-sse' }
-      }
-      return {
-        retry: true,
-        key: { kind: 'protocol-fault' },
-        reason: 'not-sse',
-        overload: false,
-        status: 502,
-        error: { type: 'upstream_error', message: sanitizeMessage(message) },
-      }
-    }
+    case 'not-sse':
+      return fromNotSse(failure)
     case 'connection': {
       const verdict = classifyConnectionError(failure.error)
       return {
@@ -413,4 +503,179 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
     case 'peek':
       return fromPeek(failure.outcome)
   }
+}
+
+/** Every way the library gives up on a request before content was committed. */
+type GiveUpKind =
+  | 'timeout'
+  | 'upstream-fault'
+  | 'overloaded'
+  | 'busy'
+  | 'rate-limited'
+  | 'cooling'
+  | 'credentials-rejected'
+  | 'no-key'
+  | 'client-request'
+  | 'client-gone'
+
+/** The answer for one way of giving up. */
+interface GiveUpRule {
+  /** The status the client gets. */
+  readonly status: number
+  /** Whether the answer carries `Retry-After` (the verdict's `retryAfterMs`). */
+  readonly retryAfter: boolean
+  /** The error type rendered in the client's protocol. */
+  readonly errorType: string
+}
+
+/** The give-up table's type: `client-request` passes the upstream's status and error through. */
+type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUpRule>> & {
+  readonly 'client-request': {
+    readonly status: 'upstream'
+    readonly retryAfter: false
+    readonly errorType: 'upstream'
+  }
+}
+
+/**
+ * The give-up status table: which status and error type the client gets for each way the
+ * library gives up. Verdicts built here and by {@link classifyAttemptFailure} follow it.
+ *
+ * | kind | status | why |
+ * | --- | --- | --- |
+ * | `timeout` | 504 | no data or no output in time, the deadline, the fallback's timeout |
+ * | `upstream-fault` | 502 | 5xx, connection failures, empty or malformed streams, a 2xx that is not an event stream (an upstream 503/504 passes through) |
+ * | `overloaded` | 529 | the provider is at capacity (529, `overloaded_error`) |
+ * | `busy` | 503 + `Retry-After` | every key is at its in-flight cap (not rate limited) |
+ * | `rate-limited` | 429 + `Retry-After` | every key cools down on an upstream rate-limit signal |
+ * | `cooling` | 503 + `Retry-After` | every key cools down after failures (open circuits, auth holds) |
+ * | `credentials-rejected` | 502 | the upstream rejected the gateway's credentials (never shown as the client's auth error) |
+ * | `no-key` | 503 | no key is configured or enabled |
+ * | `client-request` | the upstream's | the upstream refused the request itself (400, 404, 422…) |
+ * | `client-gone` | 499 | the client aborted; nothing is written |
+ */
+export const giveUpStatus: GiveUpTable = Object.freeze({
+  timeout: { status: 504, retryAfter: false, errorType: 'timeout' },
+  'upstream-fault': { status: 502, retryAfter: false, errorType: 'upstream_error' },
+  overloaded: { status: 529, retryAfter: false, errorType: 'overloaded_error' },
+  busy: { status: 503, retryAfter: true, errorType: 'service_unavailable' },
+  'rate-limited': { status: 429, retryAfter: true, errorType: 'rate_limit_error' },
+  cooling: { status: 503, retryAfter: true, errorType: 'service_unavailable' },
+  'credentials-rejected': { status: 502, retryAfter: false, errorType: 'upstream_error' },
+  'no-key': { status: 503, retryAfter: false, errorType: 'service_unavailable' },
+  'client-request': { status: 'upstream', retryAfter: false, errorType: 'upstream' },
+  'client-gone': { status: 499, retryAfter: false, errorType: 'client_closed' },
+} as const)
+
+/** The `code` of an error saying the upstream rejected the gateway's credentials. */
+export const credentialsRejectedCode = 'upstream_credentials_rejected'
+
+/** Whole seconds to wait, at least 1 (a `Retry-After` of 0 invites a hot loop). */
+function waitSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000))
+}
+
+/** A verdict for a pool-level answer: no key was leased, so nothing is reported against one. */
+function poolVerdict(
+  kind: 'busy' | 'rate-limited' | 'cooling' | 'credentials-rejected' | 'no-key',
+  reason: string,
+  message: string,
+  retryAfterMs?: number,
+  code?: string,
+): FailureVerdict {
+  const rule = giveUpStatus[kind]
+  return {
+    retry: false,
+    key: { kind: 'cancelled' },
+    reason,
+    overload: kind === 'rate-limited',
+    status: rule.status,
+    error: {
+      type: rule.errorType,
+      message,
+      status: rule.status,
+      ...(code === undefined ? {} : { code }),
+    },
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  }
+}
+
+/**
+ * Every key is at its in-flight cap: 503 with `Retry-After` (when the earliest cooling key is
+ * usable, else 1 s: a release may free a key at any time). Not a rate limit (invariant 13).
+ *
+ * @example
+ * busyVerdict(undefined) // { status: 503, retryAfterMs: 1000, reason: 'all-keys-busy', … }
+ */
+export function busyVerdict(retryInMs: number | undefined): FailureVerdict {
+  const ms = retryInMs ?? 1000
+  return poolVerdict(
+    'busy',
+    'all-keys-busy',
+    `every upstream key is busy (at its concurrency limit); retry in ${waitSeconds(ms)} s`,
+    ms,
+  )
+}
+
+/**
+ * Every key cools down on an upstream rate-limit signal: 429 with `Retry-After`.
+ *
+ * @example
+ * rateLimitedVerdict(20_000) // { status: 429, retryAfterMs: 20000, reason: 'all-keys-rate-limited', … }
+ */
+export function rateLimitedVerdict(retryInMs: number): FailureVerdict {
+  return poolVerdict(
+    'rate-limited',
+    'all-keys-rate-limited',
+    `every upstream key is rate limited; retry in ${waitSeconds(retryInMs)} s`,
+    retryInMs,
+  )
+}
+
+/**
+ * Every key cools down, but not (only) on rate limits: open circuits after upstream failures,
+ * auth holds. 503 with `Retry-After`; never called a rate limit (invariant 13).
+ */
+export function coolingVerdict(retryInMs: number): FailureVerdict {
+  return poolVerdict(
+    'cooling',
+    'all-keys-cooling',
+    `every upstream key is cooling down after upstream failures; retry in ${waitSeconds(retryInMs)} s`,
+    retryInMs,
+  )
+}
+
+const maxListedKeys = 10
+
+/**
+ * The upstream rejected the gateway's credentials for every key: 502 with code
+ * `upstream_credentials_rejected`, naming the key ids (never a secret). The client's own
+ * request was fine, so it never sees a 401/403.
+ *
+ * @example
+ * credentialsRejectedVerdict(['key-a', 'key-b']).error.message
+ * // "the upstream rejected the gateway's credentials for every key (key-a, key-b)"
+ */
+export function credentialsRejectedVerdict(keyIds: readonly string[]): FailureVerdict {
+  const listed = keyIds.slice(0, maxListedKeys).join(', ')
+  const more = keyIds.length > maxListedKeys ? ` and ${keyIds.length - maxListedKeys} more` : ''
+  const ids = keyIds.length === 0 ? '' : ` (${listed}${more})`
+  return poolVerdict(
+    'credentials-rejected',
+    'all-keys-rejected',
+    `the upstream rejected the gateway's credentials for every key${ids}`,
+    undefined,
+    credentialsRejectedCode,
+  )
+}
+
+/** No key is configured or enabled: 503. */
+export function noKeyVerdict(reason: 'no-keys' | 'all-disabled' | 'all-excluded'): FailureVerdict {
+  return poolVerdict(
+    'no-key',
+    `no-key:${reason}`,
+    reason === 'no-keys'
+      ? 'no upstream key is configured'
+      : 'no upstream key is enabled: every key is disabled',
+  )
 }

@@ -1,11 +1,13 @@
 /**
  * The built-in request adjustment: when the upstream refuses a request because input plus
  * `max_tokens` exceeds the model's context window and says the numbers, lower the output
- * budget to fit and try once more. Pure functions.
+ * budget to fit and try once more. With Anthropic's extended thinking the thinking budget is
+ * lowered too, so that `max_tokens` stays above `thinking.budget_tokens`. Pure functions.
  *
  * @module
  */
 
+import { positiveInteger } from '../options.js'
 import type { UpstreamRequest } from '../protocols/types.js'
 
 /** Options of the context-window fit. */
@@ -20,10 +22,48 @@ export interface ContextWindowFitOptions {
    * @default 3000
    */
   readonly floorTokens?: number
+  /**
+   * The smallest thinking budget worth keeping when extended thinking must shrink to fit
+   * (Anthropic rejects `thinking.budget_tokens` below 1,024). Below it, the original error
+   * stands.
+   * @default 1024
+   */
+  readonly minThinkingTokens?: number
 }
 
 /** Defaults of {@link ContextWindowFitOptions}. */
-export const contextWindowFitDefaults = Object.freeze({ marginTokens: 1024, floorTokens: 3000 })
+export const contextWindowFitDefaults: Readonly<Required<ContextWindowFitOptions>> = Object.freeze({
+  marginTokens: 1024,
+  floorTokens: 3000,
+  minThinkingTokens: 1024,
+})
+
+/**
+ * Merges {@link ContextWindowFitOptions} with their defaults and checks them, throwing a
+ * `RangeError` that names the option (`fitContextWindow.floorTokens must be …`).
+ *
+ * @example
+ * normalizeContextWindowFit({ floorTokens: 2000 }) // { marginTokens: 1024, floorTokens: 2000, minThinkingTokens: 1024 }
+ */
+export function normalizeContextWindowFit(
+  options: ContextWindowFitOptions = {},
+  name = 'fitContextWindow',
+): Readonly<Required<ContextWindowFitOptions>> {
+  const merged = { ...contextWindowFitDefaults, ...definedOnly(options) }
+  // A margin of 0 is allowed: the caller trusts the upstream's count exactly.
+  if (!Number.isSafeInteger(merged.marginTokens) || merged.marginTokens < 0) {
+    throw new RangeError(
+      `${name}.marginTokens must be a non-negative integer, got ${String(merged.marginTokens)}`,
+    )
+  }
+  positiveInteger(`${name}.floorTokens`, merged.floorTokens)
+  positiveInteger(`${name}.minThinkingTokens`, merged.minThinkingTokens)
+  return Object.freeze(merged)
+}
+
+function definedOnly(options: ContextWindowFitOptions): ContextWindowFitOptions {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined))
+}
 
 /** The numbers an overflow error states. */
 export interface ContextOverflow {
@@ -58,16 +98,31 @@ const outputFields: Readonly<Record<string, readonly string[]>> = {
   'anthropic-messages': ['max_tokens'],
 }
 
+/** Anthropic's extended thinking as a request states it, when it has a numeric budget. */
+function thinkingBudget(body: Readonly<Record<string, unknown>>): number | undefined {
+  const thinking = body.thinking
+  if (typeof thinking !== 'object' || thinking === null) return undefined
+  const { type, budget_tokens: budget } = thinking as Record<string, unknown>
+  return type === 'enabled' && typeof budget === 'number' ? budget : undefined
+}
+
 /**
  * A request whose output budget fits the window the error describes, or `undefined` when it
  * cannot fit above the floor (or the error states no numbers). Lowers the protocol's field
  * (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, Gemini's
  * `generationConfig.maxOutputTokens`), setting it if the request had none.
  *
+ * With Anthropic's extended thinking (`thinking.budget_tokens`), `max_tokens` must stay
+ * above the thinking budget, so the answer keeps at least `floorTokens` after thinking: when
+ * the fitted `max_tokens` leaves less, the thinking budget is lowered to
+ * `max_tokens − floorTokens`, and when that falls below `minThinkingTokens` (1,024) the
+ * original error stands (`undefined`).
+ *
  * @example
  * fitContextWindow('anthropic-messages', request,
  *   'input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000', {})
  * // → max_tokens: 10736
+ * // with thinking.budget_tokens 16000 → max_tokens: 10736, thinking.budget_tokens: 7736
  */
 export function fitContextWindow(
   protocol: string,
@@ -77,10 +132,9 @@ export function fitContextWindow(
 ): UpstreamRequest | undefined {
   const overflow = parseContextOverflow(message)
   if (overflow === undefined) return undefined
-  const margin = options.marginTokens ?? contextWindowFitDefaults.marginTokens
-  const floor = options.floorTokens ?? contextWindowFitDefaults.floorTokens
-  const budget = overflow.limitTokens - overflow.inputTokens - margin
-  if (budget < floor) return undefined
+  const { marginTokens, floorTokens, minThinkingTokens } = normalizeContextWindowFit(options)
+  const budget = overflow.limitTokens - overflow.inputTokens - marginTokens
+  if (budget < floorTokens) return undefined
   if (protocol === 'gemini') {
     const config = (request.body.generationConfig ?? {}) as Record<string, unknown>
     return {
@@ -91,9 +145,17 @@ export function fitContextWindow(
   const fields = outputFields[protocol] ?? ['max_tokens']
   const present = fields.filter((name) => typeof request.body[name] === 'number')
   const body: Record<string, unknown> = { ...request.body }
+  let fitted = budget
   for (const name of present.length > 0 ? present : fields.slice(0, 1)) {
     const current = body[name]
     body[name] = typeof current === 'number' ? Math.min(current, budget) : budget
+    fitted = Math.min(fitted, body[name] as number)
+  }
+  const thinking = protocol === 'anthropic-messages' ? thinkingBudget(request.body) : undefined
+  if (thinking !== undefined && fitted - thinking < floorTokens) {
+    const lowered = fitted - floorTokens
+    if (lowered < minThinkingTokens) return undefined
+    body.thinking = { ...(request.body.thinking as object), budget_tokens: lowered }
   }
   return { url: request.url, body }
 }

@@ -7,7 +7,14 @@
  */
 
 import type { AcquireResult } from '../key-pool/types.js'
-import type { FailureVerdict } from './classify.js'
+import {
+  busyVerdict,
+  coolingVerdict,
+  credentialsRejectedVerdict,
+  type FailureVerdict,
+  noKeyVerdict,
+  rateLimitedVerdict,
+} from './classify.js'
 import type { BackoffOptions } from './policy.js'
 
 /** What the request has done so far on its current route, and what it may still do. */
@@ -158,100 +165,7 @@ export function planKeyWait(input: KeyWaitInput): KeyWaitPlan {
     return { kind: 'give-up', verdict: credentialsRejectedVerdict(disabled.rejectedKeyIds ?? []) }
   }
   if (input.last !== undefined) return { kind: 'give-up', verdict: input.last }
-  return { kind: 'give-up', verdict: noKeysVerdict() }
-}
-
-function seconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000))
-}
-
-/**
- * Every candidate key is at its in-flight cap: 503, with when to come back.
- * @internal exported for tests
- */
-export function busyVerdict(retryInMs: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'cancelled' },
-    reason: 'keys-busy',
-    overload: false,
-    status: 503,
-    error: {
-      type: 'overloaded_error',
-      message: `every upstream key is busy; retry in ${seconds(retryInMs)} s`,
-      status: 503,
-    },
-    retryAfterMs: Math.max(1_000, retryInMs),
-  }
-}
-
-/**
- * Every candidate key cools because of upstream rate limits: 429 with `retry-after`.
- * @internal exported for tests
- */
-export function rateLimitedVerdict(retryInMs: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'cancelled' },
-    reason: 'keys-rate-limited',
-    overload: true,
-    status: 429,
-    error: {
-      type: 'rate_limit_error',
-      message: `every upstream key is rate limited; retry in ${seconds(retryInMs)} s`,
-      status: 429,
-    },
-    retryAfterMs: retryInMs,
-  }
-}
-
-/** Every candidate key cools for another reason (open circuits): 503 with `retry-after`. */
-function coolingVerdict(retryInMs: number): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'cancelled' },
-    reason: 'keys-cooling',
-    overload: false,
-    status: 503,
-    error: {
-      type: 'upstream_error',
-      message: `every upstream key is failing and held back; retry in ${seconds(retryInMs)} s`,
-      status: 503,
-    },
-    retryAfterMs: retryInMs,
-  }
-}
-
-/**
- * The upstream rejected the credentials of every key (ids only, never secrets).
- * @internal exported for tests
- */
-export function credentialsRejectedVerdict(keyIds: readonly string[]): FailureVerdict {
-  const named = keyIds.length === 0 ? '' : ` (keys ${keyIds.join(', ')})`
-  return {
-    retry: false,
-    key: { kind: 'cancelled' },
-    reason: 'keys-rejected',
-    overload: false,
-    status: 502,
-    error: {
-      type: 'authentication_error',
-      message: `the upstream rejected the gateway's credentials${named}`,
-      status: 502,
-    },
-  }
-}
-
-/** The pool has no key at all: a configuration error of the gateway. */
-function noKeysVerdict(): FailureVerdict {
-  return {
-    retry: false,
-    key: { kind: 'cancelled' },
-    reason: 'no-keys',
-    overload: false,
-    status: 503,
-    error: { type: 'upstream_error', message: 'no upstream key is configured', status: 503 },
-  }
+  return { kind: 'give-up', verdict: noKeyVerdict('no-keys') }
 }
 
 /** The pre-commit budget ran out: a timeout, unless the last failure says something better. */

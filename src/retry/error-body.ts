@@ -36,7 +36,21 @@ export async function readBounded(
   }
 }
 
-/** The error an upstream's error body states (OpenAI, Anthropic, Gemini shapes), sanitised. */
+/**
+ * The error type to report for a body that states none: `rate_limit_error` for a 429,
+ * `invalid_request_error` for other 4xx, `upstream_error` otherwise (a 5xx, or a page served
+ * with 2xx: the upstream's fault, never the client's).
+ */
+export function errorTypeForStatus(status: number): string {
+  if (status === 429) return 'rate_limit_error'
+  return status >= 400 && status < 500 ? 'invalid_request_error' : 'upstream_error'
+}
+
+/**
+ * The error an upstream's error body states (OpenAI, Anthropic, Gemini shapes), sanitised.
+ * A body in no known shape (an HTML page, proxy text) becomes a message typed by
+ * {@link errorTypeForStatus}.
+ */
 export function errorFromBody(text: string, status: number): UpstreamErrorInfo | undefined {
   const body = parseObject(text.trim())
   const error = body === undefined ? undefined : body.error
@@ -54,10 +68,5 @@ export function errorFromBody(text: string, status: number): UpstreamErrorInfo |
     )
   }
   if (text.trim() === '') return undefined
-  return upstreamError(
-    status >= 500 ? 'upstream_error' : 'invalid_request_error',
-    sanitizeMessage(text),
-    null,
-    status,
-  )
+  return upstreamError(errorTypeForStatus(status), sanitizeMessage(text), null, status)
 }

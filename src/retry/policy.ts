@@ -12,7 +12,7 @@ import { normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
 import { positiveInteger, positiveMilliseconds } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
-import type { ContextWindowFitOptions } from './context-window.js'
+import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
 
 /** Exponential backoff with jitter, for retrying a key already tried in the request. */
 export interface BackoffOptions {
@@ -241,17 +241,11 @@ function normalizeBackoff(backoff: BackoffOptions | undefined): Required<Backoff
 
 function normalizeFit(fit: RelayPolicy['fitContextWindow']): ContextWindowFitOptions | undefined {
   if (fit === undefined || fit === false) return undefined
-  if (fit === true) return {}
+  if (fit === true) return normalizeContextWindowFit({})
   if (typeof fit !== 'object' || fit === null) {
     throw new TypeError(`fitContextWindow must be a boolean or an object, got ${typeof fit}`)
   }
-  for (const name of ['marginTokens', 'floorTokens'] as const) {
-    const value = fit[name]
-    if (value !== undefined && (!Number.isSafeInteger(value) || value < 0)) {
-      throw new RangeError(`fitContextWindow.${name} must be 0 or a positive integer, got ${value}`)
-    }
-  }
-  return fit
+  return normalizeContextWindowFit(fit)
 }
 
 function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): number | undefined {

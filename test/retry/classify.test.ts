@@ -188,16 +188,82 @@ describe('classifyConnectionError', () => {
     },
   )
 
+  const selfSigned = /is self-signed .*NODE_EXTRA_CA_CERTS/
+  const expired = /has expired: the upstream must renew it/
+  const notYetValid = /is not valid yet: check this machine's clock/
+  const untrusted =
+    /chain is incomplete or its CA is not trusted here: check the proxy or corporate CA settings/
+  const hostname = /does not cover the host name: check the base URL's host/
+  const revoked = /has been revoked/
+  const notTls = /did not answer with TLS/
+  const other = /certificate, its signature or its revocation data is invalid/
+
+  // Every code of Node's "X509 certificate error codes" list, plus Node's own TLS codes.
   it.each([
-    'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-    'SELF_SIGNED_CERT_IN_CHAIN',
-    'CERT_HAS_EXPIRED',
-    'ERR_TLS_CERT_ALTNAME_INVALID',
-    'DEPTH_ZERO_SELF_SIGNED_CERT',
-  ])('%s is a TLS failure, not retryable, with an actionable message', (code) => {
+    ['DEPTH_ZERO_SELF_SIGNED_CERT', selfSigned],
+    ['SELF_SIGNED_CERT_IN_CHAIN', selfSigned],
+    ['CERT_HAS_EXPIRED', expired],
+    ['CERT_NOT_YET_VALID', notYetValid],
+    ['UNABLE_TO_GET_ISSUER_CERT', untrusted],
+    ['UNABLE_TO_GET_ISSUER_CERT_LOCALLY', untrusted],
+    ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', untrusted],
+    ['CERT_UNTRUSTED', untrusted],
+    ['INVALID_CA', untrusted],
+    ['CERT_CHAIN_TOO_LONG', untrusted],
+    ['PATH_LENGTH_EXCEEDED', untrusted],
+    ['ERR_TLS_CERT_ALTNAME_INVALID', hostname],
+    ['HOSTNAME_MISMATCH', hostname],
+    ['CERT_REVOKED', revoked],
+    ['ERR_SSL_WRONG_VERSION_NUMBER', notTls],
+    ['UNABLE_TO_GET_CRL', other],
+    ['UNABLE_TO_DECRYPT_CERT_SIGNATURE', other],
+    ['UNABLE_TO_DECRYPT_CRL_SIGNATURE', other],
+    ['UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY', other],
+    ['CERT_SIGNATURE_FAILURE', other],
+    ['CRL_SIGNATURE_FAILURE', other],
+    ['CRL_NOT_YET_VALID', other],
+    ['CRL_HAS_EXPIRED', other],
+    ['ERROR_IN_CERT_NOT_BEFORE_FIELD', other],
+    ['ERROR_IN_CERT_NOT_AFTER_FIELD', other],
+    ['ERROR_IN_CRL_LAST_UPDATE_FIELD', other],
+    ['ERROR_IN_CRL_NEXT_UPDATE_FIELD', other],
+    ['OUT_OF_MEM', other],
+    ['INVALID_PURPOSE', other],
+    ['CERT_REJECTED', other],
+    ['ERR_TLS_CERT_ALTNAME_FORMAT', other],
+    ['ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE', other],
+  ])('%s is a TLS failure, not retried, with an actionable message', (code, message) => {
     const verdict = classifyConnectionError(undici(code))
+    expect(verdict).toMatchObject({ retryable: false, code })
+    expect(verdict.message).toMatch(
+      new RegExp(`^TLS certificate verification failed \\(${code}\\): `),
+    )
+    expect(verdict.message).toMatch(message)
+    expect(classifyAttemptFailure({ kind: 'connection', error: undici(code) })).toMatchObject({
+      retry: false,
+      status: 502,
+      reason: `connection-${code}`,
+    })
+  })
+
+  it.each([
+    ['ERR_TLS_HANDSHAKE_TIMEOUT', undici('ERR_TLS_HANDSHAKE_TIMEOUT')],
+    [undefined, new TypeError('client error (Connect): TLS handshake timed out')],
+  ])('a handshake timeout (%s) is a timeout: retried, and the message says so', (code, error) => {
+    const verdict = classifyConnectionError(error)
+    expect(verdict).toMatchObject({ retryable: true, code })
+    expect(verdict.message).toBe('the TLS handshake with the upstream timed out')
+  })
+
+  it.each([
+    ['invalid peer certificate: Expired', expired],
+    ['invalid peer certificate: NotValidForName', hostname],
+    ['invalid peer certificate: UnknownIssuer', untrusted],
+    ['self signed certificate in certificate chain', selfSigned],
+  ])('reads a certificate failure from a message alone: %s', (text, message) => {
+    const verdict = classifyConnectionError(new TypeError(`client error (Connect): ${text}`))
     expect(verdict.retryable).toBe(false)
-    expect(verdict.message).toContain('check the proxy or corporate CA settings')
+    expect(verdict.message).toMatch(message)
   })
 
   it('treats an unknown host as final and undici terminated as retryable', () => {

@@ -1,16 +1,18 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { FailureVerdict } from '../../src/retry/classify.js'
 import {
-  backoffDelay,
   busyVerdict,
   credentialsRejectedVerdict,
+  type FailureVerdict,
+  rateLimitedVerdict,
+} from '../../src/retry/classify.js'
+import {
+  backoffDelay,
   deadlineVerdict,
   decideNext,
   type NotLeased,
   planKeyWait,
   type RouteState,
-  rateLimitedVerdict,
 } from '../../src/retry/decide.js'
 import { relayDefaults } from '../../src/retry/policy.js'
 import { runs } from '../support/runs.js'
@@ -268,7 +270,7 @@ describe('planKeyWait: the key usable soonest, within the budget', () => {
       budgetMs: 10_000,
       priority: 'interactive',
     })
-    expect(plan.kind === 'give-up' && plan.verdict.reason).toBe('keys-cooling')
+    expect(plan.kind === 'give-up' && plan.verdict.reason).toBe('all-keys-cooling')
     expect(plan.kind === 'give-up' && plan.verdict.status).toBe(503)
   })
 
@@ -279,7 +281,10 @@ describe('planKeyWait: the key usable soonest, within the budget', () => {
       includeTried: false,
     })
     const plan = planKeyWait({ untried: busy(), budgetMs: 0, priority: 'interactive' })
-    expect(plan).toMatchObject({ kind: 'give-up', verdict: { reason: 'keys-busy', status: 503 } })
+    expect(plan).toMatchObject({
+      kind: 'give-up',
+      verdict: { reason: 'all-keys-busy', status: 503 },
+    })
   })
 
   it('busy tried keys are waited for too, and a cooldown ending sooner bounds the wait', () => {
@@ -305,7 +310,7 @@ describe('planKeyWait: the key usable soonest, within the budget', () => {
       priority: 'interactive',
     })
     expect(plan).toEqual({ kind: 'give-up', verdict: credentialsRejectedVerdict(['a', 'b']) })
-    expect(plan.kind === 'give-up' && plan.verdict.error.message).toContain('keys a, b')
+    expect(plan.kind === 'give-up' && plan.verdict.error.message).toContain('(a, b)')
   })
 
   it('past the budget after a failure: the failure the client should hear about', () => {
@@ -339,7 +344,7 @@ describe('planKeyWait: the key usable soonest, within the budget', () => {
             expect(plan.ms).toBeGreaterThan(0)
             expect(plan.ms).toBeLessThanOrEqual(budgetMs)
           }
-          if (plan.kind === 'give-up' && plan.verdict.reason === 'keys-rate-limited') {
+          if (plan.kind === 'give-up' && plan.verdict.reason === 'all-keys-rate-limited') {
             for (const each of [untried, all]) {
               if (each !== undefined && each.kind !== 'unavailable') {
                 expect(each.kind === 'cooling' && each.rateLimited).toBe(true)
@@ -355,7 +360,7 @@ describe('planKeyWait: the key usable soonest, within the budget', () => {
 
 describe('verdicts of the pool-level answers', () => {
   it('busy: 503 with a retry-after of at least 1 s; rate limited: 429; both retry later, neither blames a key', () => {
-    expect(busyVerdict(200)).toMatchObject({
+    expect(busyVerdict(undefined)).toMatchObject({
       status: 503,
       retryAfterMs: 1_000,
       key: { kind: 'cancelled' },

@@ -221,7 +221,7 @@ describe('relay', () => {
     await vi.advanceTimersByTimeAsync(0)
     const { outcome, calls, sink } = await pending
     expect(calls).toHaveLength(2)
-    expect(outcome).toMatchObject({ kind: 'failed', status: 429, reason: 'keys-rate-limited' })
+    expect(outcome).toMatchObject({ kind: 'failed', status: 429, reason: 'all-keys-rate-limited' })
     expect(sink.status).toBe(429)
     const head = sink.events[0]
     expect(head?.type === 'head' && head.headers.get('retry-after')).toBe('30')

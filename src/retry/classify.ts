@@ -553,6 +553,7 @@ type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUp
  * | `no-key` | 503 | no key is configured or enabled |
  * | `client-request` | the upstream's | the upstream refused the request itself (400, 404, 422…) |
  * | `client-gone` | 499 | the client aborted; nothing is written |
+ * @internal exported for tests
  */
 export const giveUpStatus: GiveUpTable = Object.freeze({
   timeout: { status: 504, retryAfter: false, errorType: 'timeout' },
@@ -567,7 +568,10 @@ export const giveUpStatus: GiveUpTable = Object.freeze({
   'client-gone': { status: 499, retryAfter: false, errorType: 'client_closed' },
 } as const)
 
-/** The `code` of an error saying the upstream rejected the gateway's credentials. */
+/**
+ * The `code` of an error saying the upstream rejected the gateway's credentials.
+ * @internal exported for tests
+ */
 export const credentialsRejectedCode = 'upstream_credentials_rejected'
 
 /** Whole seconds to wait, at least 1 (a `Retry-After` of 0 invites a hot loop). */

@@ -197,6 +197,7 @@ function unifiedWindow(headers: Headers, window: string): UnifiedWindow {
  *   'anthropic-ratelimit-unified-5h-reset': '1795953600',
  * }))
  * // { status: 'rejected', window: '5h', label: '5-hour', resetAt: 1795953600000, … }
+ * @internal exported for tests
  */
 export function parseUnifiedRateLimit(
   headers: Headers,

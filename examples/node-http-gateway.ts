@@ -122,9 +122,13 @@ async function boundedBody(req: IncomingMessage, limit: number): Promise<string 
   }
 }
 
-export async function startGateway(
-  config: GatewayConfig,
-): Promise<{ url: string; close(): Promise<void>; outcomes: RelayOutcome[] }> {
+export async function startGateway(config: GatewayConfig): Promise<{
+  url: string
+  close(): Promise<void>
+  outcomes: RelayOutcome[]
+  /** The gateway's key pools, for stats. */
+  pools: { openai: KeyPool; anthropic: KeyPool }
+}> {
   const outcomes: RelayOutcome[] = []
   const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
   const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
@@ -223,6 +227,7 @@ export async function startGateway(
   return {
     url: `http://127.0.0.1:${port}`,
     outcomes,
+    pools: { openai, anthropic },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve())

@@ -138,6 +138,9 @@ describe('300 concurrent streams over 4 keys, 20 % pre-output faults, no upstrea
         expect(outcome.reason).not.toMatch(/^all-keys-|^no-key/)
       }
     }
+    const stats = await gateway.pools.openai.stats()
+    expect(stats.reduce((n, key) => n + key.inflight, 0)).toBe(0)
+    expect(stats.map((key) => key.leases).reduce((a, b) => a + b, 0)).toBe(upstream.attempts)
     // Failed attempts were retried: more upstream attempts than clients.
     expect(upstream.attempts).toBeGreaterThan(300)
   }, 60_000)

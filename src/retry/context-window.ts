@@ -120,13 +120,13 @@ export function fitContextWindow(
   message: string,
   options: ContextWindowFitOptions = {},
 ): UpstreamRequest | undefined {
-  const limits = normalizeContextWindowFit(options)
+  const { marginTokens, floorTokens, minThinkingTokens } = normalizeContextWindowFit(options)
   // The name form predates adapters declaring their own budget fields: shipped names only.
   const protocol = typeof adapter === 'string' ? shippedAdapterNamed(adapter) : adapter
   if (protocol?.fitOutputBudget === undefined) return undefined
   const overflow = parseContextOverflow(message)
   if (overflow === undefined) return undefined
-  const budget = overflow.limitTokens - overflow.inputTokens - limits.marginTokens
-  if (budget < limits.floorTokens) return undefined
-  return protocol.fitOutputBudget(request, budget, limits)
+  const budget = overflow.limitTokens - overflow.inputTokens - marginTokens
+  if (budget < floorTokens) return undefined
+  return protocol.fitOutputBudget(request, budget, { floorTokens, minThinkingTokens })
 }

@@ -25,7 +25,7 @@ import {
   requestBodyDefaults,
   type StreamAdapter,
   webSink,
-} from '../src/index.js'
+} from 'stream-boundary'
 import type { GatewayConfig } from './node-http-gateway.js'
 
 const forwardedHeaders = [

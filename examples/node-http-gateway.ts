@@ -39,8 +39,8 @@ import {
   relay,
   requestBodyDefaults,
   type StreamAdapter,
-} from '../src/index.js'
-import { nodeSink } from '../src/node.js'
+} from 'stream-boundary'
+import { nodeSink } from 'stream-boundary/node'
 
 export interface GatewayConfig {
   /** e.g. `https://api.openai.com/v1`: `/chat/completions` and `/responses` are appended. */

@@ -134,8 +134,12 @@ export async function startGateway(
     url,
     adapter,
     pool,
-    credential: (secret: string): [string, string] =>
-      adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`],
+    // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
+    credential: (secret: string): readonly [string, string] => {
+      const header = adapter.credentialHeader?.(secret)
+      if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
+      return header
+    },
     // Non-streaming requests: retried on status and connection failures over the same pool.
     plain: createResilientFetch({ pool, policy, maxRequestBodyBytes }),
   })

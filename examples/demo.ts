@@ -7,8 +7,8 @@
 
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
-import type { RelayOutcome } from '../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../src/testing/index.js'
+import type { RelayOutcome } from 'stream-boundary'
+import { createFaultyUpstream, type Scenario } from 'stream-boundary/testing'
 import { startGateway } from './node-http-gateway.js'
 import { startPlainRelay } from './plain-relay.js'
 

@@ -25,7 +25,7 @@ import {
   requestBodyDefaults,
   type StreamAdapter,
   webSink,
-} from '../src/index.js'
+} from 'stream-boundary'
 import type { GatewayConfig } from './node-http-gateway.js'
 
 const forwardedHeaders = [
@@ -77,8 +77,12 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   const policy = { ...config.policy, forwardHeaders }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
     const plain = createResilientFetch({ pool, policy, maxRequestBodyBytes })
-    const credential = (secret: string): [string, string] =>
-      adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`]
+    // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
+    const credential = (secret: string): readonly [string, string] => {
+      const header = adapter.credentialHeader?.(secret)
+      if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
+      return header
+    }
     app.post(path, async (c) => {
       const body = await boundedBody(c.req.raw, maxRequestBodyBytes)
       if (body === undefined) {

@@ -39,8 +39,8 @@ import {
   relay,
   requestBodyDefaults,
   type StreamAdapter,
-} from '../src/index.js'
-import { nodeSink } from '../src/node.js'
+} from 'stream-boundary'
+import { nodeSink } from 'stream-boundary/node'
 
 export interface GatewayConfig {
   /** e.g. `https://api.openai.com/v1`: `/chat/completions` and `/responses` are appended. */
@@ -138,8 +138,12 @@ export async function startGateway(config: GatewayConfig): Promise<{
     url,
     adapter,
     pool,
-    credential: (secret: string): [string, string] =>
-      adapter === anthropicMessages ? ['x-api-key', secret] : ['authorization', `Bearer ${secret}`],
+    // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
+    credential: (secret: string): readonly [string, string] => {
+      const header = adapter.credentialHeader?.(secret)
+      if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
+      return header
+    },
     // Non-streaming requests: retried on status and connection failures over the same pool.
     plain: createResilientFetch({ pool, policy, maxRequestBodyBytes }),
   })

@@ -9,7 +9,7 @@
  */
 
 import { pathToFileURL } from 'node:url'
-import { type ServedFetch, serveFetch } from '../src/node.js'
+import { type ServedFetch, serveFetch } from 'stream-boundary/node'
 
 /** Starts the relay in front of `upstreamUrl` (no trailing slash) on 127.0.0.1. */
 export function startPlainRelay(upstreamUrl: string, port = 0): Promise<ServedFetch> {

@@ -8,7 +8,6 @@
  */
 
 import fc from 'fast-check'
-import { expect, it } from 'vitest'
 import {
   type FrameVerdict,
   isRetryableErrorType,
@@ -16,8 +15,9 @@ import {
   type SseFrame,
   type StreamAdapter,
   sanitizeMessage,
-} from '../src/index.js'
-import { checkAdapter, type StreamSample } from '../src/testing/index.js'
+} from 'stream-boundary'
+import { checkAdapter, type StreamSample } from 'stream-boundary/testing'
+import { expect, it } from 'vitest'
 
 const encoder = new TextEncoder()
 const frame = (event: string, body: unknown) => `event: ${event}\ndata: ${JSON.stringify(body)}\n\n`

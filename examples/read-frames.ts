@@ -2,7 +2,7 @@
  * Reads an SSE body frame by frame: exact bytes for relaying, parsed fields for deciding.
  * Run: node --import tsx examples/read-frames.ts
  */
-import { createFrameReader } from '../src/index.js'
+import { createFrameReader } from 'stream-boundary'
 
 const upstream = new Response(
   [

@@ -8,8 +8,8 @@
 
 import { pathToFileURL } from 'node:url'
 import OpenAI from 'openai'
-import { createResilientFetch, type RelayOutcome } from '../src/index.js'
-import { createFaultyUpstream } from '../src/testing/index.js'
+import { createResilientFetch, type RelayOutcome } from 'stream-boundary'
+import { createFaultyUpstream } from 'stream-boundary/testing'
 
 export async function main(): Promise<void> {
   const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })

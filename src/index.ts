@@ -96,6 +96,7 @@ export type {
   FrameVerdict,
   KeepaliveVerdict,
   MetaVerdict,
+  OutputBudgetLimits,
   OutputVerdict,
   RenderableError,
   RenderState,
@@ -107,6 +108,7 @@ export type {
   UpstreamRequest,
 } from './protocols/index.js'
 export {
+  adapterForUrl,
   anthropicMessages,
   geminiGenerateContent,
   isRetryableErrorType,
@@ -147,7 +149,6 @@ export type {
   UpstreamHttpError,
 } from './retry/index.js'
 export {
-  adapterForUrl,
   classifyAttemptFailure,
   classifyConnectionError,
   contextWindowFitDefaults,

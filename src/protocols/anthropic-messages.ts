@@ -20,6 +20,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
+import { fitAnthropicBudget, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -261,6 +262,10 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     url: request.url,
     body: { ...request.body, stream: false },
   }),
+  credentialHeader: (secret: string): readonly [string, string] => ['x-api-key', secret],
+  matchesUrl: pathEndsWith('/messages'),
+  isStreamingRequest: streamFlagInBody,
+  fitOutputBudget: fitAnthropicBudget,
   renderFromMessage: anthropicFromMessage,
   renderStop(state: RenderState): Uint8Array {
     let out = ''

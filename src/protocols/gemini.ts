@@ -20,6 +20,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
+import { fitGeminiBudget } from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -170,6 +171,12 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     url.searchParams.delete('alt')
     return { url: url.toString(), body: request.body }
   },
+  credentialHeader: (secret: string): readonly [string, string] => ['x-goog-api-key', secret],
+  // Only the streaming method: a plain `:generateContent` call has no stream to guard.
+  matchesUrl: (url: URL): boolean => url.pathname.endsWith(':streamGenerateContent'),
+  // Gemini streams by method, not by a body flag.
+  isStreamingRequest: (url: URL): boolean => url.pathname.endsWith(':streamGenerateContent'),
+  fitOutputBudget: fitGeminiBudget,
   // A complete answer is one GenerateContentResponse: one frame carries it whole.
   renderFromMessage: (message: unknown): Uint8Array =>
     encode(sseFrameText(JSON.stringify(message))),

@@ -5,6 +5,7 @@
  * @module
  */
 
+export { adapterForUrl } from './adapter-for-url.js'
 export { anthropicMessages } from './anthropic-messages.js'
 export { isRetryableErrorType } from './common.js'
 export { geminiGenerateContent } from './gemini.js'
@@ -17,6 +18,7 @@ export type {
   FrameVerdict,
   KeepaliveVerdict,
   MetaVerdict,
+  OutputBudgetLimits,
   OutputVerdict,
   RenderableError,
   RenderState,

@@ -21,6 +21,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
+import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -234,6 +235,10 @@ export const openaiChat: StreamAdapter = Object.freeze({
   },
   renderErrorBody: openaiErrorBody,
   nonStreamingRequest: withoutStreaming,
+  credentialHeader: bearerCredential,
+  matchesUrl: pathEndsWith('/chat/completions'),
+  isStreamingRequest: streamFlagInBody,
+  fitOutputBudget: fitTopLevelBudget(['max_completion_tokens', 'max_tokens']),
   renderFromMessage: chatFromMessage,
   renderStop(state: RenderState): Uint8Array {
     const finish = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_calls' : 'stop'

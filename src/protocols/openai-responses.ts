@@ -20,6 +20,7 @@ import {
   upstreamError,
 } from './common.js'
 import { openaiErrorBody, withoutStreaming } from './openai-chat.js'
+import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -257,6 +258,10 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   },
   renderErrorBody: openaiErrorBody,
   nonStreamingRequest: withoutStreaming,
+  credentialHeader: bearerCredential,
+  matchesUrl: pathEndsWith('/responses'),
+  isStreamingRequest: streamFlagInBody,
+  fitOutputBudget: fitTopLevelBudget(['max_output_tokens']),
   renderFromMessage: responsesFromMessage,
   renderStop(state: RenderState): Uint8Array {
     const response = responseOf(state)

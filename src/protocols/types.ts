@@ -95,6 +95,14 @@ export interface UpstreamRequest {
   readonly body: Readonly<Record<string, unknown>>
 }
 
+/** The bounds an adapter's {@link StreamAdapter.fitOutputBudget} must respect. */
+export interface OutputBudgetLimits {
+  /** The smallest answer budget worth retrying with (after any thinking budget). */
+  readonly floorTokens: number
+  /** The smallest thinking budget worth keeping when thinking must shrink to fit. */
+  readonly minThinkingTokens: number
+}
+
 /** An error to render as the protocol's own error frame. */
 export interface RenderableError {
   /** The error type to report (`overloaded_error`, `upstream_error`, `timeout`…). */
@@ -172,6 +180,33 @@ export interface StreamAdapter {
    * client that asked for a stream still gets one.
    */
   renderFromMessage?(message: unknown): Uint8Array
+  /**
+   * The header that carries an API key in this protocol (`['authorization', 'Bearer …']`,
+   * `['x-api-key', …]`). Without it, `createResilientFetch` refuses a `pool` for this adapter
+   * with a `TypeError` when the fetch is made: no header is guessed.
+   */
+  credentialHeader?(secret: string): readonly [name: string, value: string]
+  /**
+   * Whether a request URL is this protocol's endpoint (`/chat/completions`,
+   * `:streamGenerateContent`…). `adapterForUrl` asks it; an adapter without it is never
+   * picked from a URL.
+   */
+  matchesUrl?(url: URL): boolean
+  /**
+   * Whether a request (its URL and body text) asks for a stream. Without it, a request streams
+   * when its JSON body has `"stream": true`.
+   */
+  isStreamingRequest?(url: URL, body: string | undefined): boolean
+  /**
+   * The request with its output budget lowered to at most `budgetTokens` (set when absent),
+   * or `undefined` when it cannot fit within `limits`. `fitContextWindow` calls it; without
+   * it no request is adjusted and the upstream's refusal stands.
+   */
+  fitOutputBudget?(
+    request: UpstreamRequest,
+    budgetTokens: number,
+    limits: OutputBudgetLimits,
+  ): UpstreamRequest | undefined
   /** A clean end for a stream that had output but lost its terminal event. */
   renderStop(state: RenderState): Uint8Array
   /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */

@@ -8,7 +8,8 @@
  */
 
 import { positiveInteger } from '../options.js'
-import type { UpstreamRequest } from '../protocols/types.js'
+import { shippedAdapterNamed } from '../protocols/adapter-for-url.js'
+import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 
 /** Options of the context-window fit. */
 export interface ContextWindowFitOptions {
@@ -92,25 +93,14 @@ export function parseContextOverflow(message: string): ContextOverflow | undefin
   return undefined
 }
 
-const outputFields: Readonly<Record<string, readonly string[]>> = {
-  'openai-chat': ['max_completion_tokens', 'max_tokens'],
-  'openai-responses': ['max_output_tokens'],
-  'anthropic-messages': ['max_tokens'],
-}
-
-/** Anthropic's extended thinking as a request states it, when it has a numeric budget. */
-function thinkingBudget(body: Readonly<Record<string, unknown>>): number | undefined {
-  const thinking = body.thinking
-  if (typeof thinking !== 'object' || thinking === null) return undefined
-  const { type, budget_tokens: budget } = thinking as Record<string, unknown>
-  return type === 'enabled' && typeof budget === 'number' ? budget : undefined
-}
-
 /**
  * A request whose output budget fits the window the error describes, or `undefined` when it
- * cannot fit above the floor (or the error states no numbers). Lowers the protocol's field
- * (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, Gemini's
- * `generationConfig.maxOutputTokens`), setting it if the request had none.
+ * cannot fit above the floor (or the error states no numbers). The adapter's
+ * `fitOutputBudget` lowers its protocol's field (`max_tokens`, `max_completion_tokens`,
+ * `max_output_tokens`, Gemini's `generationConfig.maxOutputTokens`), setting it if the
+ * request had none; an adapter without `fitOutputBudget` is never adjusted (`undefined`).
+ * The first parameter may also be a shipped adapter's name (`'anthropic-messages'`), as
+ * before; an unknown name is never adjusted.
  *
  * With Anthropic's extended thinking (`thinking.budget_tokens`), `max_tokens` must stay
  * above the thinking budget, so the answer keeps at least `floorTokens` after thinking: when
@@ -119,43 +109,24 @@ function thinkingBudget(body: Readonly<Record<string, unknown>>): number | undef
  * original error stands (`undefined`).
  *
  * @example
- * fitContextWindow('anthropic-messages', request,
+ * fitContextWindow(anthropicMessages, request,
  *   'input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000', {})
  * // → max_tokens: 10736
  * // with thinking.budget_tokens 16000 → max_tokens: 10736, thinking.budget_tokens: 7736
  */
 export function fitContextWindow(
-  protocol: string,
+  adapter: StreamAdapter | string,
   request: UpstreamRequest,
   message: string,
   options: ContextWindowFitOptions = {},
 ): UpstreamRequest | undefined {
+  const { marginTokens, floorTokens, minThinkingTokens } = normalizeContextWindowFit(options)
+  // The name form predates adapters declaring their own budget fields: shipped names only.
+  const protocol = typeof adapter === 'string' ? shippedAdapterNamed(adapter) : adapter
+  if (protocol?.fitOutputBudget === undefined) return undefined
   const overflow = parseContextOverflow(message)
   if (overflow === undefined) return undefined
-  const { marginTokens, floorTokens, minThinkingTokens } = normalizeContextWindowFit(options)
   const budget = overflow.limitTokens - overflow.inputTokens - marginTokens
   if (budget < floorTokens) return undefined
-  if (protocol === 'gemini') {
-    const config = (request.body.generationConfig ?? {}) as Record<string, unknown>
-    return {
-      url: request.url,
-      body: { ...request.body, generationConfig: { ...config, maxOutputTokens: budget } },
-    }
-  }
-  const fields = outputFields[protocol] ?? ['max_tokens']
-  const present = fields.filter((name) => typeof request.body[name] === 'number')
-  const body: Record<string, unknown> = { ...request.body }
-  let fitted = budget
-  for (const name of present.length > 0 ? present : fields.slice(0, 1)) {
-    const current = body[name]
-    body[name] = typeof current === 'number' ? Math.min(current, budget) : budget
-    fitted = Math.min(fitted, body[name] as number)
-  }
-  const thinking = protocol === 'anthropic-messages' ? thinkingBudget(request.body) : undefined
-  if (thinking !== undefined && fitted - thinking < floorTokens) {
-    const lowered = fitted - floorTokens
-    if (lowered < minThinkingTokens) return undefined
-    body.thinking = { ...(request.body.thinking as object), budget_tokens: lowered }
-  }
-  return { url: request.url, body }
+  return protocol.fitOutputBudget(request, budget, { floorTokens, minThinkingTokens })
 }

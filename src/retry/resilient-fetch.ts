@@ -11,11 +11,9 @@ import { webSink } from '../commit/web-sink.js'
 import { createMemoryKeyPool } from '../key-pool/memory.js'
 import type { KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { positiveInteger } from '../options.js'
-import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { parseObject } from '../protocols/common.js'
-import { geminiGenerateContent } from '../protocols/gemini.js'
-import { openaiChat } from '../protocols/openai-chat.js'
-import { openaiResponses } from '../protocols/openai-responses.js'
+import { streamFlagInBody } from '../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import { errorFromBody } from './error-body.js'
@@ -35,12 +33,14 @@ export interface ResilientFetchOptions {
    */
   fetch?: FetchFunction
   /**
-   * The protocol; by default picked per request from its URL (`/chat/completions`,
-   * `/responses`, `/messages`, `:streamGenerateContent`). Requests it cannot place pass through.
+   * The protocol; by default picked per request from its URL by `adapterForUrl`
+   * (`/chat/completions`, `/responses`, `/messages`, `:streamGenerateContent`). Requests it
+   * cannot place pass through. With a `pool`, the adapter must have `credentialHeader`
+   * (all shipped ones do), else creating the fetch throws a `TypeError`.
    */
   adapter?: StreamAdapter
   /**
-   * Keys to rotate. When given, each attempt sets the protocol's credential header
+   * Keys to rotate. When given, each attempt sets the adapter's `credentialHeader`
    * (`authorization: Bearer`, `x-api-key`, `x-goog-api-key`) from the leased key, replacing
    * the SDK's. Without it the SDK's own credential is used for every attempt.
    */
@@ -67,43 +67,19 @@ export const resilientFetchDefaults: { readonly maxRequestBodyBytes: number } = 
 
 const clientRequestIdHeader = 'x-client-request-id'
 
-const adapterRoutes: readonly [RegExp, StreamAdapter][] = [
-  [/\/chat\/completions\/?$/, openaiChat],
-  [/\/responses\/?$/, openaiResponses],
-  [/\/messages\/?$/, anthropicMessages],
-  [/:streamGenerateContent$/, geminiGenerateContent],
-]
-
-/** The shipped adapter for a request URL, or `undefined`. */
-export function adapterForUrl(url: string | URL): StreamAdapter | undefined {
-  const path = new URL(url).pathname
-  return adapterRoutes.find(([pattern]) => pattern.test(path))?.[1]
-}
-
-const credentialHeaders: Record<string, (secret: string) => [string, string]> = {
-  'openai-chat': (secret) => ['authorization', `Bearer ${secret}`],
-  'openai-responses': (secret) => ['authorization', `Bearer ${secret}`],
-  'anthropic-messages': (secret) => ['x-api-key', secret],
-  gemini: (secret) => ['x-goog-api-key', secret],
-}
-
 function withCredential(headers: Headers, adapter: StreamAdapter, secret: string): Headers {
   const out = new Headers(headers)
-  const make = credentialHeaders[adapter.name] ?? credentialHeaders['openai-chat']
-  const [name, value] = (make as (secret: string) => [string, string])(secret)
+  // Checked when the fetch is made: an adapter that reaches here with a pool has the member.
+  const [name, value] = (adapter.credentialHeader as (secret: string) => readonly [string, string])(
+    secret,
+  )
   out.set(name, value)
   return out
 }
 
-/** Whether the request asks for a stream: `stream: true` in a JSON body, or Gemini's stream path. */
-function isStreaming(url: URL, body: string | undefined): boolean {
-  if (url.pathname.endsWith(':streamGenerateContent')) return true
-  if (body === undefined || !body.includes('"stream"')) return false
-  try {
-    return (JSON.parse(body) as { stream?: unknown }).stream === true
-  } catch {
-    return false
-  }
+/** Whether the request asks for a stream, in the adapter's terms (`stream: true` without one). */
+function isStreaming(adapter: StreamAdapter, url: URL, body: string | undefined): boolean {
+  return (adapter.isStreamingRequest ?? streamFlagInBody)(url, body)
 }
 
 /** Stands in for a pool when the SDK supplies its own credential. */
@@ -134,6 +110,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   )
   // A bad policy fails here, when the fetch is made, not on the first request.
   normalizeRelayPolicy(options.policy)
+  checkCredentialHeader(options)
   const correlationIds = options.policy?.correlationIds ?? true
 
   return async function resilientFetch(input, init) {
@@ -171,7 +148,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     }
     const parsed = body === undefined ? undefined : parseObject(body)
 
-    if (!isStreaming(url, body)) {
+    if (!isStreaming(adapter, url, body)) {
       const plainSend = (secret: string | undefined, signal: AbortSignal) =>
         send(secret, signal, undefined, correlationIds ? globalThis.crypto.randomUUID() : undefined)
       return retryPlain(plainSend, pool, options.policy?.maxAttempts ?? 3, callerSignal)
@@ -195,6 +172,15 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     relayed.then(options.onOutcome, (error: unknown) => sink.abort(error))
     return response
   }
+}
+
+/** A pool's keys need a header to travel in: never guess one for a custom adapter. */
+function checkCredentialHeader(options: ResilientFetchOptions): void {
+  const { adapter, pool } = options
+  if (pool === undefined || adapter === undefined || adapter.credentialHeader !== undefined) return
+  throw new TypeError(
+    `createResilientFetch: adapter "${adapter.name}" has no credentialHeader, so keys from pool cannot be sent; implement StreamAdapter.credentialHeader or leave out pool`,
+  )
 }
 
 /**

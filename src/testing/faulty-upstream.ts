@@ -13,9 +13,9 @@
  * @module
  */
 
+import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
-import { adapterForUrl } from '../retry/resilient-fetch.js'
 import { wireFor } from './wire.js'
 
 /** Every fault the upstream can play. */
@@ -318,8 +318,10 @@ function statusAnswer(
     const input = fault.inputTokens ?? 190_000
     const output = requestedOutputTokens(body)
     if (input + output > limit) {
-      const type = adapter.name === 'gemini' ? 'INVALID_ARGUMENT' : 'invalid_request_error'
-      return json(400, wire.errorBody(type, wire.overflowMessage(input, output, limit), 400))
+      return json(
+        400,
+        wire.errorBody(wire.invalidRequestType, wire.overflowMessage(input, output, limit), 400),
+      )
     }
   }
   // A plain (non-streaming) request that meets no status fault gets the whole answer as JSON.
@@ -339,14 +341,7 @@ function statusAnswer(
       )
     }
     case 'overloaded':
-      return json(
-        529,
-        wire.errorBody(
-          adapter.name === 'gemini' ? 'UNAVAILABLE' : 'overloaded_error',
-          'Overloaded',
-          529,
-        ),
-      )
+      return json(529, wire.errorBody(wire.overloadType, 'Overloaded', 529))
     case 'html-500':
       return htmlPage(500, 'Internal Server Error')
     case 'html-200':
@@ -503,8 +498,8 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
       record.endedAt ??= performance.now()
     }
     const tag = marker === undefined ? '' : `[attempt ${attempt}] `
-    const streaming =
-      url.pathname.endsWith(':streamGenerateContent') || /"stream"\s*:\s*true/.test(body)
+    // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
+    const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
     const early = statusAnswer(fault, adapter, body, streaming, tag, baseAnswer)
     if (early !== undefined) {
       ended()

@@ -34,6 +34,8 @@ export interface WireWriter {
   readonly rateLimitType: string
   /** The error type overload has in this protocol. */
   readonly overloadType: string
+  /** The error type a refused (invalid) request has in this protocol. */
+  readonly invalidRequestType: string
 }
 
 /** One SSE frame. */
@@ -81,6 +83,7 @@ function chatWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    invalidRequestType: 'invalid_request_error',
     message: (text) => ({
       id: 'chatcmpl-faulty',
       object: 'chat.completion',
@@ -182,6 +185,7 @@ function anthropicWriter(): WireWriter {
     keepalive: () => sse({ type: 'ping' }, 'ping'),
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    invalidRequestType: 'invalid_request_error',
     message: (text) => ({
       id: 'msg_faulty',
       type: 'message',
@@ -365,6 +369,7 @@ function responsesWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'rate_limit_error',
     overloadType: 'overloaded_error',
+    invalidRequestType: 'invalid_request_error',
     message: (text) => ({
       ...response('completed', [
         {
@@ -413,6 +418,7 @@ function geminiWriter(): WireWriter {
     keepalive: () => ': keep-alive\n\n',
     rateLimitType: 'RESOURCE_EXHAUSTED',
     overloadType: 'UNAVAILABLE',
+    invalidRequestType: 'INVALID_ARGUMENT',
     message: (text) => ({
       candidates: [
         { content: { parts: [{ text }], role: 'model' }, finishReason: 'STOP', index: 0 },

@@ -118,6 +118,7 @@ const publicNames = {
       'MemoryKeyPoolOptions',
       'MetaVerdict',
       'NextFrameOptions',
+      'OutputBudgetLimits',
       'OutputVerdict',
       'PeekOptions',
       'PeekOutcome',

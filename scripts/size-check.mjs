@@ -10,7 +10,7 @@ import { gzipSync } from 'node:zlib'
 import { build } from 'esbuild'
 
 /** Bytes, gzipped: 25,631 B when set, plus about 15 %. Raise it on purpose, in the change that needs it. */
-const budgetGzipBytes = 29_300
+const budgetGzipBytes = 37_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

@@ -348,12 +348,7 @@ function adjustRefused(
   }
   if (adjusted === undefined && run.config.fit !== undefined && !route.fitted) {
     route.fitted = true
-    adjusted = fitContextWindow(
-      route.route.adapter.name,
-      request,
-      verdict.error.message,
-      run.config.fit,
-    )
+    adjusted = fitContextWindow(route.route.adapter, request, verdict.error.message, run.config.fit)
   }
   if (adjusted === undefined) return verdict
   route.request = adjusted

@@ -443,7 +443,7 @@ function afterFailure(
     }
   }
   route.overloads = verdict.overload ? route.overloads + 1 : 0
-  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE)$/.test(verdict.reason)
+  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
   const decision = decideNext(
     {
       attempts: route.streamAttempts,

@@ -87,6 +87,22 @@ function callerCredential(): KeyPool {
   return createMemoryKeyPool([{ id: 'caller', secret: 'caller-supplied' }])
 }
 
+/** The constructor of Node's built-in fetch dispatcher (undici's `Agent`), where there is one. */
+type DispatcherConstructor = new (options: { pipelining: number }) => unknown
+
+/**
+ * Request options for an attempt that must not reuse a pooled keep-alive connection (the one
+ * before it died of a reset or a broken pipe before any response, so the pool may hold more
+ * stale sockets). On Node, whose `fetch` is undici, a one-off dispatcher opens a new
+ * connection; elsewhere `connection: close` is the only hint a `fetch` can give.
+ */
+function freshConnectionInit(): Record<string, unknown> {
+  const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')]
+  const Dispatcher = (global as { constructor?: unknown } | undefined)?.constructor
+  if (typeof Dispatcher !== 'function' || Dispatcher === Object) return {}
+  return { dispatcher: new (Dispatcher as DispatcherConstructor)({ pipelining: 0 }) }
+}
+
 /**
  * Creates a `fetch` that retries streaming LLM requests inside the pre-output window. The
  * request body is buffered once so it can be sent again, up to `maxRequestBodyBytes` (past it
@@ -131,6 +147,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       signal: AbortSignal,
       request?: UpstreamRequest,
       requestId?: string,
+      fresh = false,
     ) => {
       const sentHeaders =
         options.pool === undefined || secret === undefined
@@ -144,6 +161,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
         headers: sentHeaders,
         ...(sentBody === undefined ? {} : { body: sentBody }),
         signal,
+        ...(fresh ? freshConnectionInit() : {}),
       })
     }
     const parsed = body === undefined ? undefined : parseObject(body)
@@ -165,8 +183,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
       ...(parsed === undefined ? {} : { request: { url: url.toString(), body: parsed } }),
       // The attempt's signal already follows the caller's (the relay's `signal`).
-      attempt: ({ key, signal, request, requestId }) =>
-        send(key.secret, signal, request, requestId),
+      attempt: ({ key, signal, request, requestId, freshConnection }) =>
+        send(key.secret, signal, request, requestId, freshConnection),
     })
     // A relay that throws (a bug, never an upstream failure) must not leave the caller waiting.
     relayed.then(options.onOutcome, (error: unknown) => sink.abort(error))

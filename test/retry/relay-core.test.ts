@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   type AttemptFunction,
@@ -242,5 +243,34 @@ describe('lease property', () => {
     await checkLeaseProperty(async (keys, options) => createMemoryKeyPool(keys, options), {
       numRuns: runs(150),
     })
+  })
+})
+
+describe('a long-lived host signal', () => {
+  it('holds no listener once relay settles: committed, retried, failed, client gone', async () => {
+    const host = new AbortController()
+    const listeners = () => getEventListeners(host.signal, 'abort').length
+    const run = async (script: Behaviour[], disconnect = false) => {
+      const sink = createRecordingSink()
+      const upstream = scriptedUpstream(script)
+      const pending = relay({
+        sink,
+        pool: createMemoryKeyPool(keys('a', 'b')),
+        adapter: openaiChat,
+        attempt: upstream.attempt,
+        signal: host.signal,
+        policy: { backoff: { baseMs: 1 }, keepAliveIntervalMs: 0 },
+      })
+      if (disconnect) sink.disconnect()
+      return pending
+    }
+    expect((await run([ok])).kind).toBe('committed')
+    expect(listeners()).toBe(0)
+    expect((await run([emptyEof, ok])).kind).toBe('committed')
+    expect(listeners()).toBe(0)
+    expect((await run([{ status: 400 }])).kind).toBe('failed')
+    expect(listeners()).toBe(0)
+    expect((await run([{ steps: [{ hang: true }] }], true)).kind).toBe('client-gone')
+    expect(listeners()).toBe(0)
   })
 })

@@ -33,10 +33,10 @@ const scripts: Record<string, Behaviour[]> = {
     ok,
   ],
   'rate limited, then ok': [{ status: 429, headers: { 'retry-after': '0' } }, ok],
-  'a refused request whose error quotes the prompt': [
+  'a refused request whose error quotes a key': [
     {
       status: 400,
-      steps: [{ bytes: `{"error":{"message":"bad input near ${prompt} with ${secretB}"}}` }],
+      steps: [{ bytes: `{"error":{"message":"bad input sent with ${secretB}"}}` }],
     },
   ],
   'empty streams only': [{ steps: [{ bytes: 'data: {"choices":[]}\n\n' }] }],

@@ -524,6 +524,44 @@ function observeBytes(splitter: FrameSplitter, tracker: StreamTracker, bytes: Ui
   for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
 }
 
+/** Counts a gap between two upstream frames as a stall when it passes the threshold. */
+function recordGap(
+  stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
+  gap: number,
+): void {
+  if (gap <= stalls.thresholdMs) return
+  stalls.count++
+  stalls.totalMs += gap
+  stalls.longestMs = Math.max(stalls.longestMs, gap)
+}
+
+/**
+ * The frame just read and those that came in the same upstream chunk, observed in order: they
+ * go out in one write, as a byte pipe's would. `alive` runs for each frame not a keep-alive.
+ */
+function takeBatch(
+  first: SseFrame,
+  reader: FrameReader,
+  tracker: StreamTracker,
+  alive: () => void,
+): { batch: SseFrame[]; kinds: FrameVerdict['kind'][] } {
+  const batch: SseFrame[] = []
+  const kinds: FrameVerdict['kind'][] = []
+  for (let frame: SseFrame | null = first; frame !== null; ) {
+    const kind = tracker.observeCommitted(frame)
+    if (kind !== 'keepalive') alive()
+    batch.push(frame)
+    kinds.push(kind)
+    try {
+      frame = reader.takeBuffered()
+    } catch {
+      // The reader keeps the failure: the next read reports it, after this batch is out.
+      frame = null
+    }
+  }
+  return { batch, kinds }
+}
+
 /**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
  * exact bytes, through the gate. At EOF, `classifyEof` decides: `completed` closes;
@@ -603,32 +641,9 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
       }
       if (frame === null) return atEof()
       const arrived = now()
-      const gap = arrived - previous
+      recordGap(stalls, arrived - previous)
       previous = arrived
-      if (gap > stalls.thresholdMs) {
-        stalls.count++
-        stalls.totalMs += gap
-        stalls.longestMs = Math.max(stalls.longestMs, gap)
-      }
-      const kind = tracker.observeCommitted(frame)
-      if (kind !== 'keepalive') watchdog.activity(arrived)
-      // Frames that came in the same upstream chunk go out in one write, as a byte pipe's would.
-      const batch = [frame]
-      const kinds = [kind]
-      for (;;) {
-        let more: SseFrame | null
-        try {
-          more = reader.takeBuffered()
-        } catch {
-          // The reader keeps the failure: the next read reports it, after this batch is out.
-          break
-        }
-        if (more === null) break
-        const moreKind = tracker.observeCommitted(more)
-        if (moreKind !== 'keepalive') watchdog.activity(arrived)
-        batch.push(more)
-        kinds.push(moreKind)
-      }
+      const { batch, kinds } = takeBatch(frame, reader, tracker, () => watchdog.activity(arrived))
       if (batch.length === 1 || !encoder.raw) {
         for (const [index, each] of batch.entries()) await write(each, kinds[index])
       } else {

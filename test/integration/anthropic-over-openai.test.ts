@@ -252,6 +252,17 @@ describe('Anthropic Messages clients over an OpenAI Chat upstream (downstream ad
     expect(frames.at(-1)?.event).toBe('message_stop')
   })
 
+  it('with early headers, a give-up before content is an in-band Anthropic error event', async () => {
+    const { gateway, upstream } = await setup(
+      [{ frames: [chunk({ role: 'assistant', content: '' })], end: 'eof' }],
+      { policy: { earlyHeaders: true, maxAttempts: 2, downstream: { keepAlive: false } } },
+    )
+    const frames = await rawFrames(gateway.url)
+    expect(upstream.requests).toBe(2)
+    expect(frames.map((frame) => frame.event)).toEqual(['error'])
+    expect(JSON.parse(frames[0]?.data ?? '')).toMatchObject({ type: 'error', error: {} })
+  })
+
   it('an upstream 400 before content reaches the client in Anthropic shape, with its status', async () => {
     const { client, upstream } = await setup([
       { status: 400, json: { error: { message: 'bad model', type: 'invalid_request_error' } } },

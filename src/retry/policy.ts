@@ -277,7 +277,7 @@ function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): numbe
 }
 
 /** `downstream` with its defaults. */
-export interface NormalizedDownstream {
+interface NormalizedDownstream {
   readonly adapter: DownstreamOptions['adapter']
   readonly transform: DownstreamOptions['transform']
   readonly keepAlive: boolean | 'before-content'

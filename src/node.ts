@@ -213,3 +213,30 @@ async function respond(
     gone.signal.removeEventListener('abort', cancel)
   }
 }
+
+/**
+ * A signal that aborts when the client left before the response finished: `res` closed while
+ * not `writableFinished` (or `req` was aborted). Hand it to `relay({ signal })` when the sink
+ * is not `nodeSink(res)` (which already watches the client), for instance under
+ * `@hono/node-server`, whose `c.env.incoming` / `c.env.outgoing` are these two objects.
+ *
+ * @example
+ * app.post('/v1/messages', (c) => {
+ *   const signal = clientSignal(c.env.incoming, c.env.outgoing)
+ *   // relay({ sink, signal, ... })
+ * })
+ */
+export function clientSignal(req: IncomingMessage, res: ServerResponse): AbortSignal {
+  const controller = new AbortController()
+  const gone = () => {
+    if (!res.writableFinished) controller.abort(new Error('The client closed the connection'))
+    res.off('close', gone)
+    req.off('aborted', gone)
+  }
+  if (res.destroyed && !res.writableFinished) gone()
+  else {
+    res.on('close', gone)
+    req.on('aborted', gone)
+  }
+  return controller.signal
+}

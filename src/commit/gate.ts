@@ -69,6 +69,13 @@ export interface CommitGateOptions {
    */
   keepAliveIntervalMs?: number
   /**
+   * Whether keep-alive comments go on once content was written. `false` writes them only
+   * between the headers and the first content, for clients or translators that take every
+   * frame for an event of their protocol (see `DownstreamOptions.keepAlive`).
+   * @default true
+   */
+  keepAliveAfterContent?: boolean
+  /**
    * Which upstream response headers pass on to the client with the head (see
    * {@link ForwardHeadersPolicy}). By default only request ids, processing time and
    * `retry-after`: never upstream account identifiers, and per-key rate-limit headers only
@@ -93,6 +100,7 @@ export const commitGateDefaults = Object.freeze({
   status: 200,
   earlyHeaders: false,
   keepAliveIntervalMs: 15_000,
+  keepAliveAfterContent: true,
   writeStallTimeoutMs: 60_000,
 })
 
@@ -171,6 +179,8 @@ function normalize(options: CommitGateOptions) {
       options.writeStallTimeoutMs ?? commitGateDefaults.writeStallTimeoutMs,
     ),
     earlyHeaders: options.earlyHeaders ?? commitGateDefaults.earlyHeaders,
+    keepAliveAfterContent:
+      options.keepAliveAfterContent ?? commitGateDefaults.keepAliveAfterContent,
     forward: headerFilter(options.forwardHeaders),
   }
 }
@@ -183,6 +193,7 @@ class Gate implements CommitGate {
   #upstreamHeaders: Headers | undefined
   readonly #forward: HeaderFilter
   readonly #keepAliveMs: number
+  readonly #keepAliveAfterContent: boolean
   readonly #writeStallMs: number
   #keepAliveStall: ReturnType<typeof setTimeout> | undefined
   readonly earlyHeaders: boolean
@@ -201,8 +212,9 @@ class Gate implements CommitGate {
     this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
 
   constructor(sink: DownstreamSink, options: CommitGateOptions) {
-    const { status, keepAliveIntervalMs, writeStallTimeoutMs, earlyHeaders, forward } =
-      normalize(options)
+    const normalized = normalize(options)
+    const { status, keepAliveIntervalMs, writeStallTimeoutMs, earlyHeaders, forward } = normalized
+    this.#keepAliveAfterContent = normalized.keepAliveAfterContent
     this.#sink = sink
     this.#forward = forward
     this.#status = status
@@ -340,6 +352,7 @@ class Gate implements CommitGate {
     // Queue the head and the bytes in this same tick, so unawaited writes keep their order.
     const head = this.#state === 'open' ? this.commitHeaders() : undefined
     this.#state = 'content-committed'
+    if (!this.#keepAliveAfterContent) this.#stopKeepAlive()
     this.#bytes += bytes.length
     await Promise.all([head, this.#run(() => this.#sink.write(bytes))])
   }
@@ -395,6 +408,7 @@ class Gate implements CommitGate {
 
   #startKeepAlive(): void {
     if (this.#keepAliveMs === 0 || this.#timer !== undefined || this.#state === 'closed') return
+    if (this.#state === 'content-committed' && !this.#keepAliveAfterContent) return
     // Referenced: it runs only while the request is open, and every ending stops it.
     this.#timer = setInterval(() => {
       if (this.#state === 'closed' || this.#pending > 0) return

@@ -11,6 +11,9 @@ export { forwardableHeaders, forwardHeadersDefaults } from './headers.js'
 export type {
   DeliverOptions,
   DeliverOutcome,
+  DownstreamOptions,
+  DownstreamTransform,
+  DownstreamTransformContext,
   PumpEnd,
   PumpErrorCause,
   PumpOptions,

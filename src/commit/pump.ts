@@ -5,7 +5,12 @@
  * @module
  */
 
-import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
+import {
+  classifyEof,
+  createStreamTracker,
+  type EofClass,
+  type StreamTracker,
+} from '../classify/index.js'
 import {
   type DownstreamClosedError,
   isDownstreamClosedError,
@@ -16,7 +21,12 @@ import {
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekFirstOutput } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
-import type { RenderableError, StreamAdapter } from '../protocols/types.js'
+import type {
+  FrameVerdict,
+  RenderableError,
+  RenderState,
+  StreamAdapter,
+} from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
@@ -73,6 +83,46 @@ export const pumpDefaults = Object.freeze({
   writeStallTimeoutMs: 60_000,
   stallThresholdMs: 2_000,
 })
+
+/** What a {@link DownstreamTransform} is handed with every frame: the same object all request long. */
+export interface DownstreamTransformContext {
+  /** The upstream's adapter (what the frames are). */
+  readonly upstream: StreamAdapter
+  /** The translator's own state for this request (ids, open blocks…); starts empty. */
+  readonly state: Record<string, unknown>
+}
+
+/**
+ * A gateway's translator from upstream frames to the client's protocol: the bytes (or text) to
+ * write for one upstream frame, or `null` to drop it. It sees every upstream frame that is not
+ * a keep-alive, in order, and never a frame the library writes itself.
+ */
+export type DownstreamTransform = (
+  frame: SseFrame,
+  context: DownstreamTransformContext,
+) => Uint8Array | string | null
+
+/** The client's side, when it speaks another protocol than the upstream or frames are rewritten. */
+export interface DownstreamOptions {
+  /**
+   * The client's protocol: renders every frame the library writes (honest error, synthesized
+   * stop, promoted reasoning, the error body before content) and tracks the frames written,
+   * so those renderings fit what the client already got.
+   * @default the upstream's adapter
+   */
+  readonly adapter?: StreamAdapter | undefined
+  /** The translator for upstream frames (see {@link DownstreamTransform}). */
+  readonly transform?: DownstreamTransform | undefined
+  /**
+   * Where SSE comments `: keep-alive` are written to the client: `'before-content'` only
+   * between early headers and the first content (when the client otherwise hears nothing);
+   * `true` also after content; `false` never. After content the upstream's own frames set
+   * the pace, and a translator downstream of the relay that parses every frame as an event
+   * of its protocol can choke on a comment, so by default none is written there.
+   * @default 'before-content'
+   */
+  readonly keepAlive?: boolean | 'before-content' | undefined
+}
 
 /** Why the pump wrote an error frame itself. */
 export type PumpErrorCause =
@@ -152,6 +202,8 @@ export interface PumpOptions extends PumpPolicy {
   readonly tracker: StreamTracker
   /** Rewrites a frame's bytes before they are written (`null` drops the frame). */
   readonly transform?: ((frame: SseFrame) => Uint8Array | null) | undefined
+  /** The client's protocol and translator, when they differ from the upstream's. */
+  readonly downstream?: DownstreamOptions | undefined
   /** Aborting ends the pump (the host gave up); the upstream is cancelled. */
   readonly signal?: AbortSignal | undefined
 }
@@ -291,15 +343,17 @@ const endMessages = {
 interface EndingWriter {
   rendered(bytes: Uint8Array): Promise<void>
   close(): Promise<void>
+  /** The client's adapter, and what it has been sent so far. */
+  readonly adapter: StreamAdapter
+  state(): RenderState
 }
 
 async function writeError(
   out: EndingWriter,
-  tracker: StreamTracker,
   cause: PumpErrorCause,
   error: RenderableError,
 ): Promise<PumpEnd> {
-  await out.rendered(tracker.adapter.renderError(error, tracker.state))
+  await out.rendered(out.adapter.renderError(error, out.state()))
   await out.close()
   return { kind: 'error-written', cause, error }
 }
@@ -314,9 +368,9 @@ async function endAtEof(
     onThinkingOnly: 'error' | 'promote-reasoning'
   },
 ): Promise<PumpEnd> {
-  const { adapter, state } = tracker
+  const { state } = tracker
   const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty-eof') =>
-    writeError(out, tracker, cause, { type: 'upstream_error', message: endMessages[cause] })
+    writeError(out, cause, { type: 'upstream_error', message: endMessages[cause] })
   switch (eof.kind) {
     case 'completed':
       await out.close()
@@ -331,13 +385,13 @@ async function endAtEof(
         return { kind: 'upstream-error' }
       }
       if (policy.onPartialEof !== 'synthesize-stop') return upstreamError('partial-eof')
-      await out.rendered(adapter.renderStop(state))
+      await out.rendered(out.adapter.renderStop(out.state()))
       await out.close()
       return { kind: 'stop-synthesized' }
     case 'thinking-only':
       if (policy.onThinkingOnly !== 'promote-reasoning') return upstreamError('thinking-only')
-      await out.rendered(adapter.renderReasoningAsText(state))
-      await out.rendered(adapter.renderStop(state))
+      await out.rendered(out.adapter.renderReasoningAsText(out.state()))
+      await out.rendered(out.adapter.renderStop(out.state()))
       await out.close()
       return { kind: 'reasoning-promoted' }
     case 'empty':
@@ -363,7 +417,7 @@ async function endAfterReadFailure(
   }
   if (stopped) {
     if (error instanceof StreamTimeoutError) {
-      return writeError(out, tracker, 'idle-timeout', { type: 'timeout', message: error.message })
+      return writeError(out, 'idle-timeout', { type: 'timeout', message: error.message })
     }
     if (isDownstreamClosedError(error)) {
       const stalled = stallOf(error)
@@ -374,13 +428,13 @@ async function endAfterReadFailure(
     return { kind: 'aborted', reason: error }
   }
   if (isUpstreamReadError(error)) {
-    return writeError(out, tracker, 'read-error', {
+    return writeError(out, 'read-error', {
       type: 'upstream_error',
       message: endMessages['read-error'],
     })
   }
   if (isFrameTooLargeError(error)) {
-    return writeError(out, tracker, 'frame-too-large', {
+    return writeError(out, 'frame-too-large', {
       type: 'upstream_error',
       message: endMessages['frame-too-large'],
     })
@@ -402,6 +456,112 @@ async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Pro
   }
 }
 
+const textEncoder = new TextEncoder()
+/** The client tracker's frame bound: a translator's frames are the gateway's own, not untrusted. */
+const clientFrameBytes = 16 * 1024 * 1024
+
+/** How upstream frames become the client's bytes, and what the client was sent so far. */
+interface FrameEncoder {
+  /** Frames go out as their exact bytes: a batch may be one write. */
+  readonly raw: boolean
+  /** The bytes for one upstream frame (`null`: nothing); `kind` is its verdict, when known. */
+  encode(frame: SseFrame, kind: FrameVerdict['kind'] | undefined): Uint8Array | null
+  /** Sees the bytes of a library-rendered frame. */
+  sent(bytes: Uint8Array): void
+  /** Sees the bytes of a batch written as it came (only a client tracker needs them). */
+  sentRaw(bytes: Uint8Array): void
+  readonly adapter: StreamAdapter
+  state(): RenderState
+}
+
+/**
+ * With a downstream side, a second tracker over the client's adapter observes every frame
+ * written, so library-rendered frames continue what the client got (its ids, model, open
+ * blocks) rather than what the upstream sent. The reasoning to promote is the upstream's.
+ */
+function createFrameEncoder(options: PumpOptions): FrameEncoder {
+  const { tracker, transform, downstream } = options
+  const upstream = tracker.adapter
+  const translate = downstream?.transform
+  if (downstream?.adapter === undefined && translate === undefined) {
+    return {
+      raw: transform === undefined,
+      encode: (frame) => (transform === undefined ? frame.raw : transform(frame)),
+      sent: (bytes) => observeBytes(new FrameSplitter(Math.max(bytes.length, 1)), tracker, bytes),
+      sentRaw: () => {},
+      adapter: upstream,
+      state: () => tracker.state,
+    }
+  }
+  const adapter = downstream?.adapter ?? upstream
+  const client = createStreamTracker(adapter)
+  const splitter = new FrameSplitter(clientFrameBytes)
+  const context: DownstreamTransformContext = Object.freeze({ upstream, state: {} })
+  const sent = (bytes: Uint8Array) => observeBytes(splitter, client, bytes)
+  return {
+    raw: translate === undefined && transform === undefined,
+    encode(frame, kind) {
+      let bytes: Uint8Array | null
+      if (translate === undefined) bytes = transform === undefined ? frame.raw : transform(frame)
+      else {
+        // Keep-alives are the relay's business, never the translator's.
+        if ((kind ?? upstream.inspect(frame).kind) === 'keepalive') return null
+        const out = translate(frame, context)
+        bytes = typeof out === 'string' ? textEncoder.encode(out) : out
+      }
+      if (bytes !== null) sent(bytes)
+      return bytes
+    },
+    sent,
+    sentRaw: sent,
+    adapter,
+    state: () => ({ ...client.state, reasoningText: tracker.state.reasoningText }),
+  }
+}
+
+function observeBytes(splitter: FrameSplitter, tracker: StreamTracker, bytes: Uint8Array): void {
+  splitter.push(bytes)
+  for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
+}
+
+/** Counts a gap between two upstream frames as a stall when it passes the threshold. */
+function recordGap(
+  stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
+  gap: number,
+): void {
+  if (gap <= stalls.thresholdMs) return
+  stalls.count++
+  stalls.totalMs += gap
+  stalls.longestMs = Math.max(stalls.longestMs, gap)
+}
+
+/**
+ * The frame just read and those that came in the same upstream chunk, observed in order: they
+ * go out in one write, as a byte pipe's would. `alive` runs for each frame not a keep-alive.
+ */
+function takeBatch(
+  first: SseFrame,
+  reader: FrameReader,
+  tracker: StreamTracker,
+  alive: () => void,
+): { batch: SseFrame[]; kinds: FrameVerdict['kind'][] } {
+  const batch: SseFrame[] = []
+  const kinds: FrameVerdict['kind'][] = []
+  for (let frame: SseFrame | null = first; frame !== null; ) {
+    const kind = tracker.observeCommitted(frame)
+    if (kind !== 'keepalive') alive()
+    batch.push(frame)
+    kinds.push(kind)
+    try {
+      frame = reader.takeBuffered()
+    } catch {
+      // The reader keeps the failure: the next read reports it, after this batch is out.
+      frame = null
+    }
+  }
+  return { batch, kinds }
+}
+
 /**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
  * exact bytes, through the gate. At EOF, `classifyEof` decides: `completed` closes;
@@ -411,7 +571,8 @@ async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Pro
  */
 export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const policy = normalizePumpPolicy(options)
-  const { gate, reader, tracker, transform } = options
+  const { gate, reader, tracker } = options
+  const encoder = createFrameEncoder(options)
   const started = now()
   let frames = 0
   const bytesAtStart = gate.bytesWritten
@@ -440,25 +601,27 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const send = (written: Promise<void>): Promise<void> =>
     gate.writePending ? watchdog.blocked(written) : written
 
-  const write = async (frame: SseFrame) => {
-    const bytes = transform === undefined ? frame.raw : transform(frame)
+  const write = async (frame: SseFrame, kind?: FrameVerdict['kind']) => {
+    const bytes = encoder.encode(frame, kind)
     if (bytes !== null && bytes.length > 0) await send(gate.write(bytes))
     frames++
   }
 
-  /** Writes library-rendered bytes and lets the tracker see them, so its state stays true. */
+  /** Writes library-rendered bytes and lets the client's tracker see them, so its state stays true. */
   const writeRendered = async (bytes: Uint8Array) => {
-    const splitter = new FrameSplitter(Math.max(bytes.length, 1))
-    splitter.push(bytes)
-    for (let frame = splitter.take(); frame !== null; frame = splitter.take())
-      tracker.observe(frame)
+    encoder.sent(bytes)
     await send(gate.write(bytes))
   }
 
   /** Closing waits for the client to take what is buffered, so it is bounded the same way. */
   const close = () => watchdog.blocked(gate.close())
 
-  const out: EndingWriter = { rendered: writeRendered, close }
+  const out: EndingWriter = {
+    rendered: writeRendered,
+    close,
+    adapter: encoder.adapter,
+    state: encoder.state,
+  }
   const atEof = (): Promise<PumpEnd> => {
     eof = classifyEof(tracker.state)
     return endAtEof(out, tracker, eof, policy)
@@ -478,32 +641,15 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
       }
       if (frame === null) return atEof()
       const arrived = now()
-      const gap = arrived - previous
+      recordGap(stalls, arrived - previous)
       previous = arrived
-      if (gap > stalls.thresholdMs) {
-        stalls.count++
-        stalls.totalMs += gap
-        stalls.longestMs = Math.max(stalls.longestMs, gap)
-      }
-      if (tracker.observeCommitted(frame) !== 'keepalive') watchdog.activity(arrived)
-      // Frames that came in the same upstream chunk go out in one write, as a byte pipe's would.
-      const batch = [frame]
-      for (;;) {
-        let more: SseFrame | null
-        try {
-          more = reader.takeBuffered()
-        } catch {
-          // The reader keeps the failure: the next read reports it, after this batch is out.
-          break
-        }
-        if (more === null) break
-        if (tracker.observeCommitted(more) !== 'keepalive') watchdog.activity(arrived)
-        batch.push(more)
-      }
-      if (batch.length === 1 || transform !== undefined) {
-        for (const each of batch) await write(each)
+      const { batch, kinds } = takeBatch(frame, reader, tracker, () => watchdog.activity(arrived))
+      if (batch.length === 1 || !encoder.raw) {
+        for (const [index, each] of batch.entries()) await write(each, kinds[index])
       } else {
-        await send(gate.write(joinRaw(batch)))
+        const joined = joinRaw(batch)
+        encoder.sentRaw(joined)
+        await send(gate.write(joined))
         frames += batch.length
       }
     }
@@ -567,6 +713,8 @@ export interface DeliverOptions extends PumpPolicy {
   readonly maxFrameBytes?: number | undefined
   /** Rewrites a frame's bytes before they are written (`null` drops the frame). */
   readonly transform?: ((frame: SseFrame) => Uint8Array | null) | undefined
+  /** The client's protocol and translator, when they differ from the upstream's. */
+  readonly downstream?: DownstreamOptions | undefined
   /** Aborting ends the attempt, before or after commit (the host gave up). */
   readonly signal?: AbortSignal | undefined
   /** Aborting ends the peek only (a pre-commit deadline); it is ignored once committed. */

@@ -465,6 +465,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     peek: { ...policy.peek, clockStartedAt: started },
     maxFrameBytes: policy.maxFrameBytes,
     ...policy.pump,
+    downstream: policy.downstream,
     signal: input.stop,
     peekSignal: signals.controller.signal,
     onCommit: () => {

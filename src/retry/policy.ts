@@ -8,7 +8,7 @@
 
 import { commitGateDefaults } from '../commit/gate.js'
 import type { ForwardHeadersPolicy } from '../commit/headers.js'
-import { normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
+import { type DownstreamOptions, normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
 import { positiveInteger, positiveMilliseconds } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
@@ -112,8 +112,20 @@ export interface RelayPolicy extends PumpPolicy {
    * @default false
    */
   earlyHeaders?: boolean
-  /** Keep-alive comment interval after headers. @default 15_000 */
+  /**
+   * Keep-alive comment interval after headers. Where comments go (before content only, by
+   * default) is `downstream.keepAlive`.
+   * @default 15_000
+   */
   keepAliveIntervalMs?: number
+  /**
+   * The client's side, when it differs from the upstream's: its protocol's adapter (renders
+   * every frame and error body the library writes), a translator for upstream frames, and
+   * where keep-alive comments are allowed. See `DownstreamOptions`.
+   * @default { keepAlive: 'before-content' } (the upstream's protocol, frames as they came)
+   * @example { downstream: { adapter: anthropicMessages, transform: openaiToAnthropic } }
+   */
+  downstream?: DownstreamOptions
   /** Headers added to the downstream response. */
   headers?: HeadersInit
   /**
@@ -168,6 +180,7 @@ export const relayDefaults = Object.freeze({
   priority: 'interactive' as const,
   earlyHeaders: false,
   keepAliveIntervalMs: commitGateDefaults.keepAliveIntervalMs,
+  downstream: Object.freeze({ keepAlive: 'before-content' as const }),
   maxFrameBytes: 1_048_576,
   maxErrorBodyBytes: 65_536,
   correlationIds: true,
@@ -192,6 +205,7 @@ export interface NormalizedRelayPolicy {
   readonly priority: 'interactive' | 'background'
   readonly earlyHeaders: boolean
   readonly keepAliveIntervalMs: number
+  readonly downstream: NormalizedDownstream
   readonly headers: HeadersInit | undefined
   readonly forwardHeaders: ForwardHeadersPolicy | undefined
   readonly maxFrameBytes: number
@@ -262,6 +276,34 @@ function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): numbe
   )
 }
 
+/** `downstream` with its defaults. */
+interface NormalizedDownstream {
+  readonly adapter: DownstreamOptions['adapter']
+  readonly transform: DownstreamOptions['transform']
+  readonly keepAlive: boolean | 'before-content'
+}
+
+function normalizeDownstream(downstream: DownstreamOptions | undefined): NormalizedDownstream {
+  if (downstream === undefined)
+    return { ...relayDefaults.downstream, adapter: undefined, transform: undefined }
+  if (typeof downstream !== 'object' || downstream === null) {
+    throw new TypeError(
+      `downstream must be an object, got ${downstream === null ? 'null' : typeof downstream}`,
+    )
+  }
+  if (downstream.adapter !== undefined && typeof downstream.adapter?.inspect !== 'function') {
+    throw new TypeError('downstream.adapter must be a StreamAdapter')
+  }
+  optionalFunction('downstream.transform', downstream.transform)
+  const keepAlive = downstream.keepAlive ?? relayDefaults.downstream.keepAlive
+  if (keepAlive !== true && keepAlive !== false && keepAlive !== 'before-content') {
+    throw new TypeError(
+      `downstream.keepAlive must be true, false or 'before-content', got ${String(keepAlive)}`,
+    )
+  }
+  return { adapter: downstream.adapter, transform: downstream.transform, keepAlive }
+}
+
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {
   if (retryOn === undefined || typeof retryOn === 'function') return retryOn
   if (!Array.isArray(retryOn) || retryOn.some((s) => !Number.isInteger(s) || s < 100 || s > 599)) {
@@ -308,6 +350,7 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     ]),
     earlyHeaders: boolean('earlyHeaders', policy.earlyHeaders ?? relayDefaults.earlyHeaders),
     keepAliveIntervalMs,
+    downstream: normalizeDownstream(policy.downstream),
     headers: policy.headers,
     forwardHeaders: policy.forwardHeaders,
     maxFrameBytes: positiveInteger(

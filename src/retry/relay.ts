@@ -568,9 +568,12 @@ function passThrough(run: Run, verdict: FailureVerdict): UpstreamHttpError | und
 
 /** Ends a request that failed before content: a real status, or in-band with early headers. */
 async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
-  const adapter = run.last?.adapter ?? run.options.adapter
+  const client = run.config.downstream.adapter
+  const adapter = client ?? run.last?.adapter ?? run.options.adapter
   const retryAfterMs = verdict.retryAfterMs
-  const upstream = passThrough(run, verdict)
+  // An upstream body in another protocol than the client's is rendered in the client's.
+  const upstream =
+    client === undefined || client === run.last?.adapter ? passThrough(run, verdict) : undefined
   const headers = new Headers()
   for (const [name, value] of upstream?.headers ?? []) {
     if (passedHeaders.test(name)) headers.set(name, value)
@@ -687,7 +690,8 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     checkOptions({ ...options, ...route } as RelayOptions)
   const gate = createCommitGate(options.sink, {
     earlyHeaders: config.earlyHeaders,
-    keepAliveIntervalMs: config.keepAliveIntervalMs,
+    keepAliveIntervalMs: config.downstream.keepAlive === false ? 0 : config.keepAliveIntervalMs,
+    keepAliveAfterContent: config.downstream.keepAlive === true,
     writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
     ...(config.headers === undefined ? {} : { headers: config.headers }),
     ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),

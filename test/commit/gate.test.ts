@@ -159,6 +159,7 @@ describe('createCommitGate', () => {
       status: 200,
       earlyHeaders: false,
       keepAliveIntervalMs: 15_000,
+      keepAliveAfterContent: true,
       writeStallTimeoutMs: 60_000,
     })
     expect(() => createCommitGate(createRecordingSink(), { status: 99 })).toThrow(

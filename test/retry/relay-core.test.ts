@@ -4,10 +4,12 @@ import {
   type AttemptFunction,
   createMemoryKeyPool,
   type DownstreamSink,
+  type DownstreamTransform,
   type KeyPool,
   openaiChat,
   type RelayPolicy,
   relay,
+  type StreamAdapter,
 } from '../../src/index.js'
 import { normalizeRelayPolicy, relayDefaults } from '../../src/retry/policy.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
@@ -64,6 +66,21 @@ describe('policy: one normalize, merged defaults, validated before any key is le
     ['retryOn: [42]', { retryOn: [42] }, /retryOn/],
     ['maxWaitMs: 0', { maxWaitMs: 0 }, /maxWaitMs/],
     ['keepAliveIntervalMs: -5', { keepAliveIntervalMs: -5 }, /keepAliveIntervalMs/],
+    [
+      'downstream.adapter: {}',
+      { downstream: { adapter: {} as StreamAdapter } },
+      /^downstream\.adapter must be a StreamAdapter$/,
+    ],
+    [
+      'downstream.transform: 1',
+      { downstream: { transform: 1 as unknown as DownstreamTransform } },
+      /^downstream\.transform must be a function, got number$/,
+    ],
+    [
+      'downstream.keepAlive: always',
+      { downstream: { keepAlive: 'always' as unknown as boolean } },
+      /^downstream\.keepAlive must be true, false or 'before-content', got always$/,
+    ],
     [
       'nonStreamingFallback.timeoutMs: 0',
       { nonStreamingFallback: { timeoutMs: 0 } },

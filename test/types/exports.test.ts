@@ -93,7 +93,10 @@ const publicNames = {
       'Credentials',
       'DeliverOptions',
       'DeliverOutcome',
+      'DownstreamOptions',
       'DownstreamSink',
+      'DownstreamTransform',
+      'DownstreamTransformContext',
       'EofClass',
       'ErrorCode',
       'ErrorVerdict',
@@ -158,7 +161,7 @@ const publicNames = {
     ],
   },
   'src/node.ts': {
-    values: ['nodeSink', 'serveFetch'],
+    values: ['clientSignal', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
   },
   'src/redis.ts': {

@@ -1,0 +1,304 @@
+/**
+ * Anthropic Messages clients served from an OpenAI Chat Completions upstream: a gateway that
+ * translates protocols. The relay peeks and classifies the *upstream's* frames (`adapter:
+ * openaiChat`), retries before the first output, and writes the client's stream through
+ * `downstream: { adapter: anthropicMessages, transform }`: the translator turns each OpenAI
+ * chunk into Anthropic events, and every frame the library writes itself (an honest error
+ * after a cut, promoted reasoning, the error body before content) is rendered in Anthropic's
+ * shape, continuing the blocks the client already got.
+ *
+ * The upstream credential is the gateway's own (`UPSTREAM_API_KEY`), so no `pool` is passed.
+ *
+ * Run it:
+ *   UPSTREAM_OPENAI_URL=https://api.openai.com/v1 UPSTREAM_API_KEY=sk-... UPSTREAM_MODEL=gpt-4o-mini \
+ *   PORT=8788 node --import tsx examples/anthropic-over-openai-gateway.ts
+ */
+
+import { Buffer } from 'node:buffer'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { pathToFileURL } from 'node:url'
+import {
+  anthropicMessages,
+  type DownstreamTransformContext,
+  openaiChat,
+  type RelayOutcome,
+  type RelayPolicy,
+  relay,
+  type SseFrame,
+} from '../src/index.js'
+import { nodeSink } from '../src/node.js'
+
+/** What the translator remembers between chunks of one answer. */
+interface TranslationState {
+  started: boolean
+  finished: boolean
+  nextIndex: number
+  /** The open block: its index and kind (`text`, `thinking`, or a tool call's own index). */
+  open: { index: number; kind: string } | undefined
+  toolBlocks: Map<number, number>
+}
+
+const stopReasons: Record<string, string> = {
+  stop: 'end_turn',
+  length: 'max_tokens',
+  tool_calls: 'tool_use',
+  function_call: 'tool_use',
+  content_filter: 'refusal',
+}
+
+const event = (name: string, data: Record<string, unknown>): string =>
+  `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`
+
+function stateOf(context: DownstreamTransformContext): TranslationState {
+  const bag = context.state as { translation?: TranslationState }
+  bag.translation ??= {
+    started: false,
+    finished: false,
+    nextIndex: 0,
+    open: undefined,
+    toolBlocks: new Map(),
+  }
+  return bag.translation
+}
+
+/** Closes the open block when the next delta belongs to another one, and opens that one. */
+function enterBlock(
+  state: TranslationState,
+  kind: string,
+  start: Record<string, unknown>,
+): { out: string; index: number } {
+  if (state.open?.kind === kind) return { out: '', index: state.open.index }
+  let out = ''
+  if (state.open !== undefined) out += event('content_block_stop', { index: state.open.index })
+  const index = state.nextIndex++
+  state.open = { index, kind }
+  out += event('content_block_start', { index, content_block: start })
+  return { out, index }
+}
+
+interface ChatDelta {
+  content?: string | null
+  reasoning_content?: string | null
+  tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[]
+}
+
+function translateDelta(state: TranslationState, delta: ChatDelta): string {
+  let out = ''
+  if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
+    const block = enterBlock(state, 'thinking', { type: 'thinking', thinking: '' })
+    out += block.out
+    out += event('content_block_delta', {
+      index: block.index,
+      delta: { type: 'thinking_delta', thinking: delta.reasoning_content },
+    })
+  }
+  if (typeof delta.content === 'string' && delta.content !== '') {
+    const block = enterBlock(state, 'text', { type: 'text', text: '' })
+    out += block.out
+    out += event('content_block_delta', {
+      index: block.index,
+      delta: { type: 'text_delta', text: delta.content },
+    })
+  }
+  for (const call of delta.tool_calls ?? []) {
+    const kind = `tool-${call.index}`
+    const block = enterBlock(state, kind, {
+      type: 'tool_use',
+      id: call.id ?? `toolu_${call.index}`,
+      name: call.function?.name ?? '',
+      input: {},
+    })
+    out += block.out
+    const json = call.function?.arguments ?? ''
+    if (json !== '') {
+      out += event('content_block_delta', {
+        index: block.index,
+        delta: { type: 'input_json_delta', partial_json: json },
+      })
+    }
+  }
+  return out
+}
+
+/**
+ * Translates one OpenAI Chat chunk into Anthropic Messages events (`null`: nothing to send).
+ * It closes the message at `finish_reason`, so a cut after it still leaves the client whole.
+ */
+export function openaiChunkToAnthropic(
+  frame: SseFrame,
+  context: DownstreamTransformContext,
+): string | null {
+  const state = stateOf(context)
+  const data = frame.data
+  if (state.finished || data === undefined || data === '[DONE]') return null
+  const chunk = JSON.parse(data) as {
+    id?: string
+    model?: string
+    error?: { type?: string; message?: string }
+    choices?: { delta?: ChatDelta; finish_reason?: string | null }[]
+    usage?: { prompt_tokens?: number; completion_tokens?: number }
+  }
+  if (chunk.error !== undefined) {
+    state.finished = true
+    const message = chunk.error.message ?? 'The upstream reported an error'
+    return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'api_error', message } })}\n\n`
+  }
+  let out = ''
+  if (!state.started) {
+    state.started = true
+    out += event('message_start', {
+      message: {
+        id: `msg_${chunk.id ?? 'gateway'}`,
+        type: 'message',
+        role: 'assistant',
+        content: [],
+        model: chunk.model ?? 'unknown',
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: chunk.usage?.prompt_tokens ?? 0, output_tokens: 0 },
+      },
+    })
+  }
+  const choice = chunk.choices?.[0]
+  if (choice?.delta !== undefined) out += translateDelta(state, choice.delta)
+  const finish = choice?.finish_reason
+  if (typeof finish === 'string') {
+    state.finished = true
+    if (state.open !== undefined) out += event('content_block_stop', { index: state.open.index })
+    state.open = undefined
+    out += event('message_delta', {
+      delta: { stop_reason: stopReasons[finish] ?? 'end_turn', stop_sequence: null },
+      usage: { output_tokens: chunk.usage?.completion_tokens ?? 0 },
+    })
+    out += event('message_stop', {})
+  }
+  return out === '' ? null : out
+}
+
+interface AnthropicRequest {
+  model?: string
+  max_tokens?: number
+  system?: string | { type: string; text?: string }[]
+  messages?: { role: string; content: string | { type: string; text?: string }[] }[]
+  tools?: { name: string; description?: string; input_schema?: unknown }[]
+}
+
+const textOf = (content: string | { type: string; text?: string }[]): string =>
+  typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('')
+
+/** The OpenAI Chat request for an Anthropic Messages one (text and tools; enough for a demo). */
+export function anthropicToOpenaiRequest(
+  body: AnthropicRequest,
+  model: string,
+): Record<string, unknown> {
+  const messages: { role: string; content: string }[] = []
+  if (body.system !== undefined) messages.push({ role: 'system', content: textOf(body.system) })
+  for (const message of body.messages ?? []) {
+    messages.push({ role: message.role, content: textOf(message.content) })
+  }
+  return {
+    model,
+    stream: true,
+    stream_options: { include_usage: true },
+    ...(body.max_tokens === undefined ? {} : { max_tokens: body.max_tokens }),
+    messages,
+    ...(body.tools === undefined
+      ? {}
+      : {
+          tools: body.tools.map((tool) => ({
+            type: 'function',
+            function: {
+              name: tool.name,
+              description: tool.description ?? '',
+              parameters: tool.input_schema ?? {},
+            },
+          })),
+        }),
+  }
+}
+
+export interface TranslatingGatewayConfig {
+  /** e.g. `https://api.openai.com/v1`: `/chat/completions` is appended. */
+  upstreamUrl: string
+  /** The gateway's own upstream credential (caller-owned: no key pool). */
+  upstreamApiKey: string
+  /** The upstream model every request is sent to. */
+  model: string
+  policy?: RelayPolicy
+  onOutcome?: (outcome: RelayOutcome) => void
+  /** The translator. @default openaiChunkToAnthropic */
+  transform?: typeof openaiChunkToAnthropic
+  /** @default 0 (an ephemeral port) */
+  port?: number
+}
+
+async function readBody(req: IncomingMessage): Promise<AnthropicRequest> {
+  const chunks: Buffer[] = []
+  for await (const chunk of req) chunks.push(chunk as Buffer)
+  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as AnthropicRequest
+}
+
+async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, res: ServerResponse) {
+  if (req.method !== 'POST' || req.url?.split('?')[0] !== '/v1/messages') {
+    res.writeHead(404, { 'content-type': 'application/json' })
+    res.end(
+      JSON.stringify({ type: 'error', error: { type: 'not_found_error', message: 'Not found' } }),
+    )
+    return
+  }
+  const body = JSON.stringify(anthropicToOpenaiRequest(await readBody(req), config.model))
+  const outcome = await relay({
+    // nodeSink watches the client: when it leaves, the upstream attempt is cancelled.
+    sink: nodeSink(res),
+    adapter: openaiChat,
+    attempt: ({ signal, requestId }) =>
+      fetch(`${config.upstreamUrl}/chat/completions`, {
+        method: 'POST',
+        body,
+        signal,
+        headers: {
+          ...(requestId === undefined ? {} : { 'x-client-request-id': requestId }),
+          'content-type': 'application/json',
+          authorization: `Bearer ${config.upstreamApiKey}`,
+        },
+      }),
+    policy: {
+      ...config.policy,
+      downstream: {
+        adapter: anthropicMessages,
+        transform: config.transform ?? openaiChunkToAnthropic,
+      },
+    },
+  })
+  config.onOutcome?.(outcome)
+}
+
+/** Starts the translating gateway on 127.0.0.1. */
+export async function startTranslatingGateway(
+  config: TranslatingGatewayConfig,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    handle(config, req, res).catch(() => res.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(config.port ?? 0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const gateway = await startTranslatingGateway({
+    upstreamUrl: process.env.UPSTREAM_OPENAI_URL ?? 'https://api.openai.com/v1',
+    upstreamApiKey: process.env.UPSTREAM_API_KEY ?? '',
+    model: process.env.UPSTREAM_MODEL ?? 'gpt-4o-mini',
+    port: Number(process.env.PORT ?? 8788),
+  })
+  console.log(`Anthropic Messages over OpenAI Chat on ${gateway.url}/v1/messages`)
+}

@@ -1,0 +1,75 @@
+import { failBeforeContent } from '../commit/pump.js'
+import { isStreamBoundaryError } from '../errors.js'
+import { parseObject } from '../protocols/common.js'
+import type { UpstreamHttpError } from './attempt.js'
+import type { FailureVerdict } from './classify.js'
+import type { RelayOutcome } from './outcome.js'
+import { callHook, now, type Run } from './run.js'
+
+/** Headers of an upstream error that identify the request or say when to come back. */
+const passedHeaders =
+  /^(?:content-type|retry-after(?:-ms)?|x-request-id|request-id|[\w-]*-request-id)$/i
+
+/** The upstream's own error, when it is the one the client should get as it was. */
+function passThrough(run: Run, verdict: FailureVerdict): UpstreamHttpError | undefined {
+  const last = run.last
+  if (!run.config.passThroughErrors || last === undefined || last.verdict !== verdict)
+    return undefined
+  if (last.pooled && verdict.key.kind === 'auth-failed') return undefined
+  if (run.gate.state !== 'open' || last.upstream === undefined) return undefined
+  // Only an error in a JSON shape goes out as it was; an HTML or text page from a proxy is
+  // rendered in the protocol's shape (its title as the message) so clients can parse it.
+  return parseObject(last.upstream.body.trim()) === undefined ? undefined : last.upstream
+}
+
+/** Ends a request that failed before content: a real status, or in-band with early headers. */
+export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
+  const client = run.config.downstream.adapter
+  const adapter = client ?? run.last?.adapter ?? run.options.adapter
+  const retryAfterMs = verdict.retryAfterMs
+  // An upstream body in another protocol than the client's is rendered in the client's.
+  const upstream =
+    client === undefined || client === run.last?.adapter ? passThrough(run, verdict) : undefined
+  const headers = new Headers()
+  for (const [name, value] of upstream?.headers ?? []) {
+    if (passedHeaders.test(name)) headers.set(name, value)
+  }
+  const waitingHelps =
+    retryAfterMs !== undefined &&
+    (verdict.status === 429 || verdict.status === 503 || verdict.status === 529)
+  if (waitingHelps) headers.set('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000))))
+  // The library spent its retries: SDKs that honour this header do not stack theirs on top.
+  else headers.set('x-should-retry', 'false')
+  const status = upstream?.status ?? verdict.status
+  callHook(run.hooks.onGiveUp, {
+    status,
+    reason: verdict.reason,
+    attempts: run.attempts,
+  })
+  try {
+    if (upstream !== undefined) {
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+      await run.gate.respond(status, upstream.body, headers)
+    } else {
+      await failBeforeContent(
+        run.gate,
+        adapter,
+        verdict.status,
+        { ...verdict.error, status: verdict.status },
+        headers,
+      )
+    }
+  } catch (error) {
+    if (!isStreamBoundaryError(error)) throw error
+    return { kind: 'client-gone', attempts: run.attempts, durationMs: now() - run.started }
+  }
+  return {
+    kind: 'failed',
+    attempts: run.attempts,
+    status,
+    error: verdict.error,
+    reason: verdict.reason,
+    retryAfterMs,
+    durationMs: now() - run.started,
+  }
+}

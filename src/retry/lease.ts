@@ -1,0 +1,91 @@
+/**
+ * Getting the key for the next attempt: the key usable soonest, a tried key after its
+ * backoff, or the caller's own credentials.
+ *
+ * @module
+ */
+
+import type { KeyLease } from '../key-pool/types.js'
+import type { FailureVerdict } from './classify.js'
+import { deadlineVerdict, type NotLeased, planKeyWait } from './decide.js'
+import { now, type RouteRun, type Run } from './run.js'
+import { sleep } from './sleep.js'
+
+/**
+ * Leases the key usable soonest: a free untried key now; else a free tried key after its
+ * backoff; else waits for the earliest cooling key's cooldown end or a busy key's release,
+ * within the deadline and `maxWaitMs`. A give-up says why no key could be had.
+ */
+export async function leaseNext(
+  run: Run,
+  route: RouteRun,
+): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const pool = route.route.pool
+  if (pool === undefined) return callerCredentials(run, route)
+  const waitStarted = now()
+  for (;;) {
+    const untried = await pool.acquire({ exclude: route.tried })
+    if (untried.kind === 'leased') return untried
+    let all: NotLeased | undefined
+    if (route.tried.size > 0) {
+      const any = await pool.acquire()
+      if (any.kind === 'leased') return backOff(run, route, any.lease)
+      all = any
+    }
+    const plan = planKeyWait({
+      untried,
+      all,
+      budgetMs: Math.min(run.deadlineAt - now(), run.config.maxWaitMs - (now() - waitStarted)),
+      priority: run.config.priority,
+      last: run.last?.verdict,
+    })
+    if (plan.kind === 'give-up') return plan
+    if (plan.kind === 'sleep') {
+      await sleep(plan.ms, run.waits)
+      continue
+    }
+    const woken = await pool.acquire({
+      exclude: plan.includeTried ? undefined : route.tried,
+      waitMs: plan.ms,
+      signal: run.waits,
+    })
+    if (woken.kind === 'leased') {
+      return route.tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
+    }
+  }
+}
+
+export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
+
+/** Without a pool every attempt reuses the caller's credentials: after the backoff or `Retry-After`. */
+async function callerCredentials(
+  run: Run,
+  route: RouteRun,
+): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const wait = Math.max(0, route.reuseAt - now())
+  if (now() + wait > run.deadlineAt || wait > run.config.maxWaitMs) {
+    return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+  }
+  await sleep(wait, run.waits)
+  return { kind: 'leased', lease: undefined }
+}
+
+/** A tried key is reused only after its backoff; the lease ends unused if the request does. */
+async function backOff(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease,
+): Promise<{ kind: 'leased'; lease: KeyLease } | { kind: 'give-up'; verdict: FailureVerdict }> {
+  const wait = Math.max(0, route.reuseAt - now())
+  if (now() + wait > run.deadlineAt) {
+    await lease.report({ kind: 'cancelled' })
+    return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+  }
+  try {
+    await sleep(wait, run.waits)
+  } catch (error) {
+    await lease.report({ kind: 'cancelled' })
+    throw error
+  }
+  return { kind: 'leased', lease }
+}

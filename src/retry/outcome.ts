@@ -1,0 +1,126 @@
+/**
+ * What `relay()` reports and is given: its options, the hooks it calls and the outcome it
+ * resolves to. Never a secret, never a request body.
+ *
+ * @module
+ */
+
+import type { EofClass } from '../classify/index.js'
+import type { DownstreamSink } from '../commit/gate.js'
+import type { PumpEnd, StallStats } from '../commit/pump.js'
+import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import type { Credentials } from './attempt.js'
+import type { RelayPolicy } from './policy.js'
+
+/** One attempt, as reported in outcomes and hooks. Never holds a secret. */
+export interface AttemptRecord {
+  readonly attemptNumber: number
+  readonly route: string
+  readonly keyId: string | null
+  /** `stream`, or `non-streaming` for the fallback. */
+  readonly mode: 'stream' | 'non-streaming'
+  /** The attempt's correlation id, when sent. */
+  readonly requestId: string | undefined
+  /** The upstream's HTTP status, when it answered. */
+  readonly status: number | null
+  /** `committed`, or the failure reason (`empty-stream`, `status-429`, `first-output-timeout`…). */
+  readonly result: string
+  readonly retry: boolean
+  readonly durationMs: number
+}
+
+/** How a relayed request ended. A discriminated union on `kind`. */
+export type RelayOutcome =
+  | {
+      readonly kind: 'committed'
+      readonly attempts: readonly AttemptRecord[]
+      readonly route: string
+      readonly keyId: string | null
+      /** `non-streaming` when the answer came from the non-streaming fallback. */
+      readonly mode: 'stream' | 'non-streaming'
+      /** From the start of the request to the first output. */
+      readonly timeToFirstOutputMs: number
+      readonly end: PumpEnd
+      readonly eof: EofClass | null
+      readonly bytes: number
+      /** Gaps between upstream frames after commit longer than the stall threshold. */
+      readonly stalls: StallStats
+      readonly durationMs: number
+    }
+  | {
+      readonly kind: 'failed'
+      readonly attempts: readonly AttemptRecord[]
+      /** The status the client got (or the in-band error's status with early headers). */
+      readonly status: number
+      readonly error: RenderableError
+      readonly reason: string
+      readonly retryAfterMs: number | undefined
+      readonly durationMs: number
+    }
+  | {
+      readonly kind: 'client-gone'
+      readonly attempts: readonly AttemptRecord[]
+      readonly durationMs: number
+    }
+
+/** Hooks, each given a frozen context. A hook that throws is ignored. */
+export interface RelayHooks {
+  /** An attempt starts, with the key it leased. */
+  onAttempt?(context: {
+    readonly attemptNumber: number
+    readonly route: string
+    readonly keyId: string | null
+    readonly mode: 'stream' | 'non-streaming'
+    readonly requestId: string | undefined
+  }): void
+  /**
+   * A failed attempt is followed by another, once its key is leased: why the last one failed
+   * and how long the wait for the next key took.
+   */
+  onRetry?(context: {
+    readonly attemptNumber: number
+    readonly reason: string
+    readonly delayMs: number
+    readonly nextKeyId: string | null
+    readonly route: string
+  }): void
+  /** The first output arrived and the attempt commits, before anything is written. */
+  onCommit?(context: {
+    readonly attemptNumber: number
+    readonly route: string
+    readonly keyId: string | null
+    readonly timeToFirstOutputMs: number
+  }): void
+  /** Every attempt failed before commit; the client gets `status`. */
+  onGiveUp?(context: {
+    readonly status: number
+    readonly reason: string
+    readonly attempts: readonly AttemptRecord[]
+  }): void
+  /** The request is over: the outcome `relay()` resolves to. */
+  onOutcome?(outcome: RelayOutcome): void
+}
+
+/**
+ * Options of {@link relay}. Credentials come from a `pool` (the attempt function gets a
+ * leased key) or from the caller (no `pool`: the attempt function sets its own).
+ */
+export type RelayOptions = RelayRequestOptions & Credentials
+
+/** Options of {@link relay} besides the credentials. */
+export interface RelayRequestOptions {
+  /** Where the response goes (`webSink().sink`, `nodeSink(res)`). */
+  readonly sink: DownstreamSink
+  readonly adapter: StreamAdapter
+  /** The first route's name. @default 'primary' */
+  readonly name?: string
+  readonly policy?: RelayPolicy
+  /** The host's signal (the client request's), if it has one besides the sink's. */
+  readonly signal?: AbortSignal | undefined
+  readonly hooks?: RelayHooks
+  /**
+   * The request's JSON body (and URL), when the relay may rewrite it: for `adjustRequest`,
+   * `fitContextWindow` and the non-streaming fallback. Attempts get it as `context.request`.
+   */
+  readonly request?: UpstreamRequest
+}

@@ -1,0 +1,251 @@
+/**
+ * One route of a relayed request: its attempts, what follows each failure (`decideNext`),
+ * and the non-streaming fallback.
+ *
+ * @module
+ */
+
+import type { KeyLease } from '../key-pool/types.js'
+import type { UpstreamRequest } from '../protocols/types.js'
+import { type AttemptResult, runAttempt } from './attempt.js'
+import type { FailureVerdict } from './classify.js'
+import { fitContextWindow } from './context-window.js'
+import { type Decision, deadlineVerdict, decideNext } from './decide.js'
+import { leaseNext } from './lease.js'
+import { callHook, now, type RouteEnd, type RouteRun, type Run } from './run.js'
+
+/** The request to send for an attempt in `mode`. */
+function requestFor(route: RouteRun, mode: 'stream' | 'non-streaming') {
+  const sent = route.request
+  if (sent === undefined) return undefined
+  if (mode === 'stream') return { ...sent, stream: true }
+  return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
+}
+
+/** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */
+function adjustRefused(
+  run: Run,
+  route: RouteRun,
+  verdict: FailureVerdict,
+  status: number | null,
+): FailureVerdict {
+  const request = route.request
+  if (verdict.retry || verdict.key.kind !== 'rejected' || request === undefined) return verdict
+  let adjusted: UpstreamRequest | undefined
+  try {
+    const body = run.config.adjustRequest?.(
+      Object.freeze({
+        attemptNumber: run.attemptNumber,
+        route: route.name,
+        status,
+        error: verdict.error,
+        request,
+      }),
+    )
+    if (body !== undefined) adjusted = { url: request.url, body }
+  } catch {
+    // A throwing hook keeps the refusal as it is.
+  }
+  if (adjusted === undefined && run.config.fit !== undefined && !route.fitted) {
+    route.fitted = true
+    adjusted = fitContextWindow(route.route.adapter, request, verdict.error.message, run.config.fit)
+  }
+  if (adjusted === undefined) return verdict
+  route.request = adjusted
+  return { ...verdict, retry: true, reason: `${verdict.reason}:request-adjusted` }
+}
+
+/** Runs one attempt on a leased key and records it. */
+async function attemptOn(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease | undefined,
+  mode: 'stream' | 'non-streaming',
+): Promise<AttemptResult> {
+  const number = ++run.attemptNumber
+  const keyId = lease?.keyId ?? null
+  if (keyId !== null) route.tried.add(keyId)
+  if (mode === 'stream') route.streamAttempts++
+  const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
+  const attemptStarted = now()
+  callHook(run.hooks.onAttempt, {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+  })
+  const freshConnection = run.freshConnection
+  run.freshConnection = false
+  let timeToFirstOutputMs = 0
+  const result = await runAttempt({
+    route: route.route,
+    routeName: route.name,
+    attemptNumber: number,
+    mode,
+    lease,
+    request: requestFor(route, mode),
+    requestId,
+    freshConnection,
+    gate: run.gate,
+    policy: run.config,
+    stop: run.stop,
+    deadline: run.deadline,
+    budgetMs: run.deadlineAt - now(),
+    onCommit: () => {
+      timeToFirstOutputMs = now() - run.started
+      callHook(run.hooks.onCommit, {
+        attemptNumber: number,
+        route: route.name,
+        keyId,
+        timeToFirstOutputMs,
+      })
+    },
+  })
+  run.attempts.push({
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+    status: result.status,
+    result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
+    retry: result.kind === 'failed' && result.verdict.retry,
+    durationMs: now() - attemptStarted,
+  })
+  if (result.kind === 'committed') {
+    committedAt.set(result, { keyId, timeToFirstOutputMs })
+  }
+  return result
+}
+
+const committedAt = new WeakMap<
+  AttemptResult,
+  { keyId: string | null; timeToFirstOutputMs: number }
+>()
+
+/** What follows a failed attempt on this route, with the route's state brought up to date. */
+function afterFailure(
+  run: Run,
+  route: RouteRun,
+  result: Extract<AttemptResult, { kind: 'failed' }>,
+  mode: 'stream' | 'non-streaming',
+): Decision {
+  let verdict =
+    mode === 'stream' ? adjustRefused(run, route, result.verdict, result.status) : result.verdict
+  if (result.stopped === 'deadline') verdict = deadlineVerdict(run.last?.verdict)
+  if (result.stopped === undefined) {
+    run.last = {
+      verdict,
+      adapter: route.route.adapter,
+      upstream: result.upstream,
+      pooled: route.route.pool !== undefined,
+    }
+  }
+  route.overloads = verdict.overload ? route.overloads + 1 : 0
+  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
+  const decision = decideNext(
+    {
+      attempts: route.streamAttempts,
+      maxAttempts: run.config.maxAttempts,
+      overloads: route.overloads,
+      overloadFallbackAfter: run.config.overloadFallbackAfter,
+      priority: run.config.priority,
+      hasNextRoute: route.hasNextRoute,
+      fallbackAvailable:
+        !route.fallbackUsed &&
+        run.config.fallbackTimeoutMs !== undefined &&
+        route.request !== undefined &&
+        route.route.adapter.nonStreamingRequest !== undefined &&
+        route.route.adapter.renderFromMessage !== undefined,
+      mode,
+      reuses: route.reuses,
+      stopped: run.stop.aborted
+        ? 'client-gone'
+        : (result.stopped ?? (run.deadline.aborted ? 'deadline' : undefined)),
+    },
+    run.deadline.aborted && result.stopped === undefined ? deadlineVerdict(verdict) : verdict,
+    run.config.backoff,
+  )
+  // The record says what was decided: an adjusted request is a new reason, and a retry.
+  const index = run.attempts.length - 1
+  const record = run.attempts[index]
+  if (record !== undefined) {
+    run.attempts[index] = {
+      ...record,
+      result: verdict.reason,
+      retry: decision.kind === 'retry' || decision.kind === 'fallback',
+    }
+  }
+  if (decision.kind === 'retry') {
+    route.reuses++
+    // The caller's one credential waits out what the upstream asked for, too.
+    const asked = route.route.pool === undefined ? (verdict.retryAfterMs ?? 0) : 0
+    route.reuseAt = now() + Math.max(decision.reuseDelayMs, asked)
+    route.retryReason = verdict.reason
+  }
+  return decision
+}
+
+/** The route's attempts: stream attempts, then perhaps the non-streaming fallback. */
+export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
+  let mode: 'stream' | 'non-streaming' = 'stream'
+  for (;;) {
+    if (run.stop.aborted) return { kind: 'client-gone' }
+    const waitStarted = now()
+    let leased: Awaited<ReturnType<typeof leaseNext>>
+    try {
+      leased = await leaseNext(run, route)
+    } catch (error) {
+      // A wait ended by the client leaving or the deadline: nothing was leased.
+      if (run.stop.aborted) return { kind: 'client-gone' }
+      if (run.deadline.aborted)
+        return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
+      throw error
+    }
+    if (leased.kind === 'give-up') return leased
+    if (route.retryReason !== undefined) {
+      callHook(run.hooks.onRetry, {
+        attemptNumber: run.attemptNumber + 1,
+        reason: route.retryReason,
+        delayMs: Math.round(now() - waitStarted),
+        nextKeyId: leased.lease?.keyId ?? null,
+        route: route.name,
+      })
+      route.retryReason = undefined
+    }
+    const result = await attemptOn(run, route, leased.lease, mode)
+    if (result.kind === 'committed') {
+      const at = committedAt.get(result) as { keyId: string | null; timeToFirstOutputMs: number }
+      return {
+        kind: 'committed',
+        outcome: {
+          kind: 'committed',
+          attempts: run.attempts,
+          route: route.name,
+          keyId: at.keyId,
+          mode,
+          timeToFirstOutputMs: at.timeToFirstOutputMs,
+          end: result.end,
+          eof: result.eof,
+          bytes: result.bytes,
+          stalls: result.stalls,
+          durationMs: now() - run.started,
+        },
+      }
+    }
+    const decision = afterFailure(run, route, result, mode)
+    switch (decision.kind) {
+      case 'retry':
+        mode = 'stream'
+        break
+      case 'fallback':
+        route.fallbackUsed = true
+        route.retryReason = result.verdict.reason
+        mode = 'non-streaming'
+        break
+      default:
+        return decision
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import type { CommitGate } from '../commit/gate.js'
+import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import type { Route, UpstreamHttpError } from './attempt.js'
+import type { FailureVerdict } from './classify.js'
+import type { AttemptRecord, RelayHooks, RelayOptions, RelayOutcome } from './outcome.js'
+import type { NormalizedRelayPolicy } from './policy.js'
+
+export const now = (): number => performance.now()
+
+export function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
+  if (hook === undefined) return
+  try {
+    hook(Object.freeze(context))
+  } catch {
+    // A hook must never break the request it observes.
+  }
+}
+
+/** One request's shared state: what every route and attempt of it reads and adds to. */
+export interface Run {
+  readonly options: RelayOptions
+  readonly config: NormalizedRelayPolicy
+  readonly hooks: RelayHooks
+  readonly gate: CommitGate
+  readonly routes: readonly Route[]
+  readonly attempts: AttemptRecord[]
+  /** Aborts when the client is gone or the host gave up. */
+  readonly stop: AbortSignal
+  /** Aborts when the pre-commit budget ran out. */
+  readonly deadline: AbortSignal
+  /** Aborts on either: what waits for a key listen to. */
+  readonly waits: AbortSignal
+  readonly started: number
+  readonly deadlineAt: number
+  attemptNumber: number
+  last:
+    | {
+        verdict: FailureVerdict
+        adapter: StreamAdapter
+        /** The upstream's HTTP error, passed on as it was when this verdict ends the request. */
+        upstream: UpstreamHttpError | undefined
+        /** Whether the key came from a pool (its 401/403 is the gateway's, not the client's). */
+        pooled: boolean
+      }
+    | undefined
+  /** The previous attempt died of a reset or broken pipe before any response. */
+  freshConnection: boolean
+}
+
+/** How a route ended. */
+export type RouteEnd =
+  | { readonly kind: 'committed'; readonly outcome: RelayOutcome }
+  | { readonly kind: 'next-route' }
+  | { readonly kind: 'give-up'; readonly verdict: FailureVerdict }
+  | { readonly kind: 'client-gone' }
+
+/** One route's mutable state. */
+export interface RouteRun {
+  readonly route: Route
+  readonly name: string
+  readonly hasNextRoute: boolean
+  readonly tried: Set<string>
+  request: UpstreamRequest | undefined
+  streamAttempts: number
+  overloads: number
+  reuses: number
+  /** When tried keys may be reused (after the backoff), in `now()` time. */
+  reuseAt: number
+  fallbackUsed: boolean
+  fitted: boolean
+  /** Why the previous attempt failed, told to `onRetry` once the next key is leased. */
+  retryReason: string | undefined
+}

@@ -19,7 +19,7 @@ interface DemoScenario {
 }
 
 const scenarios: readonly DemoScenario[] = [
-  { title: 'empty EOF (tunnel killed in prefill)', client: 'openai', script: ['empty-eof', 'ok'] },
+  { title: 'empty EOF (tunnel killed in prefill)', client: 'openai', script: ['empty', 'ok'] },
   {
     title: 'hung prefill (headers, then nothing)',
     client: 'anthropic',

@@ -12,7 +12,7 @@ import { createResilientFetch, type RelayOutcome } from 'stream-boundary'
 import { createFaultyUpstream } from 'stream-boundary/testing'
 
 export async function main(): Promise<void> {
-  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
   const url = await upstream.listen()
   let reported!: (outcome: RelayOutcome) => void
   const outcome = new Promise<RelayOutcome>((resolve) => {

@@ -54,7 +54,7 @@ export const chaosScenarios: readonly ChaosScenario[] = [
     client: 'read',
     summary: 'a healthy stream: the baseline for attempts and first-token time',
   },
-  pre('empty-eof', 'empty-eof', '200 and a clean EOF with no frames (tunnel killed in prefill)'),
+  pre('empty', 'empty', '200 and a clean EOF with no frames (tunnel killed in prefill)'),
   pre('hang-before-headers', 'hang-before-headers', 'no response headers at all'),
   pre('headers-then-hang', 'headers-then-hang', '200 headers, then nothing'),
   pre('keepalives-only', 'keepalives-only', 'keep-alive comments only'),

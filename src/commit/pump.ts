@@ -128,7 +128,7 @@ export interface DownstreamOptions {
 export type PumpErrorCause =
   | 'partial-eof'
   | 'thinking-only'
-  | 'empty-eof'
+  | 'empty'
   | 'read-error'
   | 'idle-timeout'
   | 'frame-too-large'
@@ -144,9 +144,14 @@ export type PumpEnd =
       readonly cause: PumpErrorCause
       readonly error: RenderableError
     }
-  | { readonly kind: 'downstream-closed'; readonly error: DownstreamClosedError }
+  /** The client left: the sink failed or closed under a write. */
+  | { readonly kind: 'client-gone'; readonly error: DownstreamClosedError }
   /** The client took no bytes for `writeStallTimeoutMs`: cut, and not the upstream's fault. */
   | { readonly kind: 'downstream-stalled'; readonly error: StreamTimeoutError }
+  /**
+   * The host's own `signal` fired: the host gave up on the stream (a shutdown, its own
+   * deadline). A departed client is `client-gone`, never this.
+   */
   | { readonly kind: 'aborted'; readonly reason: unknown }
 
 /** The frames' bytes as one array: a view when they lie side by side in one chunk. */
@@ -334,7 +339,7 @@ function stallOf(error: unknown): StreamTimeoutError | undefined {
 const endMessages = {
   'partial-eof': 'The upstream stream ended before its final event; the answer is incomplete',
   'thinking-only': 'The upstream sent reasoning but no answer before the stream ended',
-  'empty-eof': 'The upstream stream ended without any output',
+  empty: 'The upstream stream ended without any output',
   'read-error': 'The connection to the upstream was lost mid-stream; the answer is incomplete',
   'frame-too-large': 'The upstream sent a frame larger than the relay accepts',
 } as const
@@ -369,7 +374,7 @@ async function endAtEof(
   },
 ): Promise<PumpEnd> {
   const { state } = tracker
-  const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty-eof') =>
+  const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty') =>
     writeError(out, cause, { type: 'upstream_error', message: endMessages[cause] })
   switch (eof.kind) {
     case 'completed':
@@ -395,7 +400,7 @@ async function endAtEof(
       await out.close()
       return { kind: 'reasoning-promoted' }
     case 'empty':
-      return upstreamError('empty-eof')
+      return upstreamError('empty')
   }
 }
 
@@ -422,7 +427,7 @@ async function endAfterReadFailure(
     if (isDownstreamClosedError(error)) {
       const stalled = stallOf(error)
       return stalled === undefined
-        ? { kind: 'downstream-closed', error }
+        ? { kind: 'client-gone', error }
         : { kind: 'downstream-stalled', error: stalled }
     }
     return { kind: 'aborted', reason: error }
@@ -444,8 +449,8 @@ async function endAfterReadFailure(
 
 /** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
 async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
-  if (end.kind === 'downstream-closed' || end.kind === 'aborted') {
-    await reader.cancel(end.kind === 'downstream-closed' ? end.error : end.reason)
+  if (end.kind === 'client-gone' || end.kind === 'aborted') {
+    await reader.cancel(end.kind === 'client-gone' ? end.error : end.reason)
     if (end.kind === 'aborted') gate.abort(end.reason)
   } else if (end.kind === 'downstream-stalled') {
     // Cut the client first: the upstream's cancel may take a round trip.
@@ -661,7 +666,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   } catch (error) {
     const stalled = stallOf(error)
     if (stalled !== undefined) end = { kind: 'downstream-stalled', error: stalled }
-    else if (isDownstreamClosedError(error)) end = { kind: 'downstream-closed', error }
+    else if (isDownstreamClosedError(error)) end = { kind: 'client-gone', error }
     else if (options.signal?.aborted && error === options.signal.reason) {
       end = { kind: 'aborted', reason: error }
     } else throw error

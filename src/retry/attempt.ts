@@ -239,7 +239,7 @@ class AttemptSignals {
 }
 
 const clientGone: FailureVerdict = {
-  retry: false,
+  retryable: false,
   key: { kind: 'client-gone' },
   reason: 'client-gone',
   overload: false,
@@ -250,7 +250,7 @@ const clientGone: FailureVerdict = {
 function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streaming') {
   if (mode === 'non-streaming') {
     return {
-      retry: false,
+      retryable: false,
       key: { kind: 'protocol-fault' },
       reason: 'fallback-timeout',
       overload: false,
@@ -278,7 +278,7 @@ function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streami
 function invalidResultVerdict(value: unknown): FailureVerdict {
   const got = value === null ? 'null' : typeof value
   return {
-    retry: false,
+    retryable: false,
     key: { kind: 'cancelled' },
     reason: 'invalid-attempt-result',
     overload: false,
@@ -292,7 +292,7 @@ function invalidResultVerdict(value: unknown): FailureVerdict {
 
 function streamingUnsupported(status: number): FailureVerdict {
   return {
-    retry: false,
+    retryable: false,
     key: { kind: 'rejected' },
     reason: 'streaming-unsupported',
     overload: false,
@@ -441,7 +441,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     let verdict = retryOverride(classifyAttemptFailure(failure), status, response.headers, input)
     // The caller's own credential was refused: another try with it would be refused too.
     if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
-      verdict = { ...verdict, retry: false, status }
+      verdict = { ...verdict, retryable: false, status }
     }
     const upstream = { status, headers: response.headers, body: redactSecrets(text) }
     return failed(verdict, status, undefined, upstream)
@@ -512,5 +512,7 @@ function retryOverride(
     // A throwing predicate keeps the library's rule: it must not break the request.
     retry = undefined
   }
-  return retry === undefined || retry === verdict.retry ? verdict : { ...verdict, retry }
+  return retry === undefined || retry === verdict.retryable
+    ? verdict
+    : { ...verdict, retryable: retry }
 }

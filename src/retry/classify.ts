@@ -42,10 +42,10 @@ export type AttemptFailure =
 /** What follows from a failed attempt. */
 export interface FailureVerdict {
   /** Whether another attempt may succeed. */
-  readonly retry: boolean
+  readonly retryable: boolean
   /** What the key pool is told. */
   readonly key: KeyOutcome
-  /** A short stable reason: `status-429`, `empty-stream`, `first-output-timeout`, `error-frame`… */
+  /** A short stable reason: `status-429`, `empty`, `first-output-timeout`, `error-frame`… */
   readonly reason: string
   /** Counts toward the route's consecutive-overload budget (429, 529, overload frames). */
   readonly overload: boolean
@@ -278,7 +278,7 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
         ...(window === undefined
           ? {}
           : { error: { ...base.error, message: `${base.error.message} (${window})` } }),
-        retry: true,
+        retryable: true,
         key: { kind: 'rate-limited', retryAfterMs },
         overload: true,
         status: 429,
@@ -286,13 +286,13 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
       }
     }
     if (status === 529)
-      return { ...base, retry: true, key: { kind: 'overloaded' }, overload: true, status: 529 }
+      return { ...base, retryable: true, key: { kind: 'overloaded' }, overload: true, status: 529 }
     if (status === 401 || status === 403) {
       // Another key may work: the client gets a 502, never the upstream's auth error (the
       // client's own credentials were fine; the gateway's were not).
       return {
         ...base,
-        retry: true,
+        retryable: true,
         key: { kind: 'auth-failed', status },
         overload: false,
         status: giveUpStatus['credentials-rejected'].status,
@@ -305,23 +305,29 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
       }
     }
     if (status === 408 || status === 409)
-      return { ...base, retry: true, key: { kind: 'protocol-fault' }, overload: false, status: 502 }
+      return {
+        ...base,
+        retryable: true,
+        key: { kind: 'protocol-fault' },
+        overload: false,
+        status: 502,
+      }
     if (status >= 500) {
       const overloaded = error?.type === 'overloaded_error'
       return {
         ...base,
-        retry: true,
+        retryable: true,
         key: overloaded ? { kind: 'overloaded' } : { kind: 'server-error', status },
         overload: overloaded,
         status: status === 503 || status === 504 ? status : 502,
         retryAfterMs: rateLimitDelay(headers),
       }
     }
-    return { ...base, retry: false, key: { kind: 'rejected' }, overload: false, status }
+    return { ...base, retryable: false, key: { kind: 'rejected' }, overload: false, status }
   })()
   return override === undefined || verdict.key.kind === 'auth-failed'
     ? verdict
-    : { ...verdict, retry: override }
+    : { ...verdict, retryable: override }
 }
 
 function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
@@ -334,7 +340,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
   const reason = `error-frame:${error.type}`
   if (isOverloaded(error) || error.status === 529) {
     return {
-      retry: true,
+      retryable: true,
       key: { kind: 'overloaded' },
       reason,
       overload: true,
@@ -344,7 +350,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
   }
   if (isRateLimit(error) || error.status === 429) {
     return {
-      retry: true,
+      retryable: true,
       key: { kind: 'rate-limited' },
       reason,
       overload: true,
@@ -354,7 +360,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
   }
   if (!error.retryable)
     return {
-      retry: false,
+      retryable: false,
       key: { kind: 'rejected' },
       reason,
       overload: false,
@@ -363,7 +369,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     }
   if (error.code === 'MALFORMED_FRAME') {
     return {
-      retry: true,
+      retryable: true,
       key: { kind: 'protocol-fault' },
       reason: 'malformed-frame',
       overload: false,
@@ -372,7 +378,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     }
   }
   return {
-    retry: true,
+    retryable: true,
     key: { kind: 'server-error' },
     reason,
     overload: false,
@@ -411,7 +417,7 @@ function fromNotSse(failure: Extract<AttemptFailure, { kind: 'not-sse' }>): Fail
       : error.message
   const status = giveUpStatus['upstream-fault'].status
   return {
-    retry: true,
+    retryable: true,
     key: { kind: 'protocol-fault' },
     reason: 'not-sse',
     overload: false,
@@ -435,9 +441,9 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
       return fromErrorFrame(outcome.error)
     case 'aborted':
       return {
-        retry: false,
+        retryable: false,
         key: { kind: 'client-gone' },
-        reason: 'aborted',
+        reason: 'client-gone',
         overload: false,
         status: 499,
         error: { type: 'client_closed', message: 'the request was aborted' },
@@ -446,7 +452,7 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
     case 'first-output-timeout': {
       const message = `${peekMessages[outcome.kind]} (${outcome.error.timeoutMs} ms)`
       return {
-        retry: true,
+        retryable: true,
         key: { kind: 'protocol-fault' },
         reason: outcome.kind,
         overload: false,
@@ -455,10 +461,10 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
       }
     }
     default: {
-      const reason = outcome.kind === 'empty' ? 'empty-stream' : outcome.kind
+      const reason = outcome.kind
       const message = peekMessages[outcome.kind]
       return {
-        retry: true,
+        retryable: true,
         key: { kind: 'protocol-fault' },
         reason,
         overload: false,
@@ -481,7 +487,7 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
  *
  * @example
  * classifyAttemptFailure({ kind: 'status', status: 429, headers: new Headers({ 'retry-after': '20' }) })
- * // { retry: true, key: { kind: 'rate-limited', retryAfterMs: 20000 }, status: 429, … }
+ * // { retryable: true, key: { kind: 'rate-limited', retryAfterMs: 20000 }, status: 429, … }
  */
 export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict {
   switch (failure.kind) {
@@ -492,7 +498,7 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
     case 'connection': {
       const verdict = classifyConnectionError(failure.error)
       return {
-        retry: verdict.retryable,
+        retryable: verdict.retryable,
         key: verdict.retryable ? { kind: 'server-error' } : { kind: 'rejected' },
         reason: verdict.code === undefined ? 'connection-error' : `connection-${verdict.code}`,
         overload: false,
@@ -589,7 +595,7 @@ function poolVerdict(
 ): FailureVerdict {
   const rule = giveUpStatus[kind]
   return {
-    retry: false,
+    retryable: false,
     key: { kind: 'cancelled' },
     reason,
     overload: kind === 'rate-limited',

@@ -80,7 +80,7 @@ export function decideNext(
     return { kind: 'client-gone' }
   }
   if (state.stopped === 'deadline') return { kind: 'give-up', verdict }
-  const anotherModelMayWork = verdict.retry || verdict.overload
+  const anotherModelMayWork = verdict.retryable || verdict.overload
   const nextRoute: Decision =
     state.hasNextRoute && anotherModelMayWork && state.priority !== 'background'
       ? { kind: 'next-route' }
@@ -91,7 +91,7 @@ export function decideNext(
   if (state.mode === 'non-streaming') return nextRoute
   // Overload is shared by every key: background traffic backs off at once.
   if (verdict.overload && state.priority === 'background') return { kind: 'give-up', verdict }
-  if (!verdict.retry) return verdict.overload ? nextRoute : { kind: 'give-up', verdict }
+  if (!verdict.retryable) return verdict.overload ? nextRoute : { kind: 'give-up', verdict }
   if (verdict.overload && state.overloads >= state.overloadFallbackAfter && state.hasNextRoute) {
     return { kind: 'next-route' }
   }
@@ -170,9 +170,9 @@ export function planKeyWait(input: KeyWaitInput): KeyWaitPlan {
 
 /** The pre-commit budget ran out: a timeout, unless the last failure says something better. */
 export function deadlineVerdict(previous: FailureVerdict | undefined): FailureVerdict {
-  if (previous !== undefined && previous.status !== 502) return { ...previous, retry: false }
+  if (previous !== undefined && previous.status !== 502) return { ...previous, retryable: false }
   return {
-    retry: false,
+    retryable: false,
     key: { kind: 'protocol-fault' },
     reason: 'deadline',
     overload: false,

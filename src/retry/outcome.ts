@@ -23,9 +23,10 @@ export interface AttemptRecord {
   readonly requestId: string | undefined
   /** The upstream's HTTP status, when it answered. */
   readonly status: number | null
-  /** `committed`, or the failure reason (`empty-stream`, `status-429`, `first-output-timeout`…). */
+  /** `committed`, or the failure reason (`empty`, `status-429`, `first-output-timeout`…). */
   readonly result: string
-  readonly retry: boolean
+  /** Whether another attempt followed this one's failure (`false` for the committed one). */
+  readonly retryable: boolean
   readonly durationMs: number
 }
 

@@ -289,9 +289,13 @@ async function retryPlain(
       minTimeout: 0,
       signal,
       shouldRetry: ({ error }) =>
-        error instanceof PlainAttemptFailed && error.verdict.retry && !signal.aborted,
+        error instanceof PlainAttemptFailed && error.verdict.retryable && !signal.aborted,
       onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
-        if (!(error instanceof PlainAttemptFailed) || !error.verdict.retry || retriesLeft === 0) {
+        if (
+          !(error instanceof PlainAttemptFailed) ||
+          !error.verdict.retryable ||
+          retriesLeft === 0
+        ) {
           return
         }
         await sleep(plainBackoffMs(attemptNumber, error.verdict.retryAfterMs), signal)

@@ -30,7 +30,7 @@ function adjustRefused(
   status: number | null,
 ): FailureVerdict {
   const request = route.request
-  if (verdict.retry || verdict.key.kind !== 'rejected' || request === undefined) return verdict
+  if (verdict.retryable || verdict.key.kind !== 'rejected' || request === undefined) return verdict
   let adjusted: UpstreamRequest | undefined
   try {
     const body = run.config.adjustRequest?.(
@@ -52,7 +52,7 @@ function adjustRefused(
   }
   if (adjusted === undefined) return verdict
   route.request = adjusted
-  return { ...verdict, retry: true, reason: `${verdict.reason}:request-adjusted` }
+  return { ...verdict, retryable: true, reason: `${verdict.reason}:request-adjusted` }
 }
 
 /** Runs one attempt on a leased key and records it. */
@@ -110,7 +110,7 @@ async function attemptOn(
     requestId,
     status: result.status,
     result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
-    retry: result.kind === 'failed' && result.verdict.retry,
+    retryable: result.kind === 'failed' && result.verdict.retryable,
     durationMs: now() - attemptStarted,
   })
   if (result.kind === 'committed') {
@@ -174,7 +174,7 @@ function afterFailure(
     run.attempts[index] = {
       ...record,
       result: verdict.reason,
-      retry: decision.kind === 'retry' || decision.kind === 'fallback',
+      retryable: decision.kind === 'retry' || decision.kind === 'fallback',
     }
   }
   if (decision.kind === 'retry') {

@@ -274,6 +274,8 @@ const expectedEof: Record<ProtocolScenario, ProtocolStream['eof']> = {
  * `anthropicMessages`, `geminiGenerateContent`) for a scenario (any when omitted): random
  * text, reasoning and tool-argument deltas with keep-alives in between.
  *
+ * @throws {TypeError} for any other adapter (see {@link wireFor}).
+ *
  * @example
  * fc.assert(fc.asyncProperty(arbitraries.protocolStream(openaiChat, 'partial'), async ({ bytes, eof }) => { … }))
  */
@@ -281,6 +283,8 @@ export function protocolStream(
   adapter: StreamAdapter,
   scenario?: ProtocolScenario,
 ): fc.Arbitrary<ProtocolStream> {
+  // Fails here, at the call, for an adapter with no writer: not later, inside a property run.
+  wireFor(adapter)
   const delta = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 16 })
   return fc
     .record({

@@ -21,7 +21,7 @@ import { wireFor } from './wire.js'
 /** Every fault the upstream can play. */
 export type FaultKind =
   | 'ok'
-  | 'empty-eof'
+  | 'empty'
   | 'hang-before-headers'
   | 'headers-then-hang'
   | 'keepalives-only'
@@ -58,8 +58,11 @@ export interface Fault {
   readonly inputTokens?: number
 }
 
-/** Faults per attempt; the last one repeats. */
-export type Scenario = readonly (Fault | FaultKind)[]
+/**
+ * Faults per attempt; the last one repeats. `'empty-eof'` is the old name of `'empty'`, still
+ * accepted (and recorded as `'empty'`) so scripts written against it keep running.
+ */
+export type Scenario = readonly (Fault | FaultKind | 'empty-eof')[]
 
 /** Options of {@link createFaultyUpstream}. */
 export interface FaultyUpstreamOptions {
@@ -125,7 +128,7 @@ const markerPattern =
  * attempts by `requestId`. Both are limited to `[A-Za-z0-9:._-]`, so JSON never escapes them.
  *
  * @example
- * chaosMarker({ scenario: 'empty-eof', requestId: 'r1' }) // '[[sb-chaos scenario=empty-eof id=r1]]'
+ * chaosMarker({ scenario: 'empty', requestId: 'r1' }) // '[[sb-chaos scenario=empty id=r1]]'
  */
 export function chaosMarker(marker: ChaosMarker): string {
   const text = `[[sb-chaos scenario=${marker.scenario} id=${marker.requestId}]]`
@@ -365,7 +368,7 @@ function statusAnswer(
  * Creates a faulty upstream.
  *
  * @example
- * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+ * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
  * const client = new OpenAI({ apiKey: 'sk-test', baseURL: 'http://upstream.test/v1', fetch: upstream.fetch,
  *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
  */
@@ -387,6 +390,7 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     const attempt = (counts.get(counter) ?? 0) + 1
     counts.set(counter, attempt)
     const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
+    if (fault === 'empty-eof') return { fault: { kind: 'empty' }, attempt }
     return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
   }
 
@@ -405,7 +409,7 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         return spaced([...answerFrames(), ...wire.finish('stop')], frameDelayMs)
       case 'slow-drip':
         return spaced([...answerFrames(), ...wire.finish('stop')], fault.delayMs ?? 300)
-      case 'empty-eof':
+      case 'empty':
         return []
       case 'headers-then-hang':
         return [{ hang: true }]

@@ -6,6 +6,10 @@
  * @module
  */
 
+import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { geminiGenerateContent } from '../protocols/gemini.js'
+import { openaiChat } from '../protocols/openai-chat.js'
+import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter } from '../protocols/types.js'
 
 /** Writes one answer's frames in one protocol. Each method returns whole SSE frames. */
@@ -430,24 +434,33 @@ function geminiWriter(): WireWriter {
   }
 }
 
+// Keyed by the adapter object, not its name: a custom adapter that borrows a shipped name
+// must not silently get a writer for a protocol it may not speak.
+const writers: ReadonlyMap<StreamAdapter, () => WireWriter> = new Map([
+  [openaiChat, chatWriter],
+  [openaiResponses, responsesWriter],
+  [anthropicMessages, anthropicWriter],
+  [geminiGenerateContent, geminiWriter],
+])
+
 /**
- * A fresh frame writer for a shipped adapter (OpenAI Chat's for any other), the one the
- * faulty upstream and `arbitraries.protocolStream` write with: use it to script a fake
- * upstream's answer in the adapter's own protocol.
+ * A fresh frame writer for a shipped adapter, the one the faulty upstream and
+ * `arbitraries.protocolStream` write with: use it to script a fake upstream's answer in the
+ * adapter's own protocol.
+ *
+ * @throws {TypeError} for any adapter other than the four shipped ones (`openaiChat`,
+ *   `openaiResponses`, `anthropicMessages`, `geminiGenerateContent`), copies included.
  *
  * @example
  * const wire = wireFor(anthropicMessages)
  * const body = [...wire.start(), ...wire.text('hi'), ...wire.finish('stop')].join('')
  */
 export function wireFor(adapter: StreamAdapter): WireWriter {
-  switch (adapter.name) {
-    case 'anthropic-messages':
-      return anthropicWriter()
-    case 'openai-responses':
-      return responsesWriter()
-    case 'gemini':
-      return geminiWriter()
-    default:
-      return chatWriter()
+  const writer = writers.get(adapter)
+  if (writer === undefined) {
+    throw new TypeError(
+      `wireFor: adapter "${adapter.name}" is not a shipped adapter; pass openaiChat, openaiResponses, anthropicMessages or geminiGenerateContent`,
+    )
   }
+  return writer()
 }

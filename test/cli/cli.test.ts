@@ -62,7 +62,7 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--scenarios', 'ok,nope'],
-      /--scenarios: unknown scenario "nope"; known: all, ok, empty-eof/,
+      /--scenarios: unknown scenario "nope"; known: all, ok, empty/,
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--fault-rate', '1.5'],
@@ -155,7 +155,7 @@ describe('stream-boundary chaos: the report', () => {
       '--upstream-port',
       String(upstreamPort),
       '--scenarios',
-      'ok,empty-eof,html-200,partial-then-cut,rate-limited',
+      'ok,empty,html-200,partial-then-cut,rate-limited',
     ])
     expect(code).toBe(1)
     expect(report).toMatchObject({
@@ -179,7 +179,7 @@ describe('stream-boundary chaos: the report', () => {
     // In the scorecard's order, whatever the order asked for.
     expect(Object.keys(byName)).toEqual([
       'ok',
-      'empty-eof',
+      'empty',
       'rate-limited',
       'html-200',
       'partial-then-cut',
@@ -192,7 +192,7 @@ describe('stream-boundary chaos: the report', () => {
       upstreamHeldMs: null,
     })
     expect(byName.ok?.firstTokenMs).toBeGreaterThan(0)
-    expect(byName['empty-eof']).toMatchObject({ mark: '✗', outcome: 'silent-empty', attempts: 1 })
+    expect(byName.empty).toMatchObject({ mark: '✗', outcome: 'silent-empty', attempts: 1 })
     expect(byName['html-200']).toMatchObject({ mark: '✗', outcome: 'silent-empty' })
     expect(byName['partial-then-cut']).toMatchObject({ mark: '✗', outcome: 'silent-cut' })
     expect(byName['rate-limited']).toMatchObject({
@@ -214,7 +214,7 @@ describe('stream-boundary chaos: the report', () => {
       '--upstream-port',
       String(upstreamPort),
       '--scenarios',
-      'ok,empty-eof,error-frame,overloaded,partial-then-cut,client-disconnect',
+      'ok,empty,error-frame,overloaded,partial-then-cut,client-disconnect',
       '--concurrency',
       '3',
     ])
@@ -228,7 +228,7 @@ describe('stream-boundary chaos: the report', () => {
       hangs: 0,
     })
     const byName = Object.fromEntries(report.scenarios.map((s) => [s.name, s]))
-    for (const name of ['empty-eof', 'error-frame', 'overloaded'])
+    for (const name of ['empty', 'error-frame', 'overloaded'])
       expect(byName[name]).toMatchObject({ mark: '✓', outcome: 'full', attempts: 2 })
     expect(byName['partial-then-cut']).toMatchObject({
       mark: '✓',
@@ -320,7 +320,7 @@ describe('stream-boundary chaos: the report', () => {
         '--protocol',
         'openai-chat',
         '--scenarios',
-        'ok,empty-eof',
+        'ok,empty',
         '--gateway',
         `UPSTREAM_URL={upstream} PORT=${port} node --import tsx examples/plain-relay.ts`,
       ])

@@ -84,7 +84,7 @@ const targetFor = (protocol: ChaosProtocol, base: string) =>
 
 describe('the chaos marker', () => {
   it('round-trips through chaosMarker and parseChaosMarker', () => {
-    const marker = { scenario: 'empty-eof', requestId: 'c1x-r.7_a' }
+    const marker = { scenario: 'empty', requestId: 'c1x-r.7_a' }
     expect(parseChaosMarker(`Say it. ${chaosMarker(marker)}`)).toEqual(marker)
     expect(parseChaosMarker(JSON.stringify({ text: chaosMarker(marker) }))).toEqual(marker)
   })
@@ -116,7 +116,7 @@ describe.each(chaosProtocols)(
       const adapter = protocolAdapters[protocol]
       const run = async (requestId: string) => {
         const request = buildClientRequest(protocol, targetFor(protocol, gateway.url), {
-          scenario: 'empty-eof',
+          scenario: 'empty',
           requestId,
         })
         const result = await runClient(request, {
@@ -132,15 +132,15 @@ describe.each(chaosProtocols)(
         })
       }
       const [first, second] = await Promise.all([run('req-a'), run('req-b')])
-      // Each request met empty-eof on its own first attempt: counts are per request id.
+      // Each request met empty on its own first attempt: counts are per request id.
       expect(first).toMatchObject({ kind: 'full', attemptsSeen: [2] })
       expect(second).toMatchObject({ kind: 'full', attemptsSeen: [2] })
       const records = upstream.requests.map((r) => [r.requestId, r.attempt, r.fault, r.scenario])
       expect(records.sort()).toEqual([
-        ['req-a', 1, 'empty-eof', 'empty-eof'],
-        ['req-a', 2, 'ok', 'empty-eof'],
-        ['req-b', 1, 'empty-eof', 'empty-eof'],
-        ['req-b', 2, 'ok', 'empty-eof'],
+        ['req-a', 1, 'empty', 'empty'],
+        ['req-a', 2, 'ok', 'empty'],
+        ['req-b', 1, 'empty', 'empty'],
+        ['req-b', 2, 'ok', 'empty'],
       ])
       for (const record of upstream.requests) {
         // Nothing of the client's request reached the upstream but the prompt text.

@@ -92,7 +92,7 @@ describe('deliver properties', () => {
         const relayed = Math.min(written.length, sent.length)
         expect(written.subarray(0, relayed)).toEqual(sent.subarray(0, relayed))
         const end = outcome.pump.end
-        if (end.kind === 'downstream-closed') {
+        if (end.kind === 'client-gone') {
           expect(end.error.reason).toBe('write-failed')
           return
         }

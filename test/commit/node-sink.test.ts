@@ -369,7 +369,7 @@ describe('nodeSink over a real http.Server', () => {
     expect(failures).toEqual([])
   })
 
-  it('client disconnect during deliver(): the upstream is cancelled and the pump ends downstream-closed', async () => {
+  it('client disconnect during deliver(): the upstream is cancelled and the pump ends client-gone', async () => {
     const first = chatFrames[1] as Uint8Array // the first text delta
     const cancelled = deferred<{ at: number; reason: unknown }>()
     const outcome = deferred<DeliverOutcome>()
@@ -406,8 +406,8 @@ describe('nodeSink over a real http.Server', () => {
     const delivered = await within(outcome.promise, 3_000, 'deliver() to resolve')
     expect(delivered.kind).toBe('committed')
     if (delivered.kind !== 'committed') return
-    expect(delivered.pump.end.kind).toBe('downstream-closed')
-    if (delivered.pump.end.kind === 'downstream-closed') {
+    expect(delivered.pump.end.kind).toBe('client-gone')
+    if (delivered.pump.end.kind === 'client-gone') {
       expect(delivered.pump.end.error.reason).toBe('client-gone')
       expect(cancel.reason).toBe(delivered.pump.end.error)
     }

@@ -193,7 +193,7 @@ describe('deliver: peek, commit and pump', () => {
     sink.failWritesAfter(2)
     const outcome = await deliver({ gate, body: body.stream, adapter: openaiChat })
     expect(outcome.kind === 'committed' && outcome.pump.end).toMatchObject({
-      kind: 'downstream-closed',
+      kind: 'client-gone',
       error: { code: 'DOWNSTREAM_CLOSED', reason: 'write-failed' },
     })
     expect(body.cancelled).toBe(true)
@@ -208,7 +208,7 @@ describe('deliver: peek, commit and pump', () => {
     sink.disconnect()
     const outcome = await pending
     expect(outcome.kind === 'committed' && outcome.pump.end).toMatchObject({
-      kind: 'downstream-closed',
+      kind: 'client-gone',
     })
     expect(body.cancelled).toBe(true)
   })

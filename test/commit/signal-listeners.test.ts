@@ -57,7 +57,7 @@ describe('a long-lived caller signal', () => {
     })
     expect(closed).toMatchObject({
       kind: 'committed',
-      pump: { end: { kind: 'downstream-closed' } },
+      pump: { end: { kind: 'client-gone' } },
     })
     expect(listeners()).toBe(0)
 

@@ -19,7 +19,7 @@ describe('timeouts in the public types', () => {
         case 'downstream-stalled':
           expectTypeOf(end.error).toEqualTypeOf<StreamTimeoutError>()
           return end.error.timeout
-        case 'downstream-closed':
+        case 'client-gone':
           expectTypeOf(end.error).toEqualTypeOf<DownstreamClosedError>()
           return end.error.reason
         case 'completed':

@@ -176,7 +176,7 @@ describe('example gateway: upstream headers clients see', () => {
   })
 
   it('the client’s own x-client-request-id reaches the upstream on every attempt', async () => {
-    const { gateway, upstream } = await setup(['empty-eof', 'ok'])
+    const { gateway, upstream } = await setup(['empty', 'ok'])
     const answer = await post(`${gateway.url}/v1/chat/completions`, chatBody(true), {
       'x-client-request-id': 'client-7',
     })

@@ -84,7 +84,7 @@ async function committed(gateway: RunningGateway) {
 }
 
 const preOutputFaults = [
-  'empty-eof',
+  'empty',
   'headers-then-hang',
   'keepalives-only',
   'role-only-then-stall',
@@ -141,8 +141,8 @@ function gatewaySuite(start: StartGateway) {
       expect(upstream.requests.map((request) => request.fault)).toEqual(['rate-limited', 'ok'])
     })
 
-    it('OpenAI Responses, empty-eof then ok: the whole answer, once', async () => {
-      const { openai, upstream } = await setup(start, ['empty-eof', 'ok'])
+    it('OpenAI Responses, empty then ok: the whole answer, once', async () => {
+      const { openai, upstream } = await setup(start, ['empty', 'ok'])
       const stream = await openai.responses.create({ model: 'm', input: 'hi', stream: true })
       let text = ''
       let completed = false
@@ -308,7 +308,7 @@ describe('examples/wrap-fetch.ts', () => {
       await wrapFetchMain()
       const lines = log.mock.calls.map((call) => call.join(' '))
       expect(lines).toContain(`text: ${answer}`)
-      expect(lines).toContain('attempt 1 (key caller): empty-stream')
+      expect(lines).toContain('attempt 1 (key caller): empty')
       expect(lines).toContain('attempt 2 (key caller): committed')
     } finally {
       log.mockRestore()

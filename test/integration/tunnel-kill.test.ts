@@ -174,7 +174,7 @@ describe('a tunnel killed between the gateway and the upstream', () => {
     await vi.waitFor(() => expect(gateway.outcomes).toHaveLength(1))
     expect(gateway.outcomes[0]).toMatchObject({
       kind: 'committed',
-      attempts: [{ retry: true }, { result: 'committed' }],
+      attempts: [{ retryable: true }, { result: 'committed' }],
     })
   })
 
@@ -256,7 +256,7 @@ describe('a client that disconnects mid-stream', () => {
   // Fails today: p-retry's `signal.throwIfAborted()` after a resolved attempt (relay.ts passes
   // `signal: stop` to pRetry) turns the committed attempt into an AbortError, so relay() reports
   // `client-gone` and loses keyId, timeToFirstOutputMs, bytes and the pump's end.
-  it('the outcome of a post-commit disconnect is the committed attempt, ended downstream-closed', async () => {
+  it('the outcome of a post-commit disconnect is the committed attempt, ended client-gone', async () => {
     const { gateway } = await setup({ kind: 'none' }, [{ kind: 'slow-drip', delayMs: 200 }])
     const client = new AbortController()
     const response = await fetch(`${gateway.url}/v1/chat/completions`, {
@@ -271,7 +271,7 @@ describe('a client that disconnects mid-stream', () => {
     expect(gateway.outcomes[0]).toMatchObject({
       kind: 'committed',
       keyId: expect.stringMatching(/^key-[ab]$/),
-      end: { kind: expect.stringMatching(/^(downstream-closed|aborted)$/) },
+      end: { kind: expect.stringMatching(/^(client-gone|aborted)$/) },
     })
   })
 })

@@ -172,7 +172,7 @@ describe('createResilientFetch with a custom adapter', () => {
   })
 
   it("sends each key in the adapter's own header, never OpenAI's", async () => {
-    const upstream = createFaultyUpstream({ scenarios: { s: ['empty-eof', 'ok'] } })
+    const upstream = createFaultyUpstream({ scenarios: { s: ['empty', 'ok'] } })
     const custom: StreamAdapter = { ...bare, credentialHeader: (key) => ['x-my-key', key] }
     const fetch = createResilientFetch({ fetch: upstream.fetch, pool: pool(), adapter: custom })
     const response = await fetch('http://upstream.test/v1/chat/completions', {

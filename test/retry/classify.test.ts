@@ -104,13 +104,13 @@ describe('classifyAttemptFailure', () => {
     [422, false, 'rejected'],
   ])('status %i → retry %s, key %s', (code, retry, key) => {
     const verdict = status(code)
-    expect(verdict.retry).toBe(retry)
+    expect(verdict.retryable).toBe(retry)
     expect(verdict.key.kind).toBe(key)
   })
 
   it('lets x-should-retry override the status rule', () => {
-    expect(status(503, { 'x-should-retry': 'false' }).retry).toBe(false)
-    expect(status(400, { 'x-should-retry': 'true' }).retry).toBe(true)
+    expect(status(503, { 'x-should-retry': 'false' }).retryable).toBe(false)
+    expect(status(400, { 'x-should-retry': 'true' }).retryable).toBe(true)
   })
 
   it('passes the wait a 429 asked for to the key and marks it as overload', () => {
@@ -134,14 +134,19 @@ describe('classifyAttemptFailure', () => {
         outcome: { ...base, kind: 'empty', eof: { kind: 'empty' } },
       }),
     ).toMatchObject({
-      retry: true,
+      retryable: true,
       key: { kind: 'protocol-fault' },
-      reason: 'empty-stream',
+      reason: 'empty',
       status: 502,
     })
     expect(
       classifyAttemptFailure({ kind: 'peek', outcome: { ...base, kind: 'aborted', reason: 'x' } }),
-    ).toMatchObject({ retry: false, key: { kind: 'client-gone' } })
+    ).toMatchObject({
+      retryable: false,
+      key: { kind: 'client-gone' },
+      reason: 'client-gone',
+      status: 499,
+    })
   })
 
   it('reads error frames: overload and rate limits are overload, invalid requests are not retried', () => {
@@ -158,18 +163,18 @@ describe('classifyAttemptFailure', () => {
         },
       })
     expect(frame('overloaded_error', true)).toMatchObject({
-      retry: true,
+      retryable: true,
       overload: true,
       key: { kind: 'overloaded' },
       status: 529,
     })
     expect(frame('rate_limit_error', true)).toMatchObject({
-      retry: true,
+      retryable: true,
       overload: true,
       key: { kind: 'rate-limited' },
     })
     expect(frame('invalid_request_error', false)).toMatchObject({
-      retry: false,
+      retryable: false,
       key: { kind: 'rejected' },
     })
   })
@@ -240,7 +245,7 @@ describe('classifyConnectionError', () => {
     )
     expect(verdict.message).toMatch(message)
     expect(classifyAttemptFailure({ kind: 'connection', error: undici(code) })).toMatchObject({
-      retry: false,
+      retryable: false,
       status: 502,
       reason: `connection-${code}`,
     })

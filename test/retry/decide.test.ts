@@ -20,9 +20,9 @@ import { runs } from '../support/runs.js'
 const backoff = { ...relayDefaults.backoff, jitter: 0 }
 
 const verdict = (over: Partial<FailureVerdict> = {}): FailureVerdict => ({
-  retry: true,
+  retryable: true,
   key: { kind: 'protocol-fault' },
-  reason: 'empty-stream',
+  reason: 'empty',
   overload: false,
   status: 502,
   error: { type: 'upstream_error', message: 'empty' },
@@ -49,7 +49,7 @@ const overload = verdict({
   status: 529,
 })
 const rejected = verdict({
-  retry: false,
+  retryable: false,
   key: { kind: 'rejected' },
   reason: 'status-400',
   status: 400,
@@ -81,7 +81,7 @@ describe('decideNext: one row per verdict kind and state', () => {
     [
       'a client-gone verdict: client-gone',
       state(),
-      verdict({ retry: false, key: { kind: 'client-gone' }, reason: 'client-gone' }),
+      verdict({ retryable: false, key: { kind: 'client-gone' }, reason: 'client-gone' }),
       'client-gone',
     ],
     ['the deadline passed: give up', state({ stopped: 'deadline' }), verdict(), 'give-up'],
@@ -107,13 +107,13 @@ describe('decideNext: one row per verdict kind and state', () => {
     [
       'streaming unsupported with a fallback: fallback',
       state({ fallbackAvailable: true }),
-      verdict({ retry: false, reason: 'streaming-unsupported', key: { kind: 'rejected' } }),
+      verdict({ retryable: false, reason: 'streaming-unsupported', key: { kind: 'rejected' } }),
       'fallback',
     ],
     [
       'streaming unsupported without a fallback: give up',
       state(),
-      verdict({ retry: false, reason: 'streaming-unsupported', key: { kind: 'rejected' } }),
+      verdict({ retryable: false, reason: 'streaming-unsupported', key: { kind: 'rejected' } }),
       'give-up',
     ],
     [
@@ -131,7 +131,7 @@ describe('decideNext: one row per verdict kind and state', () => {
     [
       'a non-retryable overload (x-should-retry: false) with another route: next route',
       state({ hasNextRoute: true }),
-      { ...overload, retry: false },
+      { ...overload, retryable: false },
       'next-route',
     ],
   ]
@@ -162,7 +162,7 @@ const routeStates = fc.record({
 })
 
 const verdicts = fc.record({
-  retry: fc.boolean(),
+  retryable: fc.boolean(),
   key: fc.constantFrom(
     { kind: 'protocol-fault' as const },
     { kind: 'server-error' as const },
@@ -171,7 +171,7 @@ const verdicts = fc.record({
     { kind: 'rejected' as const },
     { kind: 'auth-failed' as const },
   ),
-  reason: fc.constantFrom('empty-stream', 'status-500', 'status-429', 'streaming-unsupported'),
+  reason: fc.constantFrom('empty', 'status-500', 'status-429', 'streaming-unsupported'),
   overload: fc.boolean(),
   status: fc.constantFrom(400, 429, 500, 502, 504, 529),
   error: fc.constant({ type: 'upstream_error', message: 'x' }),
@@ -185,7 +185,7 @@ describe('decideNext properties', () => {
         if (decision.kind === 'retry') {
           expect(routeState.attempts).toBeLessThan(routeState.maxAttempts)
           expect(routeState.stopped).toBeUndefined()
-          expect(failure.retry).toBe(true)
+          expect(failure.retryable).toBe(true)
           expect(routeState.mode).toBe('stream')
           expect(decision.reuseDelayMs).toBeLessThanOrEqual(backoff.maxMs)
         }
@@ -373,7 +373,7 @@ describe('verdicts of the pool-level answers', () => {
     expect(deadlineVerdict(limited)).toMatchObject({
       status: 429,
       reason: 'status-429',
-      retry: false,
+      retryable: false,
     })
     expect(deadlineVerdict(verdict())).toMatchObject({ status: 504, reason: 'deadline' })
     expect(deadlineVerdict(undefined)).toMatchObject({ status: 504, reason: 'deadline' })

@@ -99,7 +99,7 @@ describe('non-streaming fallback', () => {
   })
 
   it('after the streaming attempts fail before output, one non-streaming request answers', async () => {
-    const { openai, upstream, outcomes } = setup(['empty-eof', 'empty-eof', 'empty-eof'], {
+    const { openai, upstream, outcomes } = setup(['empty', 'empty', 'empty'], {
       nonStreamingFallback: true,
       maxAttempts: 2,
     })
@@ -340,7 +340,7 @@ describe('correlation ids', () => {
   })
 
   it('sends x-client-request-id per attempt and reports it in the outcome; opt-out sends none', async () => {
-    const { openai, upstream, outcomes } = setup(['empty-eof', 'ok'])
+    const { openai, upstream, outcomes } = setup(['empty', 'ok'])
     close = upstream.close
     const stream = await openai.chat.completions.create({ model: 'm', messages: [], stream: true })
     for await (const _ of stream) {

@@ -63,7 +63,7 @@ describe('a 2xx body that is not an event stream is an upstream fault', () => {
   ])('%s → retried, protocol-fault, 502 upstream_error', (_, body, contentType, message) => {
     const verdict = notSse(body, contentType)
     expect(verdict).toEqual({
-      retry: true,
+      retryable: true,
       key: { kind: 'protocol-fault' },
       reason: 'not-sse',
       overload: false,
@@ -79,7 +79,7 @@ describe('a 2xx body that is not an event stream is an upstream fault', () => {
       { 'retry-after': '17' },
     )
     expect(verdict).toMatchObject({
-      retry: true,
+      retryable: true,
       key: { kind: 'rate-limited', retryAfterMs: 17_000 },
       overload: true,
       status: 429,
@@ -106,7 +106,7 @@ describe('a 2xx body that is not an event stream is an upstream fault', () => {
     ],
   ])('keeps overload and rate-limit meaning: %s → %i', (body, status, key) => {
     const verdict = notSse(body, 'application/json')
-    expect(verdict).toMatchObject({ retry: true, overload: true, status, key: { kind: key } })
+    expect(verdict).toMatchObject({ retryable: true, overload: true, status, key: { kind: key } })
   })
 
   it('never reports the key rejected for a page served as success', () => {
@@ -173,7 +173,7 @@ describe('pool-level give-up verdicts follow the give-up table', () => {
     ['no keys', noKeyVerdict('no-keys'), 'no-key', undefined, 'no upstream key is configured'],
   ] as const)('%s', (_, verdict, kind, retryAfterMs, message) => {
     const rule = giveUpStatus[kind]
-    expect(verdict.retry).toBe(false)
+    expect(verdict.retryable).toBe(false)
     expect(verdict.key).toEqual({ kind: 'cancelled' })
     expect(verdict.status).toBe(rule.status)
     expect(verdict.error).toMatchObject({ type: rule.errorType, message, status: rule.status })
@@ -221,7 +221,7 @@ describe('pool-level give-up verdicts follow the give-up table', () => {
         ),
       })
       expect(verdict).toMatchObject({
-        retry: true,
+        retryable: true,
         key: { kind: 'auth-failed', status },
         status: 502,
         error: {
@@ -266,7 +266,7 @@ describe('other give-up statuses follow the table', () => {
         error: errorFromBody('{"error":{"type":"invalid_request_error","message":"bad"}}', status),
       })
       expect(verdict).toMatchObject({
-        retry: false,
+        retryable: false,
         key: { kind: 'rejected' },
         status,
         error: { type: 'invalid_request_error', message: 'bad' },

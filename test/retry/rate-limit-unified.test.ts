@@ -148,7 +148,7 @@ describe("Anthropic's unified rate-limit headers", () => {
       error: errorFromBody(body, 429),
     })
     const wait = 4 * hour + 12 * minute
-    expect(verdict).toMatchObject({ retry: true, status: 429, key: { kind: 'rate-limited' } })
+    expect(verdict).toMatchObject({ retryable: true, status: 429, key: { kind: 'rate-limited' } })
     const retryAfterMs = verdict.retryAfterMs as number
     expect(retryAfterMs).toBeGreaterThan(wait - 2000)
     expect(retryAfterMs).toBeLessThanOrEqual(wait)

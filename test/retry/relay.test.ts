@@ -60,7 +60,7 @@ describe('relay', () => {
     expect(outcome.kind).toBe('committed')
     expect(calls.map((c) => c.keyId)).toEqual(['a', 'b'])
     expect(sink.text).toBe(completeText)
-    expect(outcome.attempts.map((a) => a.result)).toEqual(['empty-stream', 'committed'])
+    expect(outcome.attempts.map((a) => a.result)).toEqual(['empty', 'committed'])
     expect(calls.every((c) => c.body?.released)).toBe(true)
     // Empty stream → key not cooled down: a protocol fault is not the key's fault.
     expect(pool.toJSON().keys.find((k) => k.id === 'a')).toMatchObject({
@@ -73,7 +73,7 @@ describe('relay', () => {
 
   it('empty EOF twice with one retry → 502 with the protocol JSON error body', async () => {
     const { sink, outcome } = await run([emptyEof, emptyEof], { policy: { maxAttempts: 2 } })
-    expect(outcome).toMatchObject({ kind: 'failed', status: 502, reason: 'empty-stream' })
+    expect(outcome).toMatchObject({ kind: 'failed', status: 502, reason: 'empty' })
     expect(sink.status).toBe(502)
     expect(JSON.parse(sink.text)).toMatchObject({
       error: { type: 'upstream_error', message: 'the upstream stream ended without any output' },

@@ -28,7 +28,7 @@ function setup(scenario: Scenario, correlationIds?: boolean) {
 
 describe('createResilientFetch request ids', () => {
   it('keeps the caller’s x-client-request-id on every streaming attempt', async () => {
-    const { request, sentIds } = setup(['empty-eof', 'error-frame', 'ok'])
+    const { request, sentIds } = setup(['empty', 'error-frame', 'ok'])
     const response = await request(true, { 'x-client-request-id': 'caller-42' })
     await response.text()
     expect(sentIds()).toEqual(['caller-42', 'caller-42', 'caller-42'])
@@ -52,7 +52,7 @@ describe('createResilientFetch request ids', () => {
   })
 
   it('gives every streaming attempt the id its attempt record reports when the caller set none', async () => {
-    const { request, sentIds, outcomes } = setup(['empty-eof', 'ok'])
+    const { request, sentIds, outcomes } = setup(['empty', 'ok'])
     await (await request(true)).text()
     const ids = sentIds()
     expect(ids).toHaveLength(2)

@@ -55,10 +55,10 @@ describe('createResilientFetch inside the official SDKs', () => {
   })
 
   it('new OpenAI({ fetch }): a first-attempt empty stream is invisible to the caller', async () => {
-    const { openai, upstream, outcomes } = clients(['empty-eof', 'ok'])
+    const { openai, upstream, outcomes } = clients(['empty', 'ok'])
     close = upstream.close
     expect(await chatText(openai)).toBe(answer)
-    expect(upstream.requests.map((r) => r.fault)).toEqual(['empty-eof', 'ok'])
+    expect(upstream.requests.map((r) => r.fault)).toEqual(['empty', 'ok'])
     await vi.waitFor(() => expect(outcomes[0]).toMatchObject({ kind: 'committed' }))
   })
 

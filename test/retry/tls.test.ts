@@ -103,7 +103,7 @@ describe('certificate failures of a real HTTPS upstream (node:https on 127.0.0.1
     expect(verdict).toMatchObject({ retryable: false, code: 'DEPTH_ZERO_SELF_SIGNED_CERT' })
     expect(verdict.message).toContain("the upstream's certificate is self-signed")
     expect(classifyAttemptFailure({ kind: 'connection', error })).toMatchObject({
-      retry: false,
+      retryable: false,
       status: 502,
       error: { type: 'upstream_error', code: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
     })
@@ -114,6 +114,6 @@ describe('certificate failures of a real HTTPS upstream (node:https on 127.0.0.1
     const verdict = classifyConnectionError(error)
     expect(verdict).toMatchObject({ retryable: false, code: 'CERT_HAS_EXPIRED' })
     expect(verdict.message).toContain("the upstream's certificate has expired")
-    expect(classifyAttemptFailure({ kind: 'connection', error }).retry).toBe(false)
+    expect(classifyAttemptFailure({ kind: 'connection', error }).retryable).toBe(false)
   })
 })

@@ -380,8 +380,8 @@ function relayThrough(upstream, scenario, sink, policy = {}) {
   })
 }
 
-test("relay + memory pool: ['empty-eof','ok'] commits the second attempt", async () => {
-  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+test("relay + memory pool: ['empty','ok'] commits the second attempt", async () => {
+  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
   const { sink, response } = webSink()
   const outcome = relayThrough(upstream, 'flaky', sink)
   const res = await response
@@ -393,7 +393,7 @@ test("relay + memory pool: ['empty-eof','ok'] commits the second attempt", async
   equal(
     done.attempts.map((a) => [a.keyId, a.result]),
     [
-      ['key-a', 'empty-stream'],
+      ['key-a', 'empty'],
       ['key-b', 'committed'],
     ],
     'attempts',
@@ -403,7 +403,7 @@ test("relay + memory pool: ['empty-eof','ok'] commits the second attempt", async
 })
 
 test('relay + memory pool: every attempt failing is a 502 with a JSON body', async () => {
-  const upstream = createFaultyUpstream({ scenarios: { dead: ['empty-eof'] } })
+  const upstream = createFaultyUpstream({ scenarios: { dead: ['empty'] } })
   const { sink, response } = webSink()
   const outcome = relayThrough(upstream, 'dead', sink, { maxAttempts: 2 })
   const res = await response
@@ -412,7 +412,7 @@ test('relay + memory pool: every attempt failing is a 502 with a JSON body', asy
   equal(res.status, 502, 'status')
   assert(res.headers.get('content-type')?.includes('application/json'), 'content-type is JSON')
   assert(typeof json.error?.message === 'string', `an error object: ${JSON.stringify(json)}`)
-  equal([done.kind, done.status, done.reason], ['failed', 502, 'empty-stream'], 'outcome')
+  equal([done.kind, done.status, done.reason], ['failed', 502, 'empty'], 'outcome')
   equal(upstream.requests.length, 2, 'upstream requests')
   await upstream.close()
 })
@@ -448,7 +448,7 @@ test('checkAdapter(openaiChat, protocolStream, numRuns 30)', async () => {
 test('stream-boundary/node: relay into nodeSink on node:http, faulty upstream via serveFetch', async () => {
   const { createServer } = await import('node:http')
   const { nodeSink, serveFetch } = await import('../../dist/node.js')
-  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
   const served = await serveFetch((request) => upstream.handle(request))
   const server = createServer((_req, res) => {
     void relay({
@@ -484,7 +484,7 @@ test('stream-boundary/node: relay into nodeSink on node:http, faulty upstream vi
 
 test('stream-boundary/testing: createFaultyUpstream().listen() serves over HTTP', async () => {
   // listen() imports 'stream-boundary/node' by the package's own name (a self-reference).
-  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+  const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
   const url = await upstream.listen()
   try {
     const post = () =>

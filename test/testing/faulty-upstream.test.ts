@@ -180,8 +180,8 @@ describe('createFaultyUpstream: streaming faults, in process', () => {
       expect(performance.now() - started).toBeGreaterThanOrEqual(3 * 15 - 5)
     })
 
-    it('empty-eof sends no bytes and classifies as empty', async () => {
-      const response = await play('empty-eof', path)
+    it('empty sends no bytes and classifies as empty', async () => {
+      const response = await play('empty', path)
       expect(response.status).toBe(200)
       const read = await readBody(response, adapter)
       expect(read.error).toBeUndefined()
@@ -347,7 +347,7 @@ describe('createFaultyUpstream: scenarios and recording', () => {
   }
 
   it('plays one fault per attempt, repeats the last, and records each request', async () => {
-    const upstream = open({ scenarios: { flaky: ['rate-limited', 'empty-eof', 'ok'] } })
+    const upstream = open({ scenarios: { flaky: ['rate-limited', 'empty', 'ok'] } })
     const statuses: number[] = []
     const bodies: string[] = []
     for (let i = 0; i < 4; i++) {
@@ -360,7 +360,7 @@ describe('createFaultyUpstream: scenarios and recording', () => {
     expect(statuses).toEqual([429, 200, 200, 200])
     expect(upstream.requests.map((r) => [r.attempt, r.fault])).toEqual([
       [1, 'rate-limited'],
-      [2, 'empty-eof'],
+      [2, 'empty'],
       [3, 'ok'],
       [4, 'ok'],
     ])
@@ -384,8 +384,8 @@ describe('createFaultyUpstream: scenarios and recording', () => {
     expect(recorded).not.toContain('sk-secret')
   })
 
-  it('the empty-eof attempt of a scenario really is empty', async () => {
-    const upstream = open({ scenarios: { flaky: ['rate-limited', 'empty-eof', 'ok'] } })
+  it('the empty attempt of a scenario really is empty', async () => {
+    const upstream = open({ scenarios: { flaky: ['rate-limited', 'empty', 'ok'] } })
     await (await upstream.fetch(`${base}/v1/messages`, post('flaky'))).arrayBuffer()
     const second = await upstream.fetch(`${base}/v1/messages`, post('flaky'))
     expect(await readBody(second, anthropicMessages)).toMatchObject({
@@ -396,6 +396,17 @@ describe('createFaultyUpstream: scenarios and recording', () => {
     const read = await readBody(third, anthropicMessages)
     expect(read.eof.kind).toBe('completed')
     expect(textOf(read.verdicts)).toBe(text)
+  })
+
+  it("the deprecated fault name 'empty-eof' still plays an empty stream, recorded as 'empty'", async () => {
+    const upstream = open({ scenarios: { old: ['empty-eof', 'ok'] } })
+    const first = await upstream.fetch(`${base}/v1/chat/completions`, post('old'))
+    expect(await readBody(first, openaiChat)).toMatchObject({
+      bytesRead: 0,
+      eof: { kind: 'empty' },
+    })
+    await (await upstream.fetch(`${base}/v1/chat/completions`, post('old'))).arrayBuffer()
+    expect(upstream.requests.map((r) => r.fault)).toEqual(['empty', 'ok'])
   })
 
   it('records the protocol picked from each path', async () => {

@@ -95,7 +95,7 @@ describe('hooks and attempts receive readonly contexts', () => {
         // @ts-expect-error a readonly array has no push
         context.attempts.push(context.attempts[0])
         // @ts-expect-error attempt records are readonly too
-        if (context.attempts[0]) context.attempts[0].retry = true
+        if (context.attempts[0]) context.attempts[0].retryable = true
       },
       onOutcome(outcome) {
         // @ts-expect-error readonly

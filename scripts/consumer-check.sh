@@ -101,7 +101,7 @@ function coreImportsOnlyRoot(specifier) {
 }
 
 export async function relayOnce(sb, kit) {
-  const upstream = kit.createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+  const upstream = kit.createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
   const url = await upstream.listen()
   try {
     const { sink, response } = sb.webSink()

@@ -120,7 +120,7 @@ async function stop(child) {
 const deadline = Date.now() + budgetMs
 const version = execFileSync(workerd, ['--version'], { encoding: 'utf8' }).trim()
 const dir = await mkdtemp(join(tmpdir(), 'stream-boundary-workerd-'))
-const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty-eof', 'ok'] } })
+const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
 let child
 let failure
 let log = ''

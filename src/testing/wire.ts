@@ -444,19 +444,29 @@ const writers: ReadonlyMap<StreamAdapter, () => WireWriter> = new Map([
 ])
 
 /**
+ * The same writers by the shipped adapters' names: a runtime that loads this entry's copy of
+ * the root apart from the caller's (Bun, resolving the package's self-reference) hands in an
+ * equal adapter that is not the same object. Only the four shipped names match.
+ */
+const writersByName: ReadonlyMap<string, () => WireWriter> = new Map(
+  [...writers].map(([adapter, writer]) => [adapter.name, writer]),
+)
+
+/**
  * A fresh frame writer for a shipped adapter, the one the faulty upstream and
  * `arbitraries.protocolStream` write with: use it to script a fake upstream's answer in the
  * adapter's own protocol.
  *
  * @throws {TypeError} for any adapter other than the four shipped ones (`openaiChat`,
- *   `openaiResponses`, `anthropicMessages`, `geminiGenerateContent`), copies included.
+ *   `openaiResponses`, `anthropicMessages`, `geminiGenerateContent`, or another copy of one
+ *   of them under its own name): a custom adapter never gets another protocol's writer.
  *
  * @example
  * const wire = wireFor(anthropicMessages)
  * const body = [...wire.start(), ...wire.text('hi'), ...wire.finish('stop')].join('')
  */
 export function wireFor(adapter: StreamAdapter): WireWriter {
-  const writer = writers.get(adapter)
+  const writer = writers.get(adapter) ?? writersByName.get(adapter.name)
   if (writer === undefined) {
     throw new TypeError(
       `wireFor: adapter "${adapter.name}" is not a shipped adapter; pass openaiChat, openaiResponses, anthropicMessages or geminiGenerateContent`,

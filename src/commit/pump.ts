@@ -548,13 +548,14 @@ function takeBatch(
   first: SseFrame,
   reader: FrameReader,
   tracker: StreamTracker,
-  alive: () => void,
+  watchdog: Watchdog,
+  arrived: number,
 ): { batch: SseFrame[]; kinds: FrameVerdict['kind'][] } {
   const batch: SseFrame[] = []
   const kinds: FrameVerdict['kind'][] = []
   for (let frame: SseFrame | null = first; frame !== null; ) {
     const kind = tracker.observeCommitted(frame)
-    if (kind !== 'keepalive') alive()
+    if (kind !== 'keepalive') watchdog.activity(arrived)
     batch.push(frame)
     kinds.push(kind)
     try {
@@ -648,9 +649,11 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
       const arrived = now()
       recordGap(stalls, arrived - previous)
       previous = arrived
-      const { batch, kinds } = takeBatch(frame, reader, tracker, () => watchdog.activity(arrived))
+      const { batch, kinds } = takeBatch(frame, reader, tracker, watchdog, arrived)
       if (batch.length === 1 || !encoder.raw) {
-        for (const [index, each] of batch.entries()) await write(each, kinds[index])
+        for (let index = 0; index < batch.length; index++) {
+          await write(batch[index] as SseFrame, kinds[index])
+        }
       } else {
         const joined = joinRaw(batch)
         encoder.sentRaw(joined)

@@ -15,7 +15,12 @@ import { parseObject } from '../protocols/common.js'
 import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { FrameSplitter } from '../sse/splitter.js'
-import { type AttemptFailure, classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import {
+  type AttemptFailure,
+  classifyAttemptFailure,
+  type FailureVerdict,
+  peekTimeoutVerdict,
+} from './classify.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 
@@ -261,18 +266,7 @@ function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streami
       },
     } satisfies FailureVerdict
   }
-  return classifyAttemptFailure({
-    kind: 'peek',
-    outcome: {
-      kind: 'first-byte-timeout',
-      error,
-      partialFrameBytes: 0,
-      frames: [],
-      reader: undefined as never,
-      tracker: undefined as never,
-      elapsedMs: error.timeoutMs,
-    },
-  })
+  return peekTimeoutVerdict('first-byte-timeout', error.timeoutMs)
 }
 
 function invalidResultVerdict(value: unknown): FailureVerdict {
@@ -446,14 +440,14 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     const upstream = { status, headers: response.headers, body: redactSecrets(text) }
     return failed(verdict, status, undefined, upstream)
   }
-  let body: ReadableStream<Uint8Array> | null = response.body
-  if (mode === 'non-streaming' || body === null || !isEventStream(response.headers)) {
+  let body: ReadableStream<Uint8Array>
+  if (mode === 'stream' && response.body !== null && isEventStream(response.headers)) {
+    body = response.body
+  } else {
     const whole = await readWholeAnswer(input, response)
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
     body = whole.body
   }
-  if (body === null)
-    return failed(classifyAttemptFailure({ kind: 'not-sse', status, contentType: null }), status)
   // The streaming attempt's first-byte clock goes on in the peek, with what is left of it.
   if (sent.timer !== undefined) clearTimeout(sent.timer)
   gate.setUpstreamHeaders(response.headers)

@@ -435,6 +435,24 @@ const peekMessages = {
   'read-error': 'the upstream connection broke before any output',
 } as const
 
+/**
+ * No data, or no output, within the peek's bound: retried on another key, 504 if it was the
+ * last try. Also what an attempt gets when not even the response headers came in time.
+ */
+export function peekTimeoutVerdict(
+  kind: 'first-byte-timeout' | 'first-output-timeout',
+  timeoutMs: number,
+): FailureVerdict {
+  return {
+    retryable: true,
+    key: { kind: 'protocol-fault' },
+    reason: kind,
+    overload: false,
+    status: 504,
+    error: { type: 'timeout', message: `${peekMessages[kind]} (${timeoutMs} ms)` },
+  }
+}
+
 function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVerdict {
   switch (outcome.kind) {
     case 'error-frame':
@@ -449,17 +467,8 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
         error: { type: 'client_closed', message: 'the request was aborted' },
       }
     case 'first-byte-timeout':
-    case 'first-output-timeout': {
-      const message = `${peekMessages[outcome.kind]} (${outcome.error.timeoutMs} ms)`
-      return {
-        retryable: true,
-        key: { kind: 'protocol-fault' },
-        reason: outcome.kind,
-        overload: false,
-        status: 504,
-        error: { type: 'timeout', message },
-      }
-    }
+    case 'first-output-timeout':
+      return peekTimeoutVerdict(outcome.kind, outcome.error.timeoutMs)
     default: {
       const reason = outcome.kind
       const message = peekMessages[outcome.kind]

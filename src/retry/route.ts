@@ -61,7 +61,7 @@ async function attemptOn(
   route: RouteRun,
   lease: KeyLease | undefined,
   mode: 'stream' | 'non-streaming',
-): Promise<AttemptResult> {
+): Promise<{ result: AttemptResult; timeToFirstOutputMs: number }> {
   const number = ++run.attemptNumber
   const keyId = lease?.keyId ?? null
   if (keyId !== null) route.tried.add(keyId)
@@ -113,16 +113,8 @@ async function attemptOn(
     retryable: result.kind === 'failed' && result.verdict.retryable,
     durationMs: now() - attemptStarted,
   })
-  if (result.kind === 'committed') {
-    committedAt.set(result, { keyId, timeToFirstOutputMs })
-  }
-  return result
+  return { result, timeToFirstOutputMs }
 }
-
-const committedAt = new WeakMap<
-  AttemptResult,
-  { keyId: string | null; timeToFirstOutputMs: number }
->()
 
 /** What follows a failed attempt on this route, with the route's state brought up to date. */
 function afterFailure(
@@ -214,18 +206,17 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
       })
       route.retryReason = undefined
     }
-    const result = await attemptOn(run, route, leased.lease, mode)
+    const { result, timeToFirstOutputMs } = await attemptOn(run, route, leased.lease, mode)
     if (result.kind === 'committed') {
-      const at = committedAt.get(result) as { keyId: string | null; timeToFirstOutputMs: number }
       return {
         kind: 'committed',
         outcome: {
           kind: 'committed',
           attempts: run.attempts,
           route: route.name,
-          keyId: at.keyId,
+          keyId: leased.lease?.keyId ?? null,
           mode,
-          timeToFirstOutputMs: at.timeToFirstOutputMs,
+          timeToFirstOutputMs,
           end: result.end,
           eof: result.eof,
           bytes: result.bytes,

@@ -4,6 +4,9 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis, type RedisOptions } from 'ioredis'
+import { afterAll, beforeAll } from 'vitest'
+import type { PoolKey } from '../../src/index.js'
+import { createRedisKeyPool, type RedisKeyPool, type RedisKeyPoolOptions } from '../../src/redis.js'
 
 /** A real `redis-server` on 127.0.0.1 that a test owns. */
 export interface RedisServer {
@@ -163,5 +166,37 @@ export async function eventually(
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms`)
     await sleep(20)
+  }
+}
+
+/**
+ * One redis-server for a test file: started before its tests, stopped after them together
+ * with every pool made through `pool()` (each on a fresh prefix).
+ */
+export function useRedisPools(name: string): {
+  pool(
+    keys: readonly PoolKey[],
+    options?: Omit<RedisKeyPoolOptions, 'redis' | 'prefix'>,
+  ): RedisKeyPool
+} {
+  let server: RedisServer | undefined
+  let redis: Redis | undefined
+  const pools: RedisKeyPool[] = []
+  beforeAll(async () => {
+    server = await startRedisServer()
+    redis = await connected(server.port)
+  })
+  afterAll(async () => {
+    for (const pool of pools) pool.close()
+    redis?.disconnect()
+    await server?.close()
+  })
+  return {
+    pool(keys, options = {}) {
+      if (redis === undefined) throw new Error('useRedisPools: the server is not started yet')
+      const pool = createRedisKeyPool(keys, { ...options, redis, prefix: freshPrefix(name) })
+      pools.push(pool)
+      return pool
+    },
   }
 }

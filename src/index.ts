@@ -124,6 +124,7 @@ export {
 
 // Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
 export type {
+  AdaptiveHedgeOptions,
   AdjustRequestContext,
   AttemptContext,
   AttemptContextBase,
@@ -139,7 +140,12 @@ export type {
   Credentials,
   FailureVerdict,
   FetchFunction,
+  HedgeReport,
+  Hedging,
+  HedgingOptions,
+  HedgingSnapshot,
   LeasedKey,
+  NormalizedHedging,
   ReadRequestBodyOptions,
   RelayHooks,
   RelayOptions,
@@ -155,8 +161,10 @@ export {
   classifyAttemptFailure,
   classifyConnectionError,
   contextWindowFitDefaults,
+  createHedging,
   createResilientFetch,
   fitContextWindow,
+  hedgingDefaults,
   parseContextOverflow,
   parseRetryAfter,
   readRequestBody,

@@ -727,6 +727,12 @@ export interface DeliverOptions extends PumpPolicy {
   readonly signal?: AbortSignal | undefined
   /** Aborting ends the peek only (a pre-commit deadline); it is ignored once committed. */
   readonly peekSignal?: AbortSignal | undefined
+  /**
+   * Asked once, when the first output arrived and before anything is written: `false` means
+   * another attempt already won the client (a hedge), so nothing is written, the body is
+   * cancelled and the outcome is `not-committed` with an `aborted` peek.
+   */
+  readonly claim?: (() => boolean) | undefined
   /** Called once, when the first output arrived and before anything is written. */
   readonly onCommit?: ((peek: Extract<PeekOutcome, { kind: 'output' }>) => void) | undefined
 }
@@ -802,6 +808,10 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
     peeked = await peekFirstOutput(reader, adapter, { ...options.peek, signal: peekStop.signal })
   } finally {
     peekStop.release()
+  }
+  if (peeked.kind === 'output' && options.claim !== undefined && !options.claim()) {
+    const reason = new Error('another attempt reached the client first')
+    peeked = { ...peeked, kind: 'aborted', reason }
   }
   if (peeked.kind !== 'output') {
     await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)

@@ -130,6 +130,10 @@ export interface AttemptInput {
   readonly budgetMs: number
   /** Called once at commit, before anything is written. */
   readonly onCommit: () => void
+  /** Aborts when another attempt of the request won the client (hedging). */
+  readonly lost?: AbortSignal | undefined
+  /** Asked at the first output: `false` when another attempt already won the client. */
+  readonly claim?: (() => boolean) | undefined
 }
 
 /** How an attempt ended. A discriminated union on `kind`. */
@@ -146,8 +150,8 @@ export type AttemptResult =
       readonly kind: 'failed'
       readonly verdict: FailureVerdict
       readonly status: number | null
-      /** Why it stopped, when the request itself stopped it. */
-      readonly stopped?: 'client-gone' | 'deadline' | undefined
+      /** Why it stopped, when the request itself stopped it (or another attempt won). */
+      readonly stopped?: 'client-gone' | 'deadline' | 'hedge-lost' | undefined
       /** The upstream's HTTP error, when it answered with one. */
       readonly upstream?: UpstreamHttpError | undefined
     }
@@ -187,7 +191,7 @@ function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
 function failed(
   verdict: FailureVerdict,
   status: number | null,
-  stopped?: 'client-gone' | 'deadline',
+  stopped?: 'client-gone' | 'deadline' | 'hedge-lost',
   upstream?: UpstreamHttpError,
 ): AttemptResult {
   return { kind: 'failed', verdict, status, stopped, upstream }
@@ -200,6 +204,7 @@ class AttemptSignals {
   readonly #timers: ReturnType<typeof setTimeout>[] = []
   readonly #onStop = () => this.controller.abort(this.#input.stop.reason)
   readonly #onDeadline = () => this.controller.abort(this.#input.deadline.reason)
+  readonly #onLost = () => this.controller.abort(this.#input.lost?.reason)
   #timedOut: StreamTimeoutError | undefined
 
   constructor(input: AttemptInput) {
@@ -207,7 +212,9 @@ class AttemptSignals {
     for (const [signal, listener] of [
       [input.stop, this.#onStop],
       [input.deadline, this.#onDeadline],
+      [input.lost, this.#onLost],
     ] as const) {
+      if (signal === undefined) continue
       if (signal.aborted) listener()
       else signal.addEventListener('abort', listener, { once: true })
     }
@@ -225,9 +232,10 @@ class AttemptSignals {
   }
 
   /** Why the attempt was stopped, if it was. */
-  stoppedBy(): 'client-gone' | 'deadline' | StreamTimeoutError | undefined {
+  stoppedBy(): 'client-gone' | 'deadline' | 'hedge-lost' | StreamTimeoutError | undefined {
     if (this.#input.stop.aborted) return 'client-gone'
     if (this.#input.deadline.aborted) return 'deadline'
+    if (this.#input.lost?.aborted) return 'hedge-lost'
     return this.#timedOut
   }
 
@@ -239,6 +247,7 @@ class AttemptSignals {
   dispose(): void {
     for (const timer of this.#timers) clearTimeout(timer)
     this.#input.stop.removeEventListener('abort', this.#onStop)
+    this.#input.lost?.removeEventListener('abort', this.#onLost)
     this.detachDeadline()
   }
 }
@@ -250,6 +259,16 @@ const clientGone: FailureVerdict = {
   overload: false,
   status: 499,
   error: { type: 'client_closed', message: 'the client went away' },
+}
+
+/** A hedged attempt cancelled because another one reached the client first. */
+const hedgeLost: FailureVerdict = {
+  retryable: false,
+  key: { kind: 'cancelled' },
+  reason: 'hedge-lost',
+  overload: false,
+  status: 499,
+  error: { type: 'cancelled', message: 'another attempt of the request answered first' },
 }
 
 function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streaming') {
@@ -378,6 +397,7 @@ function stoppedFailure(
   if (stopped === undefined) return undefined
   if (stopped === 'client-gone' || stopped === 'deadline')
     return failed(clientGone, status, stopped)
+  if (stopped === 'hedge-lost') return failed(hedgeLost, status, stopped)
   return failed(timeoutVerdict(stopped, mode), status)
 }
 
@@ -450,7 +470,9 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   }
   // The streaming attempt's first-byte clock goes on in the peek, with what is left of it.
   if (sent.timer !== undefined) clearTimeout(sent.timer)
-  gate.setUpstreamHeaders(response.headers)
+  // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
+  if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers)
+  let beaten = false
   const delivered = await deliver({
     gate,
     body,
@@ -462,6 +484,12 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     downstream: policy.downstream,
     signal: input.stop,
     peekSignal: signals.controller.signal,
+    claim: () => {
+      beaten = input.claim?.() === false
+      if (beaten) return false
+      gate.setUpstreamHeaders(response.headers)
+      return true
+    },
     onCommit: () => {
       signals.detachDeadline()
       input.lease?.commit()
@@ -474,6 +502,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     if (stopped === 'client-gone' || stopped === 'deadline') {
       return failed(clientGone, status, stopped)
     }
+    if (stopped === 'hedge-lost' || beaten) return failed(hedgeLost, status, 'hedge-lost')
     return failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status)
   }
   const pumped = delivered.pump

@@ -12,6 +12,15 @@ export {
   fitContextWindow,
   parseContextOverflow,
 } from './context-window.js'
+export type {
+  AdaptiveHedgeOptions,
+  Hedging,
+  HedgingOptions,
+  HedgingSnapshot,
+  NormalizedHedging,
+} from './hedge.js'
+export { createHedging, hedgingDefaults } from './hedge.js'
+export type { HedgeReport } from './outcome.js'
 export { parseRetryAfter } from './rate-limit-headers.js'
 export type {
   AdjustRequestContext,

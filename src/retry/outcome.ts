@@ -27,7 +27,26 @@ export interface AttemptRecord {
   readonly result: string
   /** Whether another attempt followed this one's failure (`false` for the committed one). */
   readonly retryable: boolean
+  /** When the attempt started, in milliseconds from the start of the request. */
+  readonly startedMs: number
   readonly durationMs: number
+  /**
+   * For a hedge, the attempt it hedged (which ran alongside it); `undefined` for an attempt
+   * started as usual. A hedge that lost has `result: 'hedge-lost'`.
+   */
+  readonly hedgeOf?: number | undefined
+}
+
+/** What hedging did in a request (see `policy.hedge`). */
+export interface HedgeReport {
+  /** Hedges started. */
+  readonly started: number
+  /** Attempts cancelled because another one reached the client first. */
+  readonly cancelled: number
+  /** The upstream time those cancelled attempts ran, summed, in milliseconds. */
+  readonly cancelledMs: number
+  /** Whether the attempt that answered was a hedge. */
+  readonly wonByHedge: boolean
 }
 
 /** How a relayed request ended. A discriminated union on `kind`. */
@@ -47,6 +66,8 @@ export type RelayOutcome =
       /** Gaps between upstream frames after commit longer than the stall threshold. */
       readonly stalls: StallStats
       readonly durationMs: number
+      /** What hedging did; `undefined` when the policy has no `hedge`. */
+      readonly hedges?: HedgeReport | undefined
     }
   | {
       readonly kind: 'failed'
@@ -84,6 +105,19 @@ export interface RelayHooks {
     readonly delayMs: number
     readonly nextKeyId: string | null
     readonly route: string
+  }): void
+  /**
+   * A hedge starts: the attempt it hedges had no visible output after `afterMs`, and the
+   * budget allowed one more attempt on a free key.
+   */
+  onHedge?(context: {
+    readonly attemptNumber: number
+    /** The attempt still running that this one hedges. */
+    readonly hedgeOf: number
+    readonly route: string
+    readonly keyId: string | null
+    /** The delay that passed, fixed or adaptive. */
+    readonly afterMs: number
   }): void
   /** The first output arrived and the attempt commits, before anything is written. */
   onCommit?(context: {

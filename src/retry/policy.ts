@@ -13,6 +13,7 @@ import { positiveInteger, positiveMilliseconds } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
 import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
+import { type HedgeState, type Hedging, hedgeState } from './hedge.js'
 
 /** Exponential backoff with jitter, for retrying a key already tried in the request. */
 export interface BackoffOptions {
@@ -168,6 +169,16 @@ export interface RelayPolicy extends PumpPolicy {
    * @default false
    */
   nonStreamingFallback?: boolean | { readonly timeoutMs?: number }
+  /**
+   * Hedged attempts: when the running attempt shows no output for a while, start one more on
+   * another free key; the first to reach visible output answers and the others are
+   * cancelled. Takes the shared state {@link createHedging} makes (one per gateway, so its
+   * budget sees every request). Never for `priority: 'background'`, never without a pool.
+   * @default undefined (off)
+   * @example const hedging = createHedging({ afterMs: 'adaptive' }) // once
+   * relay({ ..., policy: { hedge: hedging } })
+   */
+  hedge?: Hedging | undefined
 }
 
 /** Defaults of {@link RelayPolicy}. */
@@ -216,6 +227,8 @@ export interface NormalizedRelayPolicy {
   readonly fit: ContextWindowFitOptions | undefined
   /** The fallback's timeout, or `undefined` when the fallback is off. */
   readonly fallbackTimeoutMs: number | undefined
+  /** Hedging's shared state, or `undefined` when hedging is off. */
+  readonly hedge: HedgeState | undefined
 }
 
 function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
@@ -372,5 +385,6 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     adjustRequest: policy.adjustRequest,
     fit: normalizeFit(policy.fitContextWindow),
     fallbackTimeoutMs: normalizeFallback(policy.nonStreamingFallback),
+    hedge: policy.hedge === undefined ? undefined : hedgeState(policy.hedge),
   }
 }

@@ -4,6 +4,7 @@ import type { KeyPool } from '../key-pool/types.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
 import { giveUp } from './give-up.js'
+import { countRequest } from './hedge.js'
 import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
@@ -114,6 +115,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
   })
   const started = now()
+  if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
   const stop = new AbortController()
   const deadline = new AbortController()
   const waits = new AbortController()

@@ -5,22 +5,15 @@
  * @module
  */
 
-import type { KeyLease } from '../key-pool/types.js'
 import type { UpstreamRequest } from '../protocols/types.js'
-import { type AttemptResult, runAttempt } from './attempt.js'
+import type { AttemptResult } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
 import { leaseNext } from './lease.js'
+import { noteFailure, type RaceEnd, raceAttempts } from './race.js'
 import { callHook, now, type RouteEnd, type RouteRun, type Run } from './run.js'
-
-/** The request to send for an attempt in `mode`. */
-function requestFor(route: RouteRun, mode: 'stream' | 'non-streaming') {
-  const sent = route.request
-  if (sent === undefined) return undefined
-  if (mode === 'stream') return { ...sent, stream: true }
-  return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
-}
+import { attemptOn } from './start.js'
 
 /** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */
 function adjustRefused(
@@ -55,87 +48,18 @@ function adjustRefused(
   return { ...verdict, retryable: true, reason: `${verdict.reason}:request-adjusted` }
 }
 
-/** Runs one attempt on a leased key and records it. */
-async function attemptOn(
-  run: Run,
-  route: RouteRun,
-  lease: KeyLease | undefined,
-  mode: 'stream' | 'non-streaming',
-): Promise<{ result: AttemptResult; timeToFirstOutputMs: number }> {
-  const number = ++run.attemptNumber
-  const keyId = lease?.keyId ?? null
-  if (keyId !== null) route.tried.add(keyId)
-  if (mode === 'stream') route.streamAttempts++
-  const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
-  const attemptStarted = now()
-  callHook(run.hooks.onAttempt, {
-    attemptNumber: number,
-    route: route.name,
-    keyId,
-    mode,
-    requestId,
-  })
-  const freshConnection = run.freshConnection
-  run.freshConnection = false
-  let timeToFirstOutputMs = 0
-  const result = await runAttempt({
-    route: route.route,
-    routeName: route.name,
-    attemptNumber: number,
-    mode,
-    lease,
-    request: requestFor(route, mode),
-    requestId,
-    freshConnection,
-    gate: run.gate,
-    policy: run.config,
-    stop: run.stop,
-    deadline: run.deadline,
-    budgetMs: run.deadlineAt - now(),
-    onCommit: () => {
-      timeToFirstOutputMs = now() - run.started
-      callHook(run.hooks.onCommit, {
-        attemptNumber: number,
-        route: route.name,
-        keyId,
-        timeToFirstOutputMs,
-      })
-    },
-  })
-  run.attempts.push({
-    attemptNumber: number,
-    route: route.name,
-    keyId,
-    mode,
-    requestId,
-    status: result.status,
-    result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
-    retryable: result.kind === 'failed' && result.verdict.retryable,
-    durationMs: now() - attemptStarted,
-  })
-  return { result, timeToFirstOutputMs }
-}
-
 /** What follows a failed attempt on this route, with the route's state brought up to date. */
 function afterFailure(
   run: Run,
   route: RouteRun,
   result: Extract<AttemptResult, { kind: 'failed' }>,
   mode: 'stream' | 'non-streaming',
+  index: number,
 ): Decision {
   let verdict =
     mode === 'stream' ? adjustRefused(run, route, result.verdict, result.status) : result.verdict
   if (result.stopped === 'deadline') verdict = deadlineVerdict(run.last?.verdict)
-  if (result.stopped === undefined) {
-    run.last = {
-      verdict,
-      adapter: route.route.adapter,
-      upstream: result.upstream,
-      pooled: route.route.pool !== undefined,
-    }
-  }
-  route.overloads = verdict.overload ? route.overloads + 1 : 0
-  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
+  noteFailure(run, route, result, verdict)
   const decision = decideNext(
     {
       attempts: route.streamAttempts,
@@ -154,13 +78,14 @@ function afterFailure(
       reuses: route.reuses,
       stopped: run.stop.aborted
         ? 'client-gone'
-        : (result.stopped ?? (run.deadline.aborted ? 'deadline' : undefined)),
+        : result.stopped === 'hedge-lost'
+          ? undefined
+          : (result.stopped ?? (run.deadline.aborted ? 'deadline' : undefined)),
     },
     run.deadline.aborted && result.stopped === undefined ? deadlineVerdict(verdict) : verdict,
     run.config.backoff,
   )
   // The record says what was decided: an adjusted request is a new reason, and a retry.
-  const index = run.attempts.length - 1
   const record = run.attempts[index]
   if (record !== undefined) {
     run.attempts[index] = {
@@ -206,7 +131,18 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
       })
       route.retryReason = undefined
     }
-    const { result, timeToFirstOutputMs } = await attemptOn(run, route, leased.lease, mode)
+    const hedge = run.config.hedge
+    const ended: RaceEnd | (Awaited<ReturnType<typeof attemptOn>> & { keyId: string | null }) =
+      mode === 'stream' &&
+      hedge !== undefined &&
+      leased.lease !== undefined &&
+      run.config.priority !== 'background'
+        ? await raceAttempts(run, route, leased.lease, hedge)
+        : {
+            ...(await attemptOn(run, route, leased.lease, mode)),
+            keyId: leased.lease?.keyId ?? null,
+          }
+    const { result, timeToFirstOutputMs } = ended
     if (result.kind === 'committed') {
       return {
         kind: 'committed',
@@ -214,7 +150,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           kind: 'committed',
           attempts: run.attempts,
           route: route.name,
-          keyId: leased.lease?.keyId ?? null,
+          keyId: ended.keyId,
           mode,
           timeToFirstOutputMs,
           end: result.end,
@@ -222,10 +158,11 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           bytes: result.bytes,
           stalls: result.stalls,
           durationMs: now() - run.started,
+          ...('hedges' in ended ? { hedges: ended.hedges } : {}),
         },
       }
     }
-    const decision = afterFailure(run, route, result, mode)
+    const decision = afterFailure(run, route, result, mode, ended.record)
     switch (decision.kind) {
       case 'retry':
         mode = 'stream'

@@ -21,6 +21,7 @@ type HookPayload<K extends keyof RelayHooks> = Parameters<NonNullable<RelayHooks
 type Payloads =
   | HookPayload<'onAttempt'>
   | HookPayload<'onRetry'>
+  | HookPayload<'onHedge'>
   | HookPayload<'onCommit'>
   | HookPayload<'onGiveUp'>
   | HookPayload<'onOutcome'>

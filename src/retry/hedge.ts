@@ -1,0 +1,279 @@
+/**
+ * Hedging's shared state: the budget (hedges per request over a sliding window), each
+ * route's recent time to first output (for the adaptive delay) and each route's last
+ * overload. One {@link Hedging} serves every request of a gateway; `relay()` reads and adds
+ * to it through the functions below.
+ *
+ * @module
+ */
+
+import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from '../key-pool/window.js'
+import { positiveInteger, positiveMilliseconds } from '../options.js'
+
+/** The adaptive delay: a percentile of the route's recent times to first output. */
+export interface AdaptiveHedgeOptions {
+  /** Which percentile of recent times to first output a hedge waits for. @default 0.95 */
+  readonly percentile?: number
+  /** How many recent first outputs per route the percentile is taken over. @default 200 */
+  readonly samples?: number
+  /** First outputs a route needs before its percentile is used; `initialMs` until then. @default 20 */
+  readonly warmUp?: number
+  /** The delay while a route warms up. @default 2_000 */
+  readonly initialMs?: number
+  /** The shortest adaptive delay (a fast route's p95 must not hedge every request). @default 100 */
+  readonly minMs?: number
+}
+
+/** Options of {@link createHedging}. */
+export interface HedgingOptions {
+  /**
+   * How long the running attempt may go without visible output before a hedge starts: a
+   * fixed delay in milliseconds, or `'adaptive'` (the route's recent p95 time to first
+   * output, see `adaptive`). The k-th hedge of a request starts k delays after its first
+   * attempt.
+   * @default 'adaptive'
+   */
+  readonly afterMs?: number | 'adaptive'
+  /** Extra attempts in flight per request at most. @default 1 */
+  readonly maxHedges?: number
+  /**
+   * The most hedges per request, as a fraction, over `budgetWindowMs`: at `0.1`, at most one
+   * hedge per ten requests in the window. Requests of background priority are not counted.
+   * @default 0.1
+   */
+  readonly budget?: number
+  /** The budget's sliding window. @default 60_000 */
+  readonly budgetWindowMs?: number
+  /**
+   * After a route sees an overload (429, 529, `overloaded_error`), no hedge starts on it for
+   * this long: hedging must not amplify a capacity incident.
+   * @default 30_000
+   */
+  readonly overloadPauseMs?: number
+  /** The adaptive delay's window and warm-up. */
+  readonly adaptive?: AdaptiveHedgeOptions
+}
+
+/** What a {@link Hedging} has counted, for dashboards and tests. */
+export interface HedgingSnapshot {
+  /** Requests counted toward the budget in the current window. */
+  readonly requests: number
+  /** Hedges started in the current window. */
+  readonly hedges: number
+  /** Each route's current delay before a hedge, in milliseconds. */
+  readonly delays: Readonly<Record<string, number>>
+  /** Routes where hedging is paused after an overload. */
+  readonly paused: readonly string[]
+}
+
+/**
+ * Shared hedging state for `policy.hedge`: create one per gateway (not per request), so the
+ * budget and the adaptive delay see every request.
+ */
+export interface Hedging {
+  /** The options with their defaults filled in. */
+  readonly options: NormalizedHedging
+  /** What is counted now. */
+  snapshot(): HedgingSnapshot
+}
+
+/** {@link HedgingOptions} with every default filled in. */
+export interface NormalizedHedging {
+  readonly afterMs: number | 'adaptive'
+  readonly maxHedges: number
+  readonly budget: number
+  readonly budgetWindowMs: number
+  readonly overloadPauseMs: number
+  readonly adaptive: Required<AdaptiveHedgeOptions>
+}
+
+/** Defaults of {@link HedgingOptions}. */
+export const hedgingDefaults = Object.freeze({
+  afterMs: 'adaptive' as const,
+  maxHedges: 1,
+  budget: 0.1,
+  budgetWindowMs: 60_000,
+  overloadPauseMs: 30_000,
+  adaptive: Object.freeze({
+    percentile: 0.95,
+    samples: 200,
+    warmUp: 20,
+    initialMs: 2_000,
+    minMs: 100,
+  }),
+})
+
+interface RouteLatency {
+  /** A ring of the latest times to first output. */
+  readonly samples: number[]
+  next: number
+  overloadAt: number
+}
+
+/** The state behind a {@link Hedging}. */
+export interface HedgeState {
+  readonly options: NormalizedHedging
+  /** `[bucket start, requests, hedges]`. */
+  readonly window: WindowBucket[]
+  readonly routes: Map<string, RouteLatency>
+}
+
+const states = new WeakMap<Hedging, HedgeState>()
+
+function fraction(name: string, value: number, low: number, high: number): number {
+  if (typeof value !== 'number' || !(value > low && value <= high)) {
+    throw new RangeError(`${name} must be a number above ${low} and at most ${high}, got ${value}`)
+  }
+  return value
+}
+
+function normalizeHedging(options: HedgingOptions): NormalizedHedging {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(
+      `createHedging() options must be an object, got ${options === null ? 'null' : typeof options}`,
+    )
+  }
+  const afterMs = options.afterMs ?? hedgingDefaults.afterMs
+  if (afterMs !== 'adaptive') positiveMilliseconds('hedge.afterMs', afterMs)
+  const adaptive = { ...hedgingDefaults.adaptive, ...options.adaptive }
+  fraction('hedge.adaptive.percentile', adaptive.percentile, 0, 1)
+  positiveInteger('hedge.adaptive.samples', adaptive.samples)
+  positiveInteger('hedge.adaptive.warmUp', adaptive.warmUp)
+  if (adaptive.warmUp > adaptive.samples) {
+    throw new RangeError(
+      `hedge.adaptive.warmUp (${adaptive.warmUp}) must not exceed hedge.adaptive.samples (${adaptive.samples})`,
+    )
+  }
+  positiveMilliseconds('hedge.adaptive.initialMs', adaptive.initialMs)
+  positiveMilliseconds('hedge.adaptive.minMs', adaptive.minMs)
+  const overloadPauseMs = options.overloadPauseMs ?? hedgingDefaults.overloadPauseMs
+  if (!(overloadPauseMs >= 0)) {
+    throw new RangeError(
+      `hedge.overloadPauseMs must be 0 or more milliseconds, got ${overloadPauseMs}`,
+    )
+  }
+  return Object.freeze({
+    afterMs,
+    maxHedges: positiveInteger('hedge.maxHedges', options.maxHedges ?? hedgingDefaults.maxHedges),
+    budget: fraction('hedge.budget', options.budget ?? hedgingDefaults.budget, 0, 1),
+    budgetWindowMs: positiveMilliseconds(
+      'hedge.budgetWindowMs',
+      options.budgetWindowMs ?? hedgingDefaults.budgetWindowMs,
+    ),
+    overloadPauseMs,
+    adaptive: Object.freeze(adaptive),
+  })
+}
+
+const clock = (): number => performance.now()
+
+function routeOf(state: HedgeState, route: string): RouteLatency {
+  let latency = state.routes.get(route)
+  if (latency === undefined) {
+    latency = { samples: [], next: 0, overloadAt: Number.NEGATIVE_INFINITY }
+    state.routes.set(route, latency)
+  }
+  return latency
+}
+
+function percentileOf(samples: readonly number[], percentile: number): number {
+  const sorted = [...samples].sort((a, b) => a - b)
+  const index = Math.min(sorted.length - 1, Math.ceil(percentile * sorted.length) - 1)
+  return sorted[Math.max(0, index)] as number
+}
+
+function delayOf(state: HedgeState, latency: RouteLatency | undefined): number {
+  const { afterMs, adaptive } = state.options
+  if (afterMs !== 'adaptive') return afterMs
+  if (latency === undefined || latency.samples.length < adaptive.warmUp) return adaptive.initialMs
+  return Math.max(adaptive.minMs, Math.round(percentileOf(latency.samples, adaptive.percentile)))
+}
+
+/**
+ * Creates the shared state `policy.hedge` takes. Throws a `RangeError` or `TypeError` naming
+ * a bad option.
+ *
+ * @example
+ * const hedging = createHedging({ afterMs: 'adaptive', budget: 0.1 })
+ * // per request:
+ * relay({ ..., policy: { hedge: hedging } })
+ */
+export function createHedging(options: HedgingOptions = {}): Hedging {
+  const state: HedgeState = { options: normalizeHedging(options), window: [], routes: new Map() }
+  const hedging: Hedging = Object.freeze({
+    options: state.options,
+    snapshot(): HedgingSnapshot {
+      const at = clock()
+      pruneWindow(state.window, at, state.options.budgetWindowMs)
+      const totals = windowTotals(state.window)
+      const delays: Record<string, number> = {}
+      const paused: string[] = []
+      for (const [name, latency] of state.routes) {
+        delays[name] = delayOf(state, latency)
+        if (at - latency.overloadAt < state.options.overloadPauseMs) paused.push(name)
+      }
+      return { requests: totals.leases, hedges: totals.failures, delays, paused }
+    },
+  })
+  states.set(hedging, state)
+  return hedging
+}
+
+/** The state behind a {@link Hedging}; a `TypeError` for anything `createHedging` did not make. */
+export function hedgeState(hedging: unknown): HedgeState {
+  const state =
+    typeof hedging === 'object' && hedging !== null ? states.get(hedging as Hedging) : undefined
+  if (state === undefined) {
+    throw new TypeError(
+      'policy.hedge must come from createHedging(): it holds the budget and the latency window shared by every request',
+    )
+  }
+  return state
+}
+
+/** Counts a request toward the budget. */
+export function countRequest(state: HedgeState): void {
+  countInWindow(state.window, clock(), state.options.budgetWindowMs, 1)
+}
+
+/**
+ * Takes one hedge from the budget when it allows one: hedges in the window (this one
+ * included) stay at most `budget` × requests in the window.
+ */
+export function takeHedge(state: HedgeState): boolean {
+  if (!hedgeBudgetLeft(state)) return false
+  countInWindow(state.window, clock(), state.options.budgetWindowMs, 2)
+  return true
+}
+
+/** Whether the budget allows one more hedge now (without taking it). */
+export function hedgeBudgetLeft(state: HedgeState): boolean {
+  pruneWindow(state.window, clock(), state.options.budgetWindowMs)
+  const { leases: requests, failures: hedges } = windowTotals(state.window)
+  return hedges + 1 <= state.options.budget * requests + 1e-9
+}
+
+/** The delay before a hedge on `route`, in milliseconds. */
+export function hedgeDelay(state: HedgeState, route: string): number {
+  return delayOf(state, state.routes.get(route))
+}
+
+/** Whether hedging on `route` is paused after an overload. */
+export function hedgePaused(state: HedgeState, route: string): boolean {
+  const latency = state.routes.get(route)
+  return latency !== undefined && clock() - latency.overloadAt < state.options.overloadPauseMs
+}
+
+/** Records an attempt's time to first output on `route`. */
+export function recordFirstOutput(state: HedgeState, route: string, ms: number): void {
+  const latency = routeOf(state, route)
+  const size = state.options.adaptive.samples
+  if (latency.samples.length < size) latency.samples.push(ms)
+  else latency.samples[latency.next] = ms
+  latency.next = (latency.next + 1) % size
+}
+
+/** Records an overload on `route`: hedging pauses there for `overloadPauseMs`. */
+export function recordOverload(state: HedgeState, route: string): void {
+  routeOf(state, route).overloadAt = clock()
+}

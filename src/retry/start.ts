@@ -1,0 +1,111 @@
+/**
+ * Starting one attempt of a route on a leased key: its hooks, its record in the outcome,
+ * and (with hedging) its place in a race.
+ *
+ * @module
+ */
+
+import type { KeyLease } from '../key-pool/types.js'
+import { type AttemptResult, runAttempt } from './attempt.js'
+import { recordFirstOutput } from './hedge.js'
+import { callHook, now, type RouteRun, type Run } from './run.js'
+
+/** The request to send for an attempt in `mode`. */
+function requestFor(route: RouteRun, mode: 'stream' | 'non-streaming') {
+  const sent = route.request
+  if (sent === undefined) return undefined
+  if (mode === 'stream') return { ...sent, stream: true }
+  return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
+}
+
+/** An attempt's place in a hedged race. */
+export interface RaceEntry {
+  /** Aborts when another attempt won the client. */
+  readonly lost: AbortSignal
+  /** Asked at the first output: `false` when another attempt already won. */
+  readonly claim: () => boolean
+  /** The attempt this one hedges; `undefined` for the race's first attempt. */
+  readonly hedgeOf: number | undefined
+}
+
+/** How a started attempt ended. */
+export interface Started {
+  readonly result: AttemptResult
+  /** From the start of the request to this attempt's first output (0 without one). */
+  readonly timeToFirstOutputMs: number
+  /** This attempt's record's index in `run.attempts`. */
+  readonly record: number
+}
+
+/** Runs one attempt on a leased key and records it. */
+export async function attemptOn(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease | undefined,
+  mode: 'stream' | 'non-streaming',
+  race?: RaceEntry,
+): Promise<Started> {
+  const number = ++run.attemptNumber
+  const keyId = lease?.keyId ?? null
+  const hedgeOf = race?.hedgeOf
+  if (keyId !== null) route.tried.add(keyId)
+  // A hedge is extra: `maxAttempts` counts the attempts started as usual.
+  if (mode === 'stream' && hedgeOf === undefined) route.streamAttempts++
+  const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
+  const attemptStarted = now()
+  callHook(run.hooks.onAttempt, {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+  })
+  const freshConnection = run.freshConnection
+  run.freshConnection = false
+  let timeToFirstOutputMs = 0
+  const result = await runAttempt({
+    route: route.route,
+    routeName: route.name,
+    attemptNumber: number,
+    mode,
+    lease,
+    request: requestFor(route, mode),
+    requestId,
+    freshConnection,
+    gate: run.gate,
+    policy: run.config,
+    stop: run.stop,
+    deadline: run.deadline,
+    budgetMs: run.deadlineAt - now(),
+    lost: race?.lost,
+    claim: race?.claim,
+    onCommit: () => {
+      const at = now()
+      timeToFirstOutputMs = at - run.started
+      if (run.config.hedge !== undefined && mode === 'stream') {
+        recordFirstOutput(run.config.hedge, route.name, at - attemptStarted)
+      }
+      callHook(run.hooks.onCommit, {
+        attemptNumber: number,
+        route: route.name,
+        keyId,
+        timeToFirstOutputMs,
+      })
+    },
+  })
+  const record = run.attempts.length
+  run.attempts.push({
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+    status: result.status,
+    result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
+    retryable: result.kind === 'failed' && result.verdict.retryable,
+    startedMs: attemptStarted - run.started,
+    durationMs: now() - attemptStarted,
+    ...(hedgeOf === undefined ? {} : { hedgeOf }),
+  })
+  return { result, timeToFirstOutputMs, record }
+}

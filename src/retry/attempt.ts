@@ -405,12 +405,13 @@ function stoppedFailure(
 async function readWholeAnswer(
   input: AttemptInput,
   response: Response,
+  signal: AbortSignal,
 ): Promise<{ body: ReadableStream<Uint8Array> } | { failure: AttemptResult }> {
   const { status } = response
   const adapter = input.route.adapter
   const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
   const limit = asMessage ? maxMessageBytes : input.policy.maxErrorBodyBytes
-  const text = await readBounded(response.body, limit)
+  const text = await readBounded(response.body, limit, signal)
   const message = asMessage ? parseObject(text) : undefined
   let rendered: Uint8Array | undefined
   try {
@@ -441,11 +442,15 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   // The first-byte bound (or the fallback's) stays armed while an error body is read.
   const fallbackWanted = policy.fallbackTimeoutMs !== undefined && input.request !== undefined
   if ((status === 404 || status === 405) && mode === 'stream' && fallbackWanted) {
-    await readBounded(response.body, 0)
+    await readBounded(response.body, 0, signals.controller.signal)
     return failed(streamingUnsupported(status), status)
   }
   if (status < 200 || status > 299) {
-    const text = await readBounded(response.body, policy.maxErrorBodyBytes)
+    const text = await readBounded(
+      response.body,
+      policy.maxErrorBodyBytes,
+      signals.controller.signal,
+    )
     const failure: AttemptFailure = {
       kind: 'status',
       status,
@@ -464,7 +469,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   if (mode === 'stream' && response.body !== null && isEventStream(response.headers)) {
     body = response.body
   } else {
-    const whole = await readWholeAnswer(input, response)
+    const whole = await readWholeAnswer(input, response, signals.controller.signal)
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
     body = whole.body
   }

@@ -13,9 +13,15 @@ import type { UpstreamErrorInfo } from '../protocols/types.js'
 export async function readBounded(
   body: ReadableStream<Uint8Array> | null,
   limit: number,
+  signal?: AbortSignal,
 ): Promise<string> {
   if (body === null) return ''
   const reader = body.getReader()
+  // An attempt stopped while its error body is read (another attempt won, a timeout, the
+  // client left) stops reading at once, whatever the body's own source does.
+  const stop = () => void reader.cancel(signal?.reason).catch(() => {})
+  if (signal?.aborted) stop()
+  else signal?.addEventListener('abort', stop, { once: true })
   const decoder = new TextDecoder()
   let text = ''
   let read = 0
@@ -32,6 +38,7 @@ export async function readBounded(
   } catch {
     return text
   } finally {
+    signal?.removeEventListener('abort', stop)
     await reader.cancel().catch(() => {})
   }
 }

@@ -66,10 +66,13 @@ export function scriptedBody(steps: readonly ScriptStep[]): ScriptedBody {
             controller.error(step.error)
             return
           }
+          let timer: ReturnType<typeof setTimeout> | undefined
           await new Promise<void>((resolve) => {
             wake = resolve
-            if ('wait' in step) setTimeout(resolve, step.wait)
+            if ('wait' in step) timer = setTimeout(resolve, step.wait)
           })
+          // A cancel wakes the step early: its timer must not outlive the body.
+          clearTimeout(timer)
           wake = undefined
           if (cancelled) return
         }

@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { expect, vi } from 'vitest'
 import {
   type AttemptFunction,
+  createHedging,
   type DownstreamSink,
   type KeyPool,
   openaiChat,
@@ -141,6 +142,7 @@ export async function checkLeaseProperty(
       fc.constantFrom<HookFault>(
         'none',
         'onAttempt',
+        'onHedge',
         'onRetry',
         'onCommit',
         'onGiveUp',
@@ -153,6 +155,8 @@ export async function checkLeaseProperty(
         earlyHeaders: fc.boolean(),
         deadlineMs: fc.option(fc.integer({ min: 500, max: 6_000 }), { nil: undefined }),
         disconnectAt: fc.integer({ min: 0, max: 4_000 }),
+        // Hedged races too: a throw or abort while several attempts run leaks nothing either.
+        hedge: fc.boolean(),
       }),
       async (script, sinkFault, after, hookFault, setup) => {
         if (!options.realTimers) useFakeClock()
@@ -199,6 +203,7 @@ export async function checkLeaseProperty(
             backoff: { baseMs: ms(100), maxMs: ms(400) },
             peek: { firstByteTimeoutMs: ms(1_000), firstOutputTimeoutMs: ms(1_500) },
             idleTimeoutMs: ms(2_000),
+            hedge: setup.hedge ? createHedging({ afterMs: ms(300), budget: 1 }) : undefined,
           },
         })
         if (options.realTimers) {

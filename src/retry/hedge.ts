@@ -37,8 +37,9 @@ export interface HedgingOptions {
   /** Extra attempts in flight per request at most. @default 1 */
   readonly maxHedges?: number
   /**
-   * The most hedges per request, as a fraction, over `budgetWindowMs`: at `0.1`, at most one
-   * hedge per ten requests in the window. Requests of background priority are not counted.
+   * The most hedges per request over `budgetWindowMs`: at `0.1`, at most one hedge per ten
+   * requests in the window; at most `maxHedges`. Requests of background priority are not
+   * counted.
    * @default 0.1
    */
   readonly budget?: number
@@ -152,10 +153,14 @@ function normalizeHedging(options: HedgingOptions): NormalizedHedging {
       `hedge.overloadPauseMs must be 0 or more milliseconds, got ${overloadPauseMs}`,
     )
   }
+  const maxHedges = positiveInteger(
+    'hedge.maxHedges',
+    options.maxHedges ?? hedgingDefaults.maxHedges,
+  )
   return Object.freeze({
     afterMs,
-    maxHedges: positiveInteger('hedge.maxHedges', options.maxHedges ?? hedgingDefaults.maxHedges),
-    budget: fraction('hedge.budget', options.budget ?? hedgingDefaults.budget, 0, 1),
+    maxHedges,
+    budget: fraction('hedge.budget', options.budget ?? hedgingDefaults.budget, 0, maxHedges),
     budgetWindowMs: positiveMilliseconds(
       'hedge.budgetWindowMs',
       options.budgetWindowMs ?? hedgingDefaults.budgetWindowMs,

@@ -26,7 +26,7 @@ interface Racer {
   readonly hedgeOf: number | undefined
   readonly lost: AbortController
   settled: boolean
-  promise: Promise<{ racer: Racer; started: Started }>
+  promise: Promise<Settled>
 }
 
 /** What a race ended with: the winner's, or the last failure's, attempt. */
@@ -46,6 +46,128 @@ function timer(ms: number): { promise: Promise<'hedge'>; clear(): void } {
   return { promise, clear: () => clearTimeout(handle) }
 }
 
+type Settled = { racer: Racer; started: Started }
+
+/** One request's race on one route: the attempts running, the hedges started, the winner. */
+class Race {
+  readonly racers: Racer[] = []
+  readonly started = now()
+  readonly delay: number
+  winner: Racer | undefined
+  /** Hedge slots passed (a slot skipped for want of a key or budget is not retried). */
+  slots = 0
+  hedges = 0
+
+  constructor(
+    readonly run: Run,
+    readonly route: RouteRun,
+    readonly state: HedgeState,
+  ) {
+    this.delay = hedgeDelay(state, route.name)
+  }
+
+  running(): Racer[] {
+    return this.racers.filter((racer) => !racer.settled)
+  }
+
+  /** Milliseconds until the next hedge slot, or `Infinity` when no more hedge can start. */
+  nextSlotIn(): number {
+    if (this.winner !== undefined || this.hedges >= this.state.options.maxHedges) {
+      return Number.POSITIVE_INFINITY
+    }
+    return Math.max(0, this.started + (this.slots + 1) * this.delay - now())
+  }
+
+  /**
+   * The first attempt to reach visible output wins the client, decided synchronously before
+   * it writes anything; every other attempt is cancelled at once.
+   */
+  claim(racer: Racer): boolean {
+    if (this.winner !== undefined) return false
+    this.winner = racer
+    for (const other of this.racers) if (other !== racer) other.lost.abort(lostReason())
+    return true
+  }
+
+  start(lease: KeyLease, hedgeOf: number | undefined): void {
+    const racer = {
+      number: this.run.attemptNumber + 1,
+      hedgeOf,
+      lost: new AbortController(),
+      settled: false,
+    } as Racer
+    const entry = { lost: racer.lost.signal, claim: () => this.claim(racer), hedgeOf }
+    racer.promise = attemptOn(this.run, this.route, lease, 'stream', entry).then(
+      (started) => {
+        racer.settled = true
+        return { racer, started }
+      },
+      (error: unknown) => {
+        racer.settled = true
+        throw error
+      },
+    )
+    this.racers.push(racer)
+  }
+
+  #stopped(): boolean {
+    return this.winner !== undefined || this.run.stop.aborted || this.run.deadline.aborted
+  }
+
+  /** Starts a hedge when everything allows one now: no winner, the budget, a free other key. */
+  async maybeHedge(): Promise<void> {
+    this.slots++
+    const { run, route, state } = this
+    const running = this.running()
+    if (this.#stopped() || running.length >= 1 + state.options.maxHedges) return
+    if (route.overloads > 0 || hedgePaused(state, route.name) || !hedgeBudgetLeft(state)) return
+    let got: Awaited<ReturnType<KeyPool['acquire']>>
+    try {
+      got = await (route.route.pool as KeyPool).acquire({ exclude: route.tried })
+    } catch {
+      return // A hedge is optional: a pool that cannot answer now just means none.
+    }
+    if (got.kind !== 'leased') return
+    if (this.#stopped() || !takeHedge(state)) {
+      await got.lease.report({ kind: 'cancelled' }).catch(() => {})
+      return
+    }
+    this.hedges++
+    const hedgeOf = (this.running()[0] ?? this.racers[0]) as Racer
+    callHook(run.hooks.onHedge, {
+      attemptNumber: run.attemptNumber + 1,
+      hedgeOf: hedgeOf.number,
+      route: route.name,
+      keyId: got.lease.keyId,
+      afterMs: Math.round(now() - this.started),
+    })
+    this.start(got.lease, hedgeOf.number)
+  }
+
+  report(): HedgeReport {
+    let cancelled = 0
+    let cancelledMs = 0
+    for (const record of this.run.attempts) {
+      if (record.result !== 'hedge-lost') continue
+      if (!this.racers.some((racer) => racer.number === record.attemptNumber)) continue
+      cancelled++
+      cancelledMs += record.durationMs
+    }
+    const wonByHedge = this.winner?.hedgeOf !== undefined
+    return { started: this.hedges, cancelled, cancelledMs, wonByHedge }
+  }
+}
+
+/** Waits for the next attempt to settle, or for the next hedge slot. */
+async function nextEvent(race: Race, running: readonly Racer[]): Promise<'hedge' | Settled> {
+  const wake = timer(race.nextSlotIn())
+  try {
+    return await Promise.race([...running.map((racer) => racer.promise), wake.promise])
+  } finally {
+    wake.clear()
+  }
+}
+
 /**
  * Runs the route's next stream attempt on `lease`, hedged per `state`. Resolves when the
  * winner's stream ended (every loser settled and its lease reported by then), or when every
@@ -58,124 +180,32 @@ export async function raceAttempts(
   lease: KeyLease,
   state: HedgeState,
 ): Promise<RaceEnd> {
-  const pool = route.route.pool as KeyPool
-  const { maxHedges } = state.options
-  const racers: Racer[] = []
-  const raceStarted = now()
-  const delay = hedgeDelay(state, route.name)
-  let winner: Racer | undefined
-  let slots = 0
-  let hedges = 0
-
-  const start = (key: KeyLease, hedgeOf: number | undefined) => {
-    const racer = {
-      number: run.attemptNumber + 1,
-      hedgeOf,
-      lost: new AbortController(),
-      settled: false,
-    } as Racer
-    const claim = () => {
-      if (winner !== undefined) return false
-      winner = racer
-      for (const other of racers) if (other !== racer) other.lost.abort(lostReason())
-      return true
-    }
-    racer.promise = attemptOn(run, route, key, 'stream', {
-      lost: racer.lost.signal,
-      claim,
-      hedgeOf,
-    }).then(
-      (started) => {
-        racer.settled = true
-        return { racer, started }
-      },
-      (error: unknown) => {
-        racer.settled = true
-        throw error
-      },
-    )
-    racers.push(racer)
-  }
-
-  const report = (): HedgeReport => {
-    let cancelled = 0
-    let cancelledMs = 0
-    for (const record of run.attempts) {
-      if (record.result !== 'hedge-lost') continue
-      if (!racers.some((racer) => racer.number === record.attemptNumber)) continue
-      cancelled++
-      cancelledMs += record.durationMs
-    }
-    return { started: hedges, cancelled, cancelledMs, wonByHedge: winner?.hedgeOf !== undefined }
-  }
-
-  /** Starts a hedge when everything allows one now; a skipped slot is not retried. */
-  const maybeHedge = async (running: readonly Racer[]) => {
-    slots++
-    const stopped = () => winner !== undefined || run.stop.aborted || run.deadline.aborted
-    if (stopped() || running.length >= 1 + maxHedges) return
-    if (route.overloads > 0 || hedgePaused(state, route.name) || !hedgeBudgetLeft(state)) return
-    let got: Awaited<ReturnType<KeyPool['acquire']>>
-    try {
-      got = await pool.acquire({ exclude: route.tried })
-    } catch {
-      return // A hedge is optional: a pool that cannot answer now just means none.
-    }
-    if (got.kind !== 'leased') return
-    if (stopped() || !takeHedge(state)) {
-      await got.lease.report({ kind: 'cancelled' }).catch(() => {})
-      return
-    }
-    hedges++
-    const hedgeOf = (running.find((racer) => !racer.settled) ?? running[0] ?? racers[0]) as Racer
-    callHook(run.hooks.onHedge, {
-      attemptNumber: run.attemptNumber + 1,
-      hedgeOf: hedgeOf.number,
-      route: route.name,
-      keyId: got.lease.keyId,
-      afterMs: Math.round(now() - raceStarted),
-    })
-    start(got.lease, hedgeOf.number)
-  }
-
-  start(lease, undefined)
-  let last: { racer: Racer; started: Started } | undefined
+  const race = new Race(run, route, state)
+  race.start(lease, undefined)
+  let last: Settled | undefined
   try {
-    for (;;) {
-      const running = racers.filter((racer) => !racer.settled)
-      if (running.length === 0) break
-      const due =
-        winner === undefined && hedges < maxHedges
-          ? Math.max(0, raceStarted + (slots + 1) * delay - now())
-          : Number.POSITIVE_INFINITY
-      const wake = timer(due)
-      let next: 'hedge' | { racer: Racer; started: Started }
-      try {
-        next = await Promise.race([...running.map((racer) => racer.promise), wake.promise])
-      } finally {
-        wake.clear()
-      }
+    for (let running = race.running(); running.length > 0; running = race.running()) {
+      const next = await nextEvent(race, running)
       if (next === 'hedge') {
-        await maybeHedge(running)
+        await race.maybeHedge()
         continue
       }
       last = next
       const { result } = next.started
       if (result.kind === 'committed' || result.stopped === 'hedge-lost') continue
       // A failure while another attempt still runs: the request goes on with the survivor.
-      if (racers.some((racer) => !racer.settled)) noteFailure(run, route, result)
+      if (race.running().length > 0) noteFailure(run, route, result)
     }
   } catch (error) {
-    for (const racer of racers) racer.lost.abort(lostReason())
-    await Promise.allSettled(racers.map((racer) => racer.promise))
+    for (const racer of race.racers) racer.lost.abort(lostReason())
+    await Promise.allSettled(race.racers.map((racer) => racer.promise))
     throw error
   }
-  const end = winner === undefined ? last : await winner.promise
-  const started = (end as { started: Started }).started
+  const { started } = (race.winner === undefined ? last : await race.winner.promise) as Settled
   return {
     ...started,
     keyId: run.attempts[started.record]?.keyId ?? null,
-    hedges: report(),
+    hedges: race.report(),
   }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import {
+  createHedging,
   createMemoryKeyPool,
   type KeyStateEvent,
   openaiChat,
@@ -39,6 +40,10 @@ const scripts: Record<string, Behaviour[]> = {
       steps: [{ bytes: `{"error":{"message":"bad input sent with ${secretB}"}}` }],
     },
   ],
+  'a stalled attempt hedged by another key': [
+    { steps: [{ bytes: 'data: {"choices":[]}\n\n' }, { hang: true }] },
+    { steps: [{ wait: 5 }, { bytes: fixtureBytes('openai-chat/text.sse') }] },
+  ],
   'empty streams only': [{ steps: [{ bytes: 'data: {"choices":[]}\n\n' }] }],
   'an error frame quoting the key': [
     {
@@ -50,7 +55,7 @@ const scripts: Record<string, Behaviour[]> = {
 }
 
 describe('hook payloads and outcomes hold no secret and no prompt', () => {
-  it.each(Object.entries(scripts))('%s', async (_name, script) => {
+  it.each(Object.entries(scripts))('%s', async (name, script) => {
     const seen: unknown[] = []
     const record = (payload: unknown) => {
       seen.push(payload)
@@ -58,6 +63,7 @@ describe('hook payloads and outcomes hold no secret and no prompt', () => {
     const hooks: RelayHooks = {
       onAttempt: record,
       onRetry: record,
+      onHedge: record,
       onCommit: record,
       onGiveUp: record,
       onOutcome: record,
@@ -80,11 +86,19 @@ describe('hook payloads and outcomes hold no secret and no prompt', () => {
         url: 'http://upstream.test/v1/chat/completions',
         body: { messages: [{ role: 'user', content: prompt }] },
       },
-      policy: { backoff: { baseMs: 1 }, maxAttempts: 2 },
+      policy: {
+        backoff: { baseMs: 1 },
+        maxAttempts: 2,
+        hedge: createHedging({ afterMs: 20, budget: 1 }),
+        peek: { firstOutputTimeoutMs: 2_000 },
+      },
     })
     seen.push(outcome, await pool.stats(), pool.toJSON())
     const text = JSON.stringify(seen)
     expect(seen.length).toBeGreaterThan(3)
+    if (name.includes('hedged')) {
+      expect(seen.some((payload) => (payload as { hedgeOf?: number }).hedgeOf === 1)).toBe(true)
+    }
     expect(text).not.toContain(secretA)
     expect(text).not.toContain(secretB)
     expect(text).not.toContain(prompt)

@@ -40,7 +40,7 @@ export interface HedgingBenchOptions {
   readonly seed: number
 }
 
-export interface HedgingSide {
+interface HedgingSide {
   readonly name: string
   readonly ttftP50Ms: number
   readonly ttftMeanMs: number

@@ -282,9 +282,15 @@ describe('hedging over real HTTP: key "slow" stalls in prefill, key "fast" answe
       )
       expect(gapMs).toBeLessThan(1000)
     }
-    // Every lease came back: nothing in flight.
+    // Every lease came back, each loser's reported cancelled: no key was blamed.
     const stats = await gateway.pool.stats()
     expect(stats.reduce((n, key) => n + key.inflight, 0)).toBe(0)
+    const counts = (id: string) => {
+      const outcomes: Record<string, number> = { ...stats.find((key) => key.id === id)?.outcomes }
+      return Object.fromEntries(Object.entries(outcomes).filter(([, count]) => count > 0))
+    }
+    expect(counts('slow')).toEqual({ cancelled: 2 })
+    expect(counts('fast')).toEqual({ success: 2 })
   })
 
   it("with early headers: the head is written once, before any output, and the content is only the winner's", async () => {

@@ -374,4 +374,61 @@ describe('hedging over real HTTP: key "slow" stalls in prefill, key "fast" answe
     const stats = await gateway.pool.stats()
     expect(stats.reduce((n, key) => n + key.inflight, 0)).toBe(0)
   })
+
+  it('the client leaves while both attempts stall: both upstream connections close, the outcome is client-gone, no key is blamed', async () => {
+    const closes = [latch(), latch()]
+    const upstream = await startKeyedUpstream({
+      slow: async (res, seen) => {
+        res.once('close', (closes[0] as ReturnType<typeof latch>).open)
+        await stall(res, seen, [])
+      },
+      other: async (res, seen) => {
+        res.once('close', (closes[1] as ReturnType<typeof latch>).open)
+        await stall(res, seen, [])
+      },
+    })
+    const gateway = await startGateway(upstream.url, ['slow', 'other'], hedged())
+    const client = new AbortController()
+    const request = fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+      signal: client.signal,
+    }).catch((error: unknown) => error)
+    // Leave once the hedge is running upstream.
+    await upstream.arrival('other').wait()
+    client.abort()
+    expect(await request).toBeInstanceOf(Error)
+
+    expect(await Promise.all(closes.map((closed) => closed.wait()))).toEqual([true, true])
+    const outcome = await lastOutcome(gateway)
+    expect(outcome.kind).toBe('client-gone')
+    expect(outcome.attempts.map((attempt) => attempt.keyId)).toEqual(['slow', 'other'])
+    const stats = await gateway.pool.stats()
+    expect(stats.reduce((n, key) => n + key.inflight, 0)).toBe(0)
+    for (const key of stats) {
+      expect(key.outcomes).toMatchObject({ 'server-error': 0, 'rate-limited': 0, success: 0 })
+    }
+  })
+
+  it('the deadline passes while both attempts stall: one honest 504, both upstream connections closed', async () => {
+    const upstream = await startKeyedUpstream({ slow: stall, other: stall })
+    const gateway = await startGateway(upstream.url, ['slow', 'other'], hedged({ deadlineMs: 400 }))
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+    })
+    expect(response.status).toBe(504)
+    expect(JSON.parse(await response.text())).toHaveProperty('error.message')
+    const outcome = await lastOutcome(gateway)
+    expect(outcome).toMatchObject({ kind: 'failed', status: 504 })
+    expect(outcome.attempts.map((attempt) => attempt.keyId)).toEqual(['slow', 'other'])
+    await vi.waitFor(() => {
+      expect(upstream.seen.map((seen) => seen.closedAt !== undefined)).toEqual([true, true])
+    })
+    const stats = await gateway.pool.stats()
+    expect(stats.reduce((n, key) => n + key.inflight, 0)).toBe(0)
+    for (const key of stats) expect(key.outcomes).toMatchObject({ 'server-error': 0, success: 0 })
+  })
 })

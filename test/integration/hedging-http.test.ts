@@ -32,31 +32,28 @@ function chunk(id: string, delta: Record<string, unknown>, finish: string | null
   return `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model: 'm', choices: [choice] })}\n\n`
 }
 
-/** A promise resolved by hand, or after `fallbackMs` with `false`. */
+/** A promise opened by hand; `wait()` gives up after `fallbackMs`. */
 function latch() {
-  let open: (value: boolean) => void = () => {}
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const promise = new Promise<boolean>((resolve) => {
-    open = resolve
+  let open: () => void = () => {}
+  const opened = new Promise<true>((resolve) => {
+    open = () => resolve(true)
   })
   return {
-    promise,
-    open: () => open(true),
+    open: () => open(),
     /** Waits for the latch, at most `fallbackMs`; true when it opened. */
-    wait: () =>
-      Promise.race([
-        promise,
-        new Promise<false>((resolve) => {
-          timer = setTimeout(() => resolve(false), fallbackMs)
-        }),
-      ]).finally(() => clearTimeout(timer)),
+    wait: () => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const gaveUp = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), fallbackMs)
+      })
+      return Promise.race([opened, gaveUp]).finally(() => clearTimeout(timer))
+    },
   }
 }
 
 /** One upstream request, as the upstream saw it. */
 interface Seen {
   readonly key: string
-  readonly startedAt: number
   /**
    * The first server-side `close` of the response or its socket before the answer finished
    * (not the request's: it closes once its body was read).
@@ -66,7 +63,7 @@ interface Seen {
   finishedAt: number | undefined
 }
 
-type Answer = (res: ServerResponse, seen: Seen, all: readonly Seen[]) => Promise<void>
+type Answer = (res: ServerResponse, seen: Seen) => Promise<void>
 
 /** An OpenAI Chat upstream that answers each request as its key (`Bearer sk-<key>`) says. */
 async function startKeyedUpstream(answers: Readonly<Record<string, Answer>>) {
@@ -82,12 +79,7 @@ async function startKeyedUpstream(answers: Readonly<Record<string, Answer>>) {
   }
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const key = (req.headers.authorization ?? '').replace(/^Bearer sk-/, '')
-    const record: Seen = {
-      key,
-      startedAt: performance.now(),
-      closedAt: undefined,
-      finishedAt: undefined,
-    }
+    const record: Seen = { key, closedAt: undefined, finishedAt: undefined }
     seen.push(record)
     const closed = () => {
       if (record.finishedAt === undefined) record.closedAt ??= performance.now()
@@ -109,7 +101,7 @@ async function startKeyedUpstream(answers: Readonly<Record<string, Answer>>) {
         res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{}}')
         return
       }
-      void answer(res, record, seen)
+      void answer(res, record)
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -125,7 +117,7 @@ async function startKeyedUpstream(answers: Readonly<Record<string, Answer>>) {
 }
 
 /** Headers and the role-only preamble, then nothing: a stream stuck in prefill. */
-const stall: Answer = async (res) => {
+async function stall(res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'x-request-id': 'req-slow' })
   res.write(chunk('chatcmpl-slow', { role: 'assistant', content: '' }))
 }
@@ -240,11 +232,11 @@ describe('hedging over real HTTP: key "slow" stalls in prefill, key "fast" answe
     // Each stalled request's close, in order; the fast answer's last frame waits for it.
     const slowCloses: ReturnType<typeof latch>[] = []
     const upstream = await startKeyedUpstream({
-      slow: async (res, seen) => {
+      slow: async (res) => {
         const closed = latch()
         slowCloses.push(closed)
         res.once('close', closed.open)
-        await stall(res, seen, [])
+        await stall(res)
       },
       fast: answerAfter(
         async () => {},
@@ -378,13 +370,13 @@ describe('hedging over real HTTP: key "slow" stalls in prefill, key "fast" answe
   it('the client leaves while both attempts stall: both upstream connections close, the outcome is client-gone, no key is blamed', async () => {
     const closes = [latch(), latch()]
     const upstream = await startKeyedUpstream({
-      slow: async (res, seen) => {
+      slow: async (res) => {
         res.once('close', (closes[0] as ReturnType<typeof latch>).open)
-        await stall(res, seen, [])
+        await stall(res)
       },
-      other: async (res, seen) => {
+      other: async (res) => {
         res.once('close', (closes[1] as ReturnType<typeof latch>).open)
-        await stall(res, seen, [])
+        await stall(res)
       },
     })
     const gateway = await startGateway(upstream.url, ['slow', 'other'], hedged())

@@ -5,7 +5,7 @@
 const encoder = new TextEncoder()
 
 /** A small deterministic PRNG (mulberry32), so every run relays the same bytes. */
-function seededRandom(seed: number): () => number {
+export function seededRandom(seed: number): () => number {
   let state = seed >>> 0
   return () => {
     state = (state + 0x6d2b79f5) >>> 0

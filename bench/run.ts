@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,fields,first,memory,http` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,fields,first,memory,http,hedging` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -11,11 +11,14 @@ import { fileURLToPath } from 'node:url'
 import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
+import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
 import { benchMemory } from './memory.js'
 
 const quick = process.env.BENCH_QUICK === '1'
-const only = new Set((process.env.BENCH_ONLY ?? 'frame,fields,first,memory,http').split(','))
+const only = new Set(
+  (process.env.BENCH_ONLY ?? 'frame,fields,first,memory,http,hedging').split(','),
+)
 const here = dirname(fileURLToPath(import.meta.url))
 
 const fmt = (value: number, digits = 2) => value.toFixed(digits)
@@ -125,6 +128,26 @@ async function main() {
     console.log(
       `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe, ${fmt(http.cpuRatioToFetchPipe)}× a byte pipe that reads with fetch`,
     )
+  }
+
+  if (only.has('hedging')) {
+    const hedging = await benchHedging({
+      ...(quick
+        ? { requests: 60, concurrency: 8, warmUp: 30, fastMs: 20, slowMs: 500, fixedAfterMs: 40 }
+        : {
+            requests: 300,
+            concurrency: 32,
+            warmUp: 100,
+            fastMs: 200,
+            slowMs: 5000,
+            fixedAfterMs: 400,
+          }),
+      slowShare: 0.1,
+      keys: 4,
+      seed: 19,
+    })
+    results.hedging = hedging
+    printHedging(hedging)
   }
 
   const dir = join(here, 'results')

@@ -7,7 +7,7 @@
 
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
-import type { RelayOutcome } from 'stream-boundary'
+import { createHedging, type RelayOutcome, type RelayPolicy } from 'stream-boundary'
 import { createFaultyUpstream, type Scenario } from 'stream-boundary/testing'
 import { startGateway } from './node-http-gateway.js'
 import { startPlainRelay } from './plain-relay.js'
@@ -35,6 +35,11 @@ const scenarios: readonly DemoScenario[] = [
   { title: 'partial output, then cut', client: 'openai', script: ['partial-then-cut', 'ok'] },
   { title: 'thinking, then EOF (no answer)', client: 'anthropic', script: ['thinking-only', 'ok'] },
 ]
+
+/** The hedging scenario: the first attempt stalls in prefill, any later one answers. */
+const stuckInPrefill: Scenario = ['role-only-then-stall', 'ok']
+const hedgeAfterMs = 300
+const firstOutputTimeoutMs = 1200
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 const clientTimeoutMs = 4000
@@ -149,11 +154,73 @@ const mark = { correct: '✓', promoted: '~', wrong: '✗', error: '!' } as cons
 function cell(result: ClientResult, width: number, outcome?: RelayOutcome): string {
   const ttft =
     result.firstTokenMs === undefined ? '' : `, first token ${Math.round(result.firstTokenMs)} ms`
-  const attempts =
-    outcome === undefined
-      ? ''
-      : ` (${outcome.attempts.map((attempt) => attempt.keyId ?? '-').join(' → ')}${ttft})`
+  // `→` a retry after a failure; `∥` a hedge running alongside the attempt it hedges.
+  const keys = outcome?.attempts
+    .map(
+      (attempt, index) =>
+        `${index === 0 ? '' : attempt.hedgeOf === undefined ? ' → ' : ' ∥ '}${attempt.keyId ?? '-'}`,
+    )
+    .join('')
+  const attempts = outcome === undefined ? '' : ` (${keys}${ttft})`
   return `${mark[result.verdict]} ${shorten(result.detail, width - attempts.length - 2)}${attempts}`
+}
+
+/**
+ * One key stuck in prefill, through two fresh gateways (the table's rate-limited key would
+ * still be cooling): without `policy.hedge` the request waits on that key until the
+ * first-output timeout; with it, a hedge on the other key starts after `hedgeAfterMs`, wins,
+ * and the stuck attempt is cancelled.
+ */
+async function showHedging(config: Parameters<typeof startGateway>[0]): Promise<void> {
+  process.stderr.write('  [hedging] one key stuck in prefill…\n')
+  const unhedged = await startGateway(config)
+  // Budget 1 lets this single request hedge (the default, 0.1, allows one in ten requests).
+  const hedge = createHedging({ afterMs: hedgeAfterMs, budget: 1 })
+  const hedged = await startGateway({ ...config, policy: { ...config.policy, hedge } })
+  const [withoutHedge, withHedge] = await Promise.all([
+    runOpenAI(unhedged.url, 'hedge:unhedged'),
+    runOpenAI(hedged.url, 'hedge:hedged'),
+  ])
+  await unhedged.close()
+  await hedged.close()
+  const hedgedOutcome = hedged.outcomes.at(-1)
+  const lost = hedgedOutcome?.attempts.find((attempt) => attempt.result === 'hedge-lost')
+  const won = hedgedOutcome?.attempts.find((attempt) => attempt.result === 'committed')
+  const rows: [string, string, string][] = [
+    [
+      'no hedging',
+      cell(withoutHedge, 60, unhedged.outcomes.at(-1)),
+      `waits on the stuck key until the first-output timeout (${firstOutputTimeoutMs} ms), then retries`,
+    ],
+    [
+      `policy.hedge, afterMs ${hedgeAfterMs}`,
+      cell(withHedge, 60, hedgedOutcome),
+      lost === undefined || won === undefined
+        ? 'no hedge was cancelled'
+        : `at ${hedgeAfterMs} ms a hedge starts on ${won.keyId}; ${won.hedgeOf === undefined ? 'the first attempt' : 'the hedge'} wins, ${lost.keyId} is cancelled after ${Math.round(lost.durationMs)} ms (lease reported cancelled, not a key failure)`,
+    ],
+  ]
+  console.log('')
+  console.log(
+    'hedging: one key stuck in prefill (headers and the role preamble, then nothing) [openai]',
+  )
+  const headers: [string, string, string] = [
+    'gateway',
+    'what the app got (keys, first token)',
+    'what happened',
+  ]
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => row[column]?.length ?? 0)),
+  )
+  const line = (row: readonly string[]) =>
+    row
+      .map((text, column) => text.padEnd(widths[column] ?? 0))
+      .join('  ')
+      .trimEnd()
+  console.log(line(headers))
+  console.log(line(widths.map((width) => '─'.repeat(width))))
+  for (const row of rows) console.log(line(row))
+  console.log('→ a retry after a failure   ∥ a hedge running alongside the attempt it hedges')
 }
 
 async function main(): Promise<void> {
@@ -163,6 +230,8 @@ async function main(): Promise<void> {
     scripts[`${index}:plain`] = scenario.script
     scripts[`${index}:gateway`] = scenario.script
   }
+  scripts['hedge:unhedged'] = stuckInPrefill
+  scripts['hedge:hedged'] = stuckInPrefill
   const upstream = createFaultyUpstream({
     scenarios: scripts,
     text: answer,
@@ -172,19 +241,21 @@ async function main(): Promise<void> {
   })
   const upstreamUrl = await upstream.listen()
   const plain = await startPlainRelay(upstreamUrl)
+  const keys = [
+    { id: 'key-a', secret: 'sk-demo-key-a-not-real' },
+    { id: 'key-b', secret: 'sk-demo-key-b-not-real' },
+  ]
+  const policy: RelayPolicy = {
+    maxAttempts: 3,
+    peek: { firstByteTimeoutMs: 800, firstOutputTimeoutMs },
+    onThinkingOnly: 'promote-reasoning',
+    backoff: { baseMs: 50 },
+  }
   const gateway = await startGateway({
     openaiBaseUrl: `${upstreamUrl}/v1`,
     anthropicBaseUrl: upstreamUrl,
-    keys: [
-      { id: 'key-a', secret: 'sk-demo-key-a-not-real' },
-      { id: 'key-b', secret: 'sk-demo-key-b-not-real' },
-    ],
-    policy: {
-      maxAttempts: 3,
-      peek: { firstByteTimeoutMs: 800, firstOutputTimeoutMs: 1200 },
-      onThinkingOnly: 'promote-reasoning',
-      backoff: { baseMs: 50 },
-    },
+    keys,
+    policy,
   })
 
   console.log(
@@ -240,8 +311,16 @@ async function main(): Promise<void> {
     `stream-boundary:  ${tally.correct}/${scenarios.length} got the answer, ${tally.promoted} got the reasoning as the answer (policy), ${tally.honest} an honest error because output had already been sent`,
   )
   console.log(
-    `✓ answer   ~ reasoning promoted   ✗ wrong or empty answer, no error   ! error in the app   (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+    '✓ answer   ~ reasoning promoted   ✗ wrong or empty answer, no error   ! error in the app',
   )
+
+  await showHedging({
+    openaiBaseUrl: `${upstreamUrl}/v1`,
+    anthropicBaseUrl: upstreamUrl,
+    keys,
+    policy,
+  })
+  console.log(`(${((performance.now() - started) / 1000).toFixed(1)} s)`)
 
   await gateway.close()
   await plain.close()

@@ -800,7 +800,9 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
   let peeked: PeekOutcome
   try {
     try {
-      if (gate.earlyHeaders) await gate.commitHeaders()
+      // An attempt stopped before its peek began (another attempt won and may have closed
+      // the response already) commits nothing, headers included.
+      if (gate.earlyHeaders && !peekStop.signal.aborted) await gate.commitHeaders()
     } catch (error) {
       await reader.cancel(error)
       throw error

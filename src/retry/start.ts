@@ -60,6 +60,19 @@ export async function attemptOn(
     mode,
     requestId,
   })
+  // The record's place is kept from the start, so records stay in attempt order when
+  // hedged attempts end in another order.
+  const record = run.attempts.length
+  const base = {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+    startedMs: attemptStarted - run.started,
+    ...(hedgeOf === undefined ? {} : { hedgeOf }),
+  }
+  run.attempts.push({ ...base, status: null, result: 'running', retryable: false, durationMs: 0 })
   const freshConnection = run.freshConnection
   run.freshConnection = false
   let timeToFirstOutputMs = 0
@@ -92,20 +105,24 @@ export async function attemptOn(
         timeToFirstOutputMs,
       })
     },
+  }).catch((error: unknown) => {
+    // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
+    const gone = run.stop.aborted || run.gate.failure !== undefined
+    run.attempts[record] = {
+      ...base,
+      status: null,
+      result: gone ? 'client-gone' : 'threw',
+      retryable: false,
+      durationMs: now() - attemptStarted,
+    }
+    throw error
   })
-  const record = run.attempts.length
-  run.attempts.push({
-    attemptNumber: number,
-    route: route.name,
-    keyId,
-    mode,
-    requestId,
+  run.attempts[record] = {
+    ...base,
     status: result.status,
     result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
     retryable: result.kind === 'failed' && result.verdict.retryable,
-    startedMs: attemptStarted - run.started,
     durationMs: now() - attemptStarted,
-    ...(hedgeOf === undefined ? {} : { hedgeOf }),
-  })
+  }
   return { result, timeToFirstOutputMs, record }
 }

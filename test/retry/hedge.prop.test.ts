@@ -26,6 +26,8 @@ type Kind =
   | 'empty'
   | 'status-500'
   | 'status-429'
+  /** The attempt function ignores its signal and answers only after `firstAt`. */
+  | 'late-headers'
 
 interface AttemptScript {
   readonly kind: Kind
@@ -55,6 +57,8 @@ function outputOf(n: number, script: AttemptScript): ScriptStep[] {
 function behaviourOf(n: number, script: AttemptScript): Behaviour {
   const wait: ScriptStep = { wait: script.firstAt }
   switch (script.kind) {
+    case 'late-headers':
+      return { steps: [{ bytes: role }, ...outputOf(n, script), { bytes: finish }] }
     case 'ok':
       return { steps: [wait, { bytes: role }, ...outputOf(n, script), { bytes: finish }] }
     case 'cut-after-output':
@@ -89,6 +93,7 @@ const attemptScript: fc.Arbitrary<AttemptScript> = fc.record({
     'empty',
     'status-500',
     'status-429',
+    'late-headers',
   ),
   // On a 100 ms grid, like `afterMs`: first outputs of several attempts often coincide.
   firstAt: fc.integer({ min: 0, max: 25 }).map((n) => n * 100),
@@ -151,15 +156,21 @@ describe('hedged attempts (invariant 15)', () => {
               if (interactive) counted++
               const scripts = new Map<number, AttemptScript>()
               let call = 0
-              const upstream = scriptedUpstream((_, context) => {
+              const upstream = scriptedUpstream((_, context) =>
+                behaviourOf(
+                  context.attemptNumber,
+                  scripts.get(context.attemptNumber) as AttemptScript,
+                ),
+              )
+              let maxInFlight = 0
+              const attempt: typeof upstream.attempt = async (context) => {
                 const script = request.attempts[
                   Math.min(call++, request.attempts.length - 1)
                 ] as AttemptScript
                 scripts.set(context.attemptNumber, script)
-                return behaviourOf(context.attemptNumber, script)
-              })
-              let maxInFlight = 0
-              const attempt: typeof upstream.attempt = async (context) => {
+                if (script.kind === 'late-headers') {
+                  await new Promise((resolve) => setTimeout(resolve, script.firstAt))
+                }
                 const response = await upstream.attempt(context)
                 const inFlight = upstream.calls.filter(
                   (c) => c.body !== undefined && !c.body.released,
@@ -237,7 +248,9 @@ describe('hedged attempts (invariant 15)', () => {
                 }
                 // Every other attempt ended by the time the winner committed: cancelled at once.
                 for (const record of records) {
-                  if (record === winner) continue
+                  // An attempt function that ignores its signal ends when it chooses to.
+                  const late = scripts.get(record.attemptNumber)?.kind === 'late-headers'
+                  if (record === winner || late) continue
                   expect(startedAt + record.startedMs + record.durationMs).toBeLessThanOrEqual(
                     committedAt,
                   )

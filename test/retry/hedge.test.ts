@@ -406,3 +406,46 @@ describe('hedged attempts', () => {
     expect(onHedge).not.toHaveBeenCalled()
   })
 })
+
+describe('a losing attempt that answers late', () => {
+  it('an attempt function that ignores its signal and answers after the winner closed the response is cancelled, not an error (early headers)', async () => {
+    useFakeClock()
+    const pool = createMemoryKeyPool(keys('a', 'b'))
+    const sink = createRecordingSink()
+    let closed!: () => void
+    const sinkClosed = new Promise<void>((resolve) => {
+      closed = resolve
+    })
+    const close = sink.close.bind(sink)
+    sink.close = async () => {
+      await close()
+      closed()
+    }
+    const late = scriptedUpstream([answer('late', 0)])
+    const first = scriptedUpstream([answer('first', 150)])
+    const pending = relay({
+      sink,
+      pool,
+      adapter: openaiChat,
+      attempt: async (context) => {
+        if (context.attemptNumber === 1) return first.attempt(context)
+        // Ignores `context.signal`: answers only once the winner's response is closed.
+        await sinkClosed
+        return late.attempt(context)
+      },
+      policy: {
+        keepAliveIntervalMs: 0,
+        earlyHeaders: true,
+        hedge: createHedging({ afterMs: 100, budget: 1 }),
+      },
+    })
+    await vi.advanceTimersByTimeAsync(1_000)
+    const outcome = await pending
+    expect(outcome.kind).toBe('committed')
+    expect(sink.text).toBe(role + text('first') + finish)
+    expect(outcome.attempts.map((a) => a.result)).toEqual(['committed', 'hedge-lost'])
+    expect(late.calls[0]?.body?.released).toBe(true)
+    const stats = await pool.stats()
+    expect(stats.reduce((n, s) => n + s.inflight, 0)).toBe(0)
+  })
+})

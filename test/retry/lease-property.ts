@@ -220,6 +220,11 @@ export async function checkLeaseProperty(
         }
         const outcome = await pending
         expect(['committed', 'failed', 'client-gone']).toContain(outcome.kind)
+        // Every attempt's record is final once the request is over, hedged ones included.
+        expect(outcome.attempts.filter((a) => a.result === 'running')).toEqual([])
+        expect(outcome.attempts.map((a) => a.attemptNumber)).toEqual(
+          outcome.attempts.map((_, i) => i + 1),
+        )
         const stats = await pool.stats()
         expect(stats.reduce((n, s) => n + s.inflight, 0)).toBe(0)
         const leased = stats.reduce((n, s) => n + s.leases, 0)

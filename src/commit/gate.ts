@@ -206,7 +206,10 @@ class Gate implements CommitGate {
   #pending = 0
   /** A close was started and the sink has not finished it. */
   #closing = false
-  #lastWrite = 0
+  /** Writes the sink finished; the keep-alive timer compares it rather than reading a clock per write. */
+  #writes = 0
+  /** `#writes` at the keep-alive timer's last tick. */
+  #writesAtTick = 0
   #timer: ReturnType<typeof setInterval> | undefined
   readonly #onClientGone = () =>
     this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
@@ -283,7 +286,7 @@ class Gate implements CommitGate {
         throw this.#failure
       } finally {
         this.#pending--
-        this.#lastWrite = performance.now()
+        this.#writes++
       }
     })
     this.#tail = step.catch(() => {})
@@ -321,7 +324,7 @@ class Gate implements CommitGate {
         return Promise.reject(this.#failure)
       }
       if (written === undefined) {
-        this.#lastWrite = performance.now()
+        this.#writes++
         return done
       }
       return this.#track(written)
@@ -335,7 +338,7 @@ class Gate implements CommitGate {
     const step = written.then(
       () => {
         this.#pending--
-        this.#lastWrite = performance.now()
+        this.#writes++
       },
       (error: unknown) => {
         this.#pending--
@@ -409,10 +412,18 @@ class Gate implements CommitGate {
   #startKeepAlive(): void {
     if (this.#keepAliveMs === 0 || this.#timer !== undefined || this.#state === 'closed') return
     if (this.#state === 'content-committed' && !this.#keepAliveAfterContent) return
+    // The interval starts at the last write (the head): a tick with no write since is idle.
+    this.#writesAtTick = this.#writes
     // Referenced: it runs only while the request is open, and every ending stops it.
     this.#timer = setInterval(() => {
       if (this.#state === 'closed' || this.#pending > 0) return
-      if (performance.now() - this.#lastWrite < this.#keepAliveMs) return
+      // Something was written since the last tick, so less than an interval ago.
+      if (this.#writes !== this.#writesAtTick) {
+        this.#writesAtTick = this.#writes
+        return
+      }
+      // The keep-alive's own write does not put off the next one.
+      this.#writesAtTick = this.#writes + 1
       this.#run(() => this.#writeKeepAlive()).catch(() => {})
     }, this.#keepAliveMs)
   }

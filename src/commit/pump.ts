@@ -649,31 +649,41 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     return endAtEof(out, tracker, eof, policy)
   }
 
+  /** Writes spans one after another, each once the sink took the one before. */
+  const pushSpans = async (spans: readonly Uint8Array[]): Promise<void> => {
+    for (const span of spans) {
+      const written = pushRaw(span)
+      if (written !== undefined) await written
+    }
+  }
+
   /**
    * The hot path, for frames relayed as their bytes from a reader this library made: the
-   * frames of one upstream chunk, as bytes and a reused view (no object per frame), observed
-   * in order and written as one span of the chunk.
+   * frames of one upstream chunk, as bytes seen through a reused view (no object per frame),
+   * observed in order and written as one span of the chunk. Returns what is left to wait
+   * for, or `undefined` when the sink took the bytes at once: no promise hop per chunk then.
    */
-  const relayChunk = async (
+  const relayChunk = (
     fast: RawFrameReader,
     view: FrameView,
     first: Uint8Array,
-  ): Promise<void> => {
+  ): Promise<void> | undefined => {
     const arrived = now()
     recordGap(stalls, arrived - previous)
     previous = arrived
     let alive = false
     let span = first
     let length = 0
+    /** Spans before `span`: only when a frame that spanned chunks was copied. */
+    let before: Uint8Array[] | undefined
     for (let raw: Uint8Array | null = first; raw !== null; ) {
       if (tracker.observeCommitted(view.point(raw)) !== 'keepalive') alive = true
       frames++
       if (raw.buffer === span.buffer && raw.byteOffset === span.byteOffset + length) {
         length += raw.length
       } else {
-        // A frame that spanned chunks was copied: the span so far goes out first.
-        const written = pushRaw(new Uint8Array(span.buffer, span.byteOffset, length))
-        if (written !== undefined) await written
+        before ??= []
+        before.push(new Uint8Array(span.buffer, span.byteOffset, length))
         span = raw
         length = raw.length
       }
@@ -685,10 +695,11 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
       }
     }
     if (alive) watchdog.activity(arrived)
-    const written = pushRaw(
-      length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length),
-    )
-    if (written !== undefined) await written
+    const last =
+      length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
+    if (before === undefined) return pushRaw(last)
+    before.push(last)
+    return pushSpans(before)
   }
 
   let previous = 0
@@ -708,7 +719,8 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
       if (raw !== null) {
-        await relayChunk(fast as RawFrameReader, view, raw)
+        const written = relayChunk(fast as RawFrameReader, view, raw)
+        if (written !== undefined) await written
         continue
       }
       if (frame === null) return atEof()

@@ -115,15 +115,21 @@ async function main() {
     console.log(
       `\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each)\n`,
     )
-    console.log('| relay | CPU µs/frame | p50 TTFB ms | p99 TTFB ms | wall ms |')
-    console.log('| --- | ---: | ---: | ---: | ---: |')
-    for (const side of [http.raw, http.fetchPipe, http.gateway]) {
+    console.log('| relay | CPU µs/frame | × raw pipe | p50 TTFB ms | p99 TTFB ms | wall ms |')
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
+    for (const side of [
+      http.raw,
+      http.fetchPipe,
+      http.gateway,
+      http.gatewayFetch,
+      http.gatewayToWeb,
+    ]) {
       console.log(
-        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
+        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
       )
     }
     console.log(
-      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe, ${fmt(http.cpuRatioToFetchPipe)}× a byte pipe that reads with fetch`,
+      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); time to first byte ${fmt(http.ttfbP50Ratio)}× at p50, ${fmt(http.ttfbP99Ratio)}× at p99`,
     )
   }
 

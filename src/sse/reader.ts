@@ -332,6 +332,75 @@ export function rawFrameReader(reader: FrameReader): RawFrameReader | undefined 
   return reader instanceof Reader ? reader : undefined
 }
 
+/** Where {@link iterableResponse} keeps the body it was given (`Symbol.for`: two copies of the package agree). */
+const iterableBody = Symbol.for('stream-boundary.iterableBody')
+
+/** A web stream over an async iterable, for a reader of an {@link iterableResponse}'s `body`. */
+function streamOver(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  let iterator: AsyncIterator<Uint8Array> | undefined
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        iterator ??= source[Symbol.asyncIterator]()
+        const { done, value } = await iterator.next()
+        if (done) controller.close()
+        else controller.enqueue(value)
+      },
+      async cancel() {
+        await (iterator ?? source[Symbol.asyncIterator]()).return?.()
+      },
+    },
+    { highWaterMark: 0 },
+  )
+}
+
+/** A `Response` whose body's web stream is made only when something asks for it. */
+class IterableBodyResponse extends Response {
+  constructor(source: AsyncIterable<Uint8Array>, init: ResponseInit | undefined) {
+    super(null, init)
+    let stream: ReadableStream<Uint8Array> | undefined
+    Object.defineProperty(this, 'body', { get: () => (stream ??= streamOver(source)) })
+    Object.defineProperty(this, iterableBody, { value: source })
+  }
+
+  override text(): Promise<string> {
+    return new Response(this.body).text()
+  }
+
+  override async json(): Promise<unknown> {
+    return JSON.parse(await this.text())
+  }
+
+  override arrayBuffer(): Promise<ArrayBuffer> {
+    return new Response(this.body).arrayBuffer()
+  }
+
+  override blob(): Promise<Blob> {
+    return new Response(this.body).blob()
+  }
+}
+
+/**
+ * A `Response` whose body is an `AsyncIterable<Uint8Array>` (a Node `IncomingMessage`, say),
+ * for an attempt function that reads its upstream without `fetch`: the relay's frame reader
+ * iterates `body` directly, with no web stream in between. `response.body`, `text()`, `json()`,
+ * `arrayBuffer()` and `blob()` work too, through a web stream made over `body` when first
+ * asked for. Read the body once, one way (`clone()` and `bodyUsed` do not see it).
+ *
+ * @example
+ * http.request(url, options, (res) => {
+ *   resolve(iterableResponse(res, { status: res.statusCode, headers: headersOf(res) }))
+ * })
+ */
+export function iterableResponse(body: AsyncIterable<Uint8Array>, init?: ResponseInit): Response {
+  return new IterableBodyResponse(body, init)
+}
+
+/** What a frame reader should read of `response`: its iterable body when it has one. */
+export function frameSourceOf(response: Response): FrameSource | null {
+  return (response as { [iterableBody]?: FrameSource })[iterableBody] ?? response.body
+}
+
 /**
  * Creates a reader of whole SSE frames over an upstream body.
  *

@@ -44,6 +44,7 @@ const publicNames = {
       'isStreamBoundaryError',
       'isStreamTimeoutError',
       'isUpstreamReadError',
+      'iterableResponse',
       'maxMessageLength',
       'memoryKeyPoolDefaults',
       'openaiChat',
@@ -161,7 +162,7 @@ const publicNames = {
     ],
   },
   'src/node.ts': {
-    values: ['clientSignal', 'nodeSink', 'serveFetch'],
+    values: ['clientSignal', 'nodeResponse', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
   },
   'src/redis.ts': {

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,fields,first,memory,http` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,frame,fields,first,memory,http` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -13,9 +13,10 @@ import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
 import { benchHttp } from './http.js'
 import { benchMemory } from './memory.js'
+import { benchRelayPath } from './relay-path.js'
 
 const quick = process.env.BENCH_QUICK === '1'
-const only = new Set((process.env.BENCH_ONLY ?? 'frame,fields,first,memory,http').split(','))
+const only = new Set((process.env.BENCH_ONLY ?? 'relay,frame,fields,first,memory,http').split(','))
 const here = dirname(fileURLToPath(import.meta.url))
 
 const fmt = (value: number, digits = 2) => value.toFixed(digits)
@@ -24,6 +25,26 @@ async function main() {
   const started = new Date().toISOString()
   console.log(`stream-boundary benchmarks (${quick ? 'quick' : 'full'}) on Node ${process.version}`)
   const results: Record<string, unknown> = { started, node: process.version, quick }
+
+  if (only.has('relay')) {
+    const relayPath = await benchRelayPath(
+      quick ? { frames: 500, rounds: 3 } : { frames: 100_000, rounds: 5 },
+    )
+    results.relayPath = relayPath
+    console.log(
+      `\n### Relay path: relay() + webSink(), one frame per chunk (${relayPath.frames} OpenAI Chat frames, ${relayPath.bytes} bytes, median of rounds)\n`,
+    )
+    console.log('| relay | µs/frame | best round µs/frame | × raw relay |')
+    console.log('| --- | ---: | ---: | ---: |')
+    for (const r of relayPath.results) {
+      console.log(
+        `| ${r.name} | ${fmt(r.usPerFrame, 3)} | ${fmt(r.bestUsPerFrame, 3)} | ${fmt(r.ratioToRaw)} |`,
+      )
+    }
+    console.log(
+      `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame`,
+    )
+  }
 
   if (only.has('frame')) {
     const framePath = await benchFramePath(

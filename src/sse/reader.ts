@@ -172,7 +172,70 @@ class Reader implements FrameReader {
       return Promise.reject(error)
     }
     if (frame !== null) return Promise.resolve(frame)
-    return this.#read(signal, raw)
+    return raw ? this.#readRaw(signal) : this.#read(signal, raw)
+  }
+
+  /** The pending {@link nextRaw}'s settlement. */
+  #resolveRaw: ((frame: Uint8Array | null) => void) | undefined
+  #rejectRaw: ((reason: unknown) => void) | undefined
+
+  /**
+   * `#read` for raw frames without an async function in between: each pulled chunk is split
+   * where it lands and the frame handed straight to the caller, one promise hop per chunk.
+   */
+  #readRaw(signal: AbortSignal | undefined): Promise<Uint8Array | null> {
+    // The end: a last frame the end cut is next()'s to return.
+    if (this.#ended || this.#released) return Promise.resolve(null)
+    this.#busy = true
+    return new Promise<Uint8Array | null>((resolve, reject) => {
+      this.#resolveRaw = resolve
+      this.#rejectRaw = reject
+      this.#pullRaw(signal)
+    })
+  }
+
+  #pullRaw(signal: AbortSignal | undefined): void {
+    this.#watch(signal)
+    const settled = this.#settled
+    if (settled !== undefined) {
+      this.#settled = undefined
+      if (settled.ok) this.#onRawPull(settled.value)
+      else this.#onRawFailed(settled.error)
+      return
+    }
+    this.#ensurePull()
+    this.#resolveWait = this.#onRawPull
+    this.#rejectWait = this.#onRawFailed
+    if (signal?.aborted) this.#onAbort()
+  }
+
+  readonly #onRawPull = (result: Pull): void => {
+    let frame: Uint8Array | null = null
+    if (result.done) {
+      this.#ended = true
+      this.#unwatch()
+    } else {
+      this.#bytesRead += result.value.length
+      this.#splitter.push(result.value)
+      try {
+        frame = this.#settle(true) as Uint8Array | null
+      } catch (error) {
+        this.#onRawFailed(error)
+        return
+      }
+      if (frame === null && !this.#released) return this.#pullRaw(this.#watched)
+    }
+    const resolve = this.#resolveRaw
+    this.#busy = false
+    this.#resolveRaw = this.#rejectRaw = undefined
+    resolve?.(frame)
+  }
+
+  readonly #onRawFailed = (reason: unknown): void => {
+    const reject = this.#rejectRaw
+    this.#busy = false
+    this.#resolveRaw = this.#rejectRaw = undefined
+    reject?.(reason)
   }
 
   async #read(
@@ -245,22 +308,28 @@ class Reader implements FrameReader {
    * frame), and the pull's handlers are bound once: no closure per chunk.
    */
   #pull(signal: AbortSignal | undefined): Promise<Pull> {
-    if (this.#watched !== signal) {
-      this.#unwatch()
-      this.#watched = signal
-      signal?.addEventListener('abort', this.#onAbort)
-    }
+    this.#watch(signal)
     const settled = this.#settled
     if (settled !== undefined) {
       this.#settled = undefined
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(settled.error)
     }
-    if (this.#pending === undefined) {
-      const pending = this.#puller.pull()
-      this.#pending = pending
-      pending.then(this.#onPulled, this.#onPullFailed)
-    }
+    this.#ensurePull()
     return new Promise<Pull>(this.#wait)
+  }
+
+  #watch(signal: AbortSignal | undefined): void {
+    if (this.#watched === signal) return
+    this.#unwatch()
+    this.#watched = signal
+    signal?.addEventListener('abort', this.#onAbort)
+  }
+
+  #ensurePull(): void {
+    if (this.#pending !== undefined) return
+    const pending = this.#puller.pull()
+    this.#pending = pending
+    pending.then(this.#onPulled, this.#onPullFailed)
   }
 
   readonly #wait = (resolve: (result: Pull) => void, reject: (reason: unknown) => void) => {

@@ -90,6 +90,9 @@ export interface RelayPathResult {
   readonly relayToRaw: number
   /** How many times cheaper per frame stream-boundary's relay is than the parsing relay. */
   readonly parsingToRelay: number
+  /** The same two ratios from each contender's fastest round (steadier on a shared machine). */
+  readonly relayToRawBest: number
+  readonly parsingToRelayBest: number
 }
 
 export async function benchRelayPath(options: {
@@ -138,5 +141,7 @@ export async function benchRelayPath(options: {
     results: results.map((r) => ({ ...r, ratioToRaw: r.usPerFrame / raw.usPerFrame })),
     relayToRaw: ours.usPerFrame / raw.usPerFrame,
     parsingToRelay: parsing.usPerFrame / ours.usPerFrame,
+    relayToRawBest: ours.bestUsPerFrame / raw.bestUsPerFrame,
+    parsingToRelayBest: parsing.bestUsPerFrame / ours.bestUsPerFrame,
   }
 }

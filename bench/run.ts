@@ -42,7 +42,7 @@ async function main() {
       )
     }
     console.log(
-      `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame`,
+      `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame (fastest rounds: ${fmt(relayPath.relayToRawBest)}×, ${fmt(relayPath.parsingToRelayBest)}×)`,
     )
   }
 

@@ -187,11 +187,21 @@ class Reader implements FrameReader {
     // The end: a last frame the end cut is next()'s to return.
     if (this.#ended || this.#released) return Promise.resolve(null)
     this.#busy = true
-    return new Promise<Uint8Array | null>((resolve, reject) => {
-      this.#resolveRaw = resolve
-      this.#rejectRaw = reject
-      this.#pullRaw(signal)
-    })
+    this.#rawSignal = signal
+    return new Promise<Uint8Array | null>(this.#startRaw)
+  }
+
+  /** The signal of the {@link nextRaw} being started (the executor below is made once). */
+  #rawSignal: AbortSignal | undefined
+  readonly #startRaw = (
+    resolve: (frame: Uint8Array | null) => void,
+    reject: (reason: unknown) => void,
+  ) => {
+    this.#resolveRaw = resolve
+    this.#rejectRaw = reject
+    const signal = this.#rawSignal
+    this.#rawSignal = undefined
+    this.#pullRaw(signal)
   }
 
   #pullRaw(signal: AbortSignal | undefined): void {

@@ -233,7 +233,10 @@ class Reader implements FrameReader {
         this.#onRawFailed(error)
         return
       }
-      if (frame === null && !this.#released) return this.#pullRaw(this.#watched)
+      if (frame === null && !this.#released) {
+        this.#pullRaw(this.#watched)
+        return
+      }
     }
     const resolve = this.#resolveRaw
     this.#busy = false

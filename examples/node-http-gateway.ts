@@ -135,11 +135,15 @@ export function keysFromEnv(value: string | undefined): PoolKey[] {
   })
 }
 
-function wantsStream(body: string): boolean {
+/** The request body as a JSON object, or `undefined` when it is not one. */
+function parseBody(body: string): Record<string, unknown> | undefined {
   try {
-    return (JSON.parse(body) as { stream?: unknown }).stream === true
+    const json: unknown = JSON.parse(body)
+    return typeof json === 'object' && json !== null && !Array.isArray(json)
+      ? (json as Record<string, unknown>)
+      : undefined
   } catch {
-    return false
+    return undefined
   }
 }
 
@@ -251,12 +255,12 @@ export async function startGateway(config: GatewayConfig): Promise<{
       const value = req.headers[name]
       if (typeof value === 'string') headers.set(name, value)
     }
-    const client = new AbortController()
-    res.once('close', () => {
-      if (!res.writableFinished) client.abort(new Error('the client went away'))
-    })
-
-    if (!wantsStream(body)) {
+    const json = parseBody(body)
+    if (json?.stream !== true) {
+      const client = new AbortController()
+      res.once('close', () => {
+        if (!res.writableFinished) client.abort(new Error('the client went away'))
+      })
       const init = { method: 'POST', headers, body, signal: client.signal }
       const upstream = await target.plain(target.url, init)
       const head = forwardableHeaders(upstream.headers, forwardHeaders)
@@ -267,14 +271,14 @@ export async function startGateway(config: GatewayConfig): Promise<{
     }
 
     const outcome = await relay({
+      // nodeSink watches the client: a client that leaves ends the relay as client-gone.
       sink: nodeSink(res),
       pool: target.pool,
       adapter: target.adapter,
       policy,
-      signal: client.signal,
       ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
       // The body as JSON lets the relay adjust it or fall back to a non-streaming request.
-      request: { url: target.url, body: JSON.parse(body) as Record<string, unknown> },
+      request: { url: target.url, body: json },
       attempt: ({ key, signal, request, requestId }) => {
         const withKey = new Headers(headers)
         withKey.set(...target.credential(key.secret))

@@ -57,8 +57,8 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     sendHead(status, headers) {
       const plain: Record<string, string> = {}
       for (const [name, value] of headers) plain[name] = value
+      // Sent with the first bytes, or on its own by flush() (early headers).
       res.writeHead(status, plain)
-      res.flushHeaders()
     },
     write(chunk) {
       if (res.destroyed || res.writableEnded)
@@ -67,8 +67,10 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
       return waitFor('drain')
     },
     flush() {
-      // Compression middleware adds flush(); plain responses write through.
-      ;(res as ServerResponse & { flush?: () => void }).flush?.()
+      // The head alone (early headers); then compression middleware's own flush(), if any.
+      if (!res.destroyed && !res.writableEnded) res.flushHeaders()
+      const compressed = res as ServerResponse & { flush?: () => void }
+      compressed.flush?.()
     },
     close() {
       if (res.writableEnded) return

@@ -297,7 +297,15 @@ class Gate implements CommitGate {
     if (this.#state === 'open') this.#upstreamHeaders = filterHeaders(headers, this.#forward)
   }
 
-  async commitHeaders(): Promise<void> {
+  commitHeaders(): Promise<void> {
+    return this.#commitHeaders(true)
+  }
+
+  /**
+   * Sends the head; `flush` pushes it out on its own. Without it (content or a close is queued
+   * right behind it), the head leaves with the first bytes: one packet, not two.
+   */
+  async #commitHeaders(flush: boolean): Promise<void> {
     this.#ensureUsable()
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
@@ -306,7 +314,7 @@ class Gate implements CommitGate {
       for (const [name, value] of Object.entries(sseHeaders)) head.set(name, value)
       for (const [name, value] of new Headers(this.#hostHeaders)) head.set(name, value)
       await this.#sink.sendHead(this.#status, head)
-      await this.#sink.flush?.()
+      if (flush) await this.#sink.flush?.()
     })
     this.#startKeepAlive()
   }
@@ -353,7 +361,7 @@ class Gate implements CommitGate {
   async #writeQueued(bytes: Uint8Array): Promise<void> {
     this.#ensureUsable()
     // Queue the head and the bytes in this same tick, so unawaited writes keep their order.
-    const head = this.#state === 'open' ? this.commitHeaders() : undefined
+    const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'content-committed'
     if (!this.#keepAliveAfterContent) this.#stopKeepAlive()
     this.#bytes += bytes.length
@@ -381,7 +389,7 @@ class Gate implements CommitGate {
 
   async close(): Promise<void> {
     if (this.#failure !== undefined || this.#state === 'closed') return
-    const head = this.#state === 'open' ? this.commitHeaders() : undefined
+    const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'closed'
     this.#closing = true
     this.#stopKeepAlive()

@@ -442,8 +442,9 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     return failed(verdict, status, undefined, upstream)
   }
   let body: FrameSource
-  if (mode === 'stream' && response.body !== null && isEventStream(response.headers)) {
-    body = frameSourceOf(response) ?? response.body
+  const source = frameSourceOf(response)
+  if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
+    body = source
   } else {
     const whole = await readWholeAnswer(input, response)
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure

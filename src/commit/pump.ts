@@ -535,6 +535,42 @@ function observeBytes(splitter: FrameSplitter, tracker: StreamTracker, bytes: Ui
   for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
 }
 
+/**
+ * A write of frames as they came, and what is left to wait for: `undefined` when the sink
+ * took the bytes at once (most writes), so the pump's loop takes no promise hop for it. A
+ * blocked write is timed by the watchdog.
+ */
+function pushRaw(
+  bytes: Uint8Array,
+  gate: CommitGate,
+  encoder: FrameEncoder,
+  watchdog: Watchdog,
+): Promise<void> | undefined {
+  encoder.sentRaw(bytes)
+  const written = gate.write(bytes)
+  if (gate.writePending) return watchdog.blocked(written)
+  return gate.failure === undefined ? undefined : written
+}
+
+/** Writes spans one after another, each once the sink took the one before. */
+async function pushSpans(
+  spans: readonly Uint8Array[],
+  gate: CommitGate,
+  encoder: FrameEncoder,
+  watchdog: Watchdog,
+): Promise<void> {
+  for (const span of spans) {
+    const written = pushRaw(span, gate, encoder, watchdog)
+    if (written !== undefined) await written
+  }
+}
+
+/**
+ * The view every pump's hot path asks its questions through: it is pointed at a frame and
+ * read in the same synchronous step, so one serves all pumps (no object per stream).
+ */
+const view = new FrameView()
+
 /** Counts a gap between two upstream frames as a stall when it passes the threshold. */
 function recordGap(
   stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
@@ -613,16 +649,6 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const send = (written: Promise<void>): Promise<void> =>
     gate.writePending ? watchdog.blocked(written) : written
 
-  /**
-   * A write of frames as they came, and what is left to wait for: `undefined` when the sink
-   * took the bytes at once (most writes), so the pump's loop takes no promise hop for it.
-   */
-  const pushRaw = (bytes: Uint8Array): Promise<void> | undefined => {
-    encoder.sentRaw(bytes)
-    const written = gate.write(bytes)
-    return gate.writePending || gate.failure !== undefined ? send(written) : undefined
-  }
-
   const write = async (frame: SseFrame, kind?: FrameVerdict['kind']) => {
     const bytes = encoder.encode(frame, kind)
     if (bytes !== null && bytes.length > 0) await send(gate.write(bytes))
@@ -649,25 +675,13 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     return endAtEof(out, tracker, eof, policy)
   }
 
-  /** Writes spans one after another, each once the sink took the one before. */
-  const pushSpans = async (spans: readonly Uint8Array[]): Promise<void> => {
-    for (const span of spans) {
-      const written = pushRaw(span)
-      if (written !== undefined) await written
-    }
-  }
-
   /**
    * The hot path, for frames relayed as their bytes from a reader this library made: the
    * frames of one upstream chunk, as bytes seen through a reused view (no object per frame),
    * observed in order and written as one span of the chunk. Returns what is left to wait
    * for, or `undefined` when the sink took the bytes at once: no promise hop per chunk then.
    */
-  const relayChunk = (
-    fast: RawFrameReader,
-    view: FrameView,
-    first: Uint8Array,
-  ): Promise<void> | undefined => {
+  const relayChunk = (fast: RawFrameReader, first: Uint8Array): Promise<void> | undefined => {
     const arrived = now()
     recordGap(stalls, arrived - previous)
     previous = arrived
@@ -697,9 +711,9 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     if (alive) watchdog.activity(arrived)
     const last =
       length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
-    if (before === undefined) return pushRaw(last)
+    if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
     before.push(last)
-    return pushSpans(before)
+    return pushSpans(before, gate, encoder, watchdog)
   }
 
   let previous = 0
@@ -707,7 +721,6 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     for (const frame of options.frames) await write(frame)
     previous = now()
     const fast = encoder.raw ? rawFrameReader(reader) : undefined
-    const view = new FrameView()
     for (;;) {
       let raw: Uint8Array | null = null
       let frame: SseFrame | null = null
@@ -719,7 +732,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
         return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
       if (raw !== null) {
-        const written = relayChunk(fast as RawFrameReader, view, raw)
+        const written = relayChunk(fast as RawFrameReader, raw)
         if (written !== undefined) await written
         continue
       }

@@ -180,13 +180,15 @@ export class Frame implements SseFrame {
   }
 }
 
+const noBytes = new Uint8Array(0)
+
 /**
  * One frame object pointed at one frame's bytes after another, so a hot loop that only asks
  * cheap questions of most frames allocates nothing per frame. A frame seen through it is
  * valid until the next `point()`; hand on a {@link Frame} (`toFrame()`) to anything that keeps it.
  */
 export class FrameView implements SseFrame {
-  raw: Uint8Array = new Uint8Array(0)
+  raw: Uint8Array = noBytes
   readonly terminated = true
   #fields: SseFields | undefined
 

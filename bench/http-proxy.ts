@@ -1,19 +1,35 @@
 /**
  * A relay under test for the HTTP benchmark, run in its own process so its CPU time is its
  * own: `raw` pipes bytes (a typical proxy), `fetch` pipes bytes read with `fetch`, `gateway`
- * is examples/node-http-gateway.ts.
+ * is examples/node-http-gateway.ts (its attempts on `node:http`), `gateway-fetch` the same
+ * gateway with `fetch` attempts, `gateway-toweb` with `node:http` attempts whose answer is
+ * made a web stream again (`new Response(Readable.toWeb(res))`).
  * Prints its URL on IPC, answers `cpu` with `process.cpuUsage()`.
  */
 
 import { Buffer } from 'node:buffer'
 import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { startGateway } from '../examples/node-http-gateway.js'
+import { Readable } from 'node:stream'
+import { nodeFetch, startGateway, type UpstreamClient } from '../examples/node-http-gateway.js'
 
-const [mode, upstream] = process.argv.slice(2)
-if (upstream === undefined || (mode !== 'raw' && mode !== 'fetch' && mode !== 'gateway')) {
-  throw new Error('usage: http-proxy.ts raw|fetch|gateway <upstream url>')
+const modes = ['raw', 'fetch', 'gateway', 'gateway-fetch', 'gateway-toweb'] as const
+type Mode = (typeof modes)[number]
+const [mode, upstream] = process.argv.slice(2) as [Mode | undefined, string | undefined]
+if (upstream === undefined || mode === undefined || !modes.includes(mode)) {
+  throw new Error(`usage: http-proxy.ts ${modes.join('|')} <upstream url>`)
 }
+
+/** `node:http` attempts whose answer is made a web stream again (`Readable.toWeb`). */
+const toWebClient: UpstreamClient = (url, init) =>
+  nodeFetch(url, init, (res) => {
+    const headers = new Headers()
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (typeof value === 'string') headers.set(name, value)
+    }
+    const body = Readable.toWeb(res) as ReadableStream<Uint8Array>
+    return new Response(body, { status: res.statusCode ?? 502, headers })
+  })
 
 /** A byte pipe that reads the upstream with `fetch` (web streams), as the gateway does. */
 async function startFetchPipe(target: string): Promise<string> {
@@ -66,6 +82,8 @@ const url =
             anthropicBaseUrl: upstream,
             keys: [{ id: 'bench', secret: 'sk-bench-not-real' }],
             policy: { keepAliveIntervalMs: 0 },
+            upstreamClient:
+              mode === 'gateway' ? 'node:http' : mode === 'gateway-fetch' ? 'fetch' : toWebClient,
           })
         ).url
 

@@ -1,7 +1,9 @@
 /**
  * HTTP end to end on 127.0.0.1: the same load of concurrent streaming requests through a raw
- * byte-pipe Node proxy and through the Node example gateway, to the same local upstream.
- * Reports the relay process's CPU time per relayed frame and the p99 time to first byte.
+ * byte-pipe Node proxy, a byte pipe reading with `fetch`, and the Node example gateway with
+ * its three upstream clients, to the same local upstream, each relay in its own process and
+ * taking its share of the load in turn. Reports each relay process's CPU time per relayed
+ * frame and the p50 and p99 time to first byte.
  */
 
 import { type ChildProcess, fork } from 'node:child_process'
@@ -22,19 +24,37 @@ export interface HttpResult {
   readonly requests: number
   readonly concurrency: number
   readonly framesPerRequest: number
+  readonly latencyRequests?: number
   readonly raw: HttpSide
-  /** A byte pipe reading the upstream with `fetch`, as the gateway does: the web-streams share. */
+  /** A byte pipe reading the upstream with `fetch`: what web streams cost by themselves. */
   readonly fetchPipe: HttpSide
+  /** The example gateway as shipped: attempts on `node:http`, read as Node streams. */
   readonly gateway: HttpSide
+  /** The same gateway with `fetch` attempts. */
+  readonly gatewayFetch: HttpSide
+  /** The same gateway with `node:http` attempts made web streams again (`Readable.toWeb`). */
+  readonly gatewayToWeb: HttpSide
+  /** The gateway's CPU per frame against the raw pipe's. */
   readonly cpuRatio: number
-  /** The gateway against the fetch byte pipe: the library's own share. */
-  readonly cpuRatioToFetchPipe: number
+  readonly cpuRatioFetch: number
+  readonly cpuRatioToWeb: number
+  /** The gateway's p50 and p99 time to first byte against the raw pipe's. */
+  readonly ttfbP50Ratio: number
+  readonly ttfbP99Ratio: number
 }
+
+const sideNames = {
+  raw: 'raw byte-pipe proxy (node:http pipe)',
+  fetch: 'byte pipe reading the upstream with fetch',
+  gateway: 'stream-boundary gateway, node:http attempts (the example as shipped)',
+  'gateway-fetch': 'stream-boundary gateway, fetch attempts',
+  'gateway-toweb': 'stream-boundary gateway, node:http attempts + Readable.toWeb',
+} as const
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 
 function startRelay(
-  mode: 'raw' | 'fetch' | 'gateway',
+  mode: keyof typeof sideNames,
   upstream: string,
 ): Promise<{ child: ChildProcess; url: string }> {
   const child = fork(`${here}http-proxy.ts`, [mode, upstream], {
@@ -108,8 +128,14 @@ export async function benchHttp(options: {
   requests: number
   concurrency: number
   framesPerRequest: number
+  /** Turns each relay takes, with `requests / rounds` requests each time. @default 4 */
+  rounds?: number
+  /** Requests made one at a time, for the time to first byte. @default 200 */
+  latencyRequests?: number
 }): Promise<HttpResult> {
-  const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 3))
+  // No role-only preamble: the first frame is output, so a relay that holds frames until
+  // the first output (the gateway) and a pass-through can be held to the same first byte.
+  const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 2)).slice(1)
   const upstream = await serveFetch(() => {
     let index = 0
     const body = new ReadableStream<Uint8Array>(
@@ -124,41 +150,70 @@ export async function benchHttp(options: {
     )
     return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
   })
-  const sides: HttpSide[] = []
+  const modes = Object.keys(sideNames) as (keyof typeof sideNames)[]
+  const relays: { child: ChildProcess; url: string }[] = []
+  const tally = modes.map(() => ({ cpu: 0, frames: 0, wallMs: 0, ttfb: [] as number[] }))
   try {
-    for (const mode of ['raw', 'fetch', 'gateway'] as const) {
-      const { child, url } = await startRelay(mode, upstream.url)
-      await load(url, Math.min(32, options.requests), options.concurrency)
-      const cpuBefore = await cpuOf(child)
-      const started = performance.now()
-      const { ttfb, frames } = await load(url, options.requests, options.concurrency)
-      const wallMs = performance.now() - started
-      const cpu = (await cpuOf(child)) - cpuBefore
-      child.send('exit')
-      sides.push({
-        name:
-          mode === 'raw'
-            ? 'raw byte-pipe proxy (node:http pipe)'
-            : mode === 'fetch'
-              ? 'byte pipe reading the upstream with fetch'
-              : 'stream-boundary gateway (examples/node-http-gateway.ts)',
-        frames,
-        cpuUsPerFrame: cpu / frames,
-        ttfbP50Ms: quantile(ttfb, 0.5),
-        ttfbP99Ms: quantile(ttfb, 0.99),
-        wallMs,
-      })
+    for (const mode of modes) {
+      const relay = await startRelay(mode, upstream.url)
+      relays.push(relay)
+      await load(relay.url, Math.min(32, options.requests), options.concurrency)
+    }
+    // Side by side: each relay takes a share of the load in turn, round after round, in a
+    // rotating order, so a busy moment of the machine does not land on one relay only.
+    const rounds = Math.min(options.rounds ?? 4, options.requests)
+    const latencyShare = Math.ceil((options.latencyRequests ?? 200) / rounds)
+    for (let round = 0; round < rounds; round++) {
+      const share =
+        Math.floor(options.requests / rounds) + (round < options.requests % rounds ? 1 : 0)
+      for (let turn = 0; turn < modes.length; turn++) {
+        const index = (turn + round) % modes.length
+        const { child, url } = relays[index] as { child: ChildProcess; url: string }
+        const side = tally[index] as (typeof tally)[number]
+        const cpuBefore = await cpuOf(child)
+        const started = performance.now()
+        const { frames } = await load(url, share, options.concurrency)
+        side.wallMs += performance.now() - started
+        side.cpu += (await cpuOf(child)) - cpuBefore
+        side.frames += frames
+        // Time to first byte one request at a time: under the load above it measures the
+        // queue in front of the load generator, not the relay.
+        side.ttfb.push(...(await load(url, latencyShare, 1)).ttfb)
+      }
     }
   } finally {
+    for (const { child } of relays) child.send('exit')
     await upstream.close()
   }
-  const [raw, fetchPipe, gateway] = sides as [HttpSide, HttpSide, HttpSide]
+  const sides: HttpSide[] = modes.map((mode, index) => {
+    const side = tally[index] as (typeof tally)[number]
+    return {
+      name: sideNames[mode],
+      frames: side.frames,
+      cpuUsPerFrame: side.cpu / side.frames,
+      ttfbP50Ms: quantile(side.ttfb, 0.5),
+      ttfbP99Ms: quantile(side.ttfb, 0.99),
+      wallMs: side.wallMs,
+    }
+  })
+  const [raw, fetchPipe, gateway, gatewayFetch, gatewayToWeb] = sides as [
+    HttpSide,
+    HttpSide,
+    HttpSide,
+    HttpSide,
+    HttpSide,
+  ]
   return {
     ...options,
     raw,
     fetchPipe,
     gateway,
+    gatewayFetch,
+    gatewayToWeb,
     cpuRatio: gateway.cpuUsPerFrame / raw.cpuUsPerFrame,
-    cpuRatioToFetchPipe: gateway.cpuUsPerFrame / fetchPipe.cpuUsPerFrame,
+    cpuRatioFetch: gatewayFetch.cpuUsPerFrame / raw.cpuUsPerFrame,
+    cpuRatioToWeb: gatewayToWeb.cpuUsPerFrame / raw.cpuUsPerFrame,
+    ttfbP50Ratio: gateway.ttfbP50Ms / raw.ttfbP50Ms,
+    ttfbP99Ratio: gateway.ttfbP99Ms / raw.ttfbP99Ms,
   }
 }

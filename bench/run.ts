@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=frame,fields,first,memory,http,hedging` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,frame,fields,first,memory,http,hedging` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -14,10 +14,11 @@ import { benchFramePath } from './frame-path.js'
 import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
 import { benchMemory } from './memory.js'
+import { benchRelayPath } from './relay-path.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'frame,fields,first,memory,http,hedging').split(','),
+  (process.env.BENCH_ONLY ?? 'relay,frame,fields,first,memory,http,hedging').split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -27,6 +28,26 @@ async function main() {
   const started = new Date().toISOString()
   console.log(`stream-boundary benchmarks (${quick ? 'quick' : 'full'}) on Node ${process.version}`)
   const results: Record<string, unknown> = { started, node: process.version, quick }
+
+  if (only.has('relay')) {
+    const relayPath = await benchRelayPath(
+      quick ? { frames: 500, rounds: 3 } : { frames: 100_000, rounds: 5 },
+    )
+    results.relayPath = relayPath
+    console.log(
+      `\n### Relay path: relay() + webSink(), one frame per chunk (${relayPath.frames} OpenAI Chat frames, ${relayPath.bytes} bytes, median of rounds)\n`,
+    )
+    console.log('| relay | µs/frame | best round µs/frame | × raw relay |')
+    console.log('| --- | ---: | ---: | ---: |')
+    for (const r of relayPath.results) {
+      console.log(
+        `| ${r.name} | ${fmt(r.usPerFrame, 3)} | ${fmt(r.bestUsPerFrame, 3)} | ${fmt(r.ratioToRaw)} |`,
+      )
+    }
+    console.log(
+      `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame (fastest rounds: ${fmt(relayPath.relayToRawBest)}×, ${fmt(relayPath.parsingToRelayBest)}×)`,
+    )
+  }
 
   if (only.has('frame')) {
     const framePath = await benchFramePath(
@@ -111,22 +132,28 @@ async function main() {
   if (only.has('http')) {
     const http = await benchHttp(
       quick
-        ? { requests: 16, concurrency: 4, framesPerRequest: 50 }
-        : { requests: 400, concurrency: 32, framesPerRequest: 200 },
+        ? { requests: 16, concurrency: 4, framesPerRequest: 50, latencyRequests: 8 }
+        : { requests: 400, concurrency: 32, framesPerRequest: 200, latencyRequests: 200 },
     )
     results.http = http
     console.log(
-      `\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each)\n`,
+      `\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each, the first one output; time to first byte over ${http.latencyRequests} more, one at a time)\n`,
     )
-    console.log('| relay | CPU µs/frame | p50 TTFB ms | p99 TTFB ms | wall ms |')
-    console.log('| --- | ---: | ---: | ---: | ---: |')
-    for (const side of [http.raw, http.fetchPipe, http.gateway]) {
+    console.log('| relay | CPU µs/frame | × raw pipe | p50 TTFB ms | p99 TTFB ms | wall ms |')
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
+    for (const side of [
+      http.raw,
+      http.fetchPipe,
+      http.gateway,
+      http.gatewayFetch,
+      http.gatewayToWeb,
+    ]) {
       console.log(
-        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
+        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
       )
     }
     console.log(
-      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe, ${fmt(http.cpuRatioToFetchPipe)}× a byte pipe that reads with fetch`,
+      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); time to first byte ${fmt(http.ttfbP50Ratio)}× at p50, ${fmt(http.ttfbP99Ratio)}× at p99`,
     )
   }
 

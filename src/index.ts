@@ -182,4 +182,4 @@ export type {
   SseFields,
   SseFrame,
 } from './sse/index.js'
-export { createFrameReader, frameReaderDefaults } from './sse/index.js'
+export { createFrameReader, frameReaderDefaults, iterableResponse } from './sse/index.js'

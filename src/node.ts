@@ -10,6 +10,7 @@ import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
+import { iterableResponse } from './sse/reader.js'
 
 /**
  * Wraps an `http.ServerResponse` as a {@link DownstreamSink}: `writeHead` + `flushHeaders`,
@@ -56,8 +57,8 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     sendHead(status, headers) {
       const plain: Record<string, string> = {}
       for (const [name, value] of headers) plain[name] = value
+      // Sent with the first bytes, or on its own by flush() (early headers).
       res.writeHead(status, plain)
-      res.flushHeaders()
     },
     write(chunk) {
       if (res.destroyed || res.writableEnded)
@@ -66,8 +67,10 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
       return waitFor('drain')
     },
     flush() {
-      // Compression middleware adds flush(); plain responses write through.
-      ;(res as ServerResponse & { flush?: () => void }).flush?.()
+      // The head alone (early headers); then compression middleware's own flush(), if any.
+      if (!res.destroyed && !res.writableEnded) res.flushHeaders()
+      const compressed = res as ServerResponse & { flush?: () => void }
+      compressed.flush?.()
     },
     close() {
       if (res.writableEnded) return
@@ -78,6 +81,57 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     abort(reason) {
       res.off('close', onClose)
       if (!res.destroyed) res.destroy(reason instanceof Error ? reason : undefined)
+    },
+  }
+}
+
+/** Statuses whose `Response` cannot have a body. */
+const nullBodyStatuses = new Set([101, 204, 205, 304])
+
+/**
+ * Turns the `http.IncomingMessage` of an upstream request made with `node:http` / `node:https`
+ * into a `Response` an attempt function can return. The relay then reads the stream as the
+ * Node stream it is, with no web stream in between, which is what makes a `node:http`
+ * gateway cheaper than one whose attempts use `fetch` (see docs/performance.md).
+ *
+ * @example
+ * attempt: ({ key, signal }) =>
+ *   new Promise((resolve, reject) => {
+ *     const req = https.request(url, { method: 'POST', headers: { authorization: `Bearer ${key.secret}` }, signal }, (res) =>
+ *       resolve(nodeResponse(res)),
+ *     )
+ *     req.once('error', reject)
+ *     req.end(body)
+ *   })
+ */
+export function nodeResponse(res: IncomingMessage): Response {
+  // Name and value pairs as they came: the Response makes its Headers once, from these.
+  const headers: [string, string][] = []
+  const raw = res.rawHeaders
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.push([raw[i] as string, raw[i + 1] as string])
+  const init = { status: res.statusCode ?? 502, statusText: res.statusMessage ?? '', headers }
+  if (nullBodyStatuses.has(init.status)) {
+    res.resume()
+    return new Response(null, init)
+  }
+  return iterableResponse(bodyOf(res), init)
+}
+
+/**
+ * The response's chunks, released at once on `return()`: a Node stream's own iterator waits
+ * for a pending read to finish first, which an upstream that hangs never does.
+ */
+function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
+      return {
+        next: () => chunks.next(),
+        return: async () => {
+          res.destroy()
+          return { done: true, value: undefined }
+        },
+      }
     },
   }
 }

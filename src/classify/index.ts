@@ -12,7 +12,7 @@ import type {
   TerminalInfo,
   UpstreamErrorInfo,
 } from '../protocols/types.js'
-import type { SseFrame } from '../sse/frame.js'
+import { FrameView, type SseFrame } from '../sse/frame.js'
 
 /** Options of {@link createStreamTracker}. */
 export interface StreamTrackerOptions {
@@ -77,7 +77,7 @@ export interface StreamTracker {
   /**
    * The pump's hot path: once content was committed (and no text is kept), frames the
    * adapter's `quickOutput` recognises are counted as text without being decoded or parsed.
-   * Returns the verdict's kind.
+   * Returns the verdict's kind. `frame` may be a reused view: it is not kept.
    */
   observeCommitted(frame: SseFrame): FrameVerdict['kind']
   /** The state so far (a live view; copy it to keep a snapshot). */
@@ -230,7 +230,8 @@ export function createStreamTracker(
       state.counts.text++
       return 'text'
     }
-    return observe(frame).kind
+    // Whatever inspect is given may be kept: a view is only good until it moves on.
+    return observe(frame instanceof FrameView ? frame.toFrame() : frame).kind
   }
 
   return { observe, observeCommitted, state, adapter }

@@ -206,7 +206,10 @@ class Gate implements CommitGate {
   #pending = 0
   /** A close was started and the sink has not finished it. */
   #closing = false
-  #lastWrite = 0
+  /** Writes the sink finished; the keep-alive timer compares it rather than reading a clock per write. */
+  #writes = 0
+  /** `#writes` at the keep-alive timer's last tick. */
+  #writesAtTick = 0
   #timer: ReturnType<typeof setInterval> | undefined
   readonly #onClientGone = () =>
     this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
@@ -283,7 +286,7 @@ class Gate implements CommitGate {
         throw this.#failure
       } finally {
         this.#pending--
-        this.#lastWrite = performance.now()
+        this.#writes++
       }
     })
     this.#tail = step.catch(() => {})
@@ -294,7 +297,15 @@ class Gate implements CommitGate {
     if (this.#state === 'open') this.#upstreamHeaders = filterHeaders(headers, this.#forward)
   }
 
-  async commitHeaders(): Promise<void> {
+  commitHeaders(): Promise<void> {
+    return this.#commitHeaders(true)
+  }
+
+  /**
+   * Sends the head; `flush` pushes it out on its own. Without it (content or a close is queued
+   * right behind it), the head leaves with the first bytes: one packet, not two.
+   */
+  async #commitHeaders(flush: boolean): Promise<void> {
     this.#ensureUsable()
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
@@ -303,7 +314,7 @@ class Gate implements CommitGate {
       for (const [name, value] of Object.entries(sseHeaders)) head.set(name, value)
       for (const [name, value] of new Headers(this.#hostHeaders)) head.set(name, value)
       await this.#sink.sendHead(this.#status, head)
-      await this.#sink.flush?.()
+      if (flush) await this.#sink.flush?.()
     })
     this.#startKeepAlive()
   }
@@ -321,7 +332,7 @@ class Gate implements CommitGate {
         return Promise.reject(this.#failure)
       }
       if (written === undefined) {
-        this.#lastWrite = performance.now()
+        this.#writes++
         return done
       }
       return this.#track(written)
@@ -335,7 +346,7 @@ class Gate implements CommitGate {
     const step = written.then(
       () => {
         this.#pending--
-        this.#lastWrite = performance.now()
+        this.#writes++
       },
       (error: unknown) => {
         this.#pending--
@@ -350,7 +361,7 @@ class Gate implements CommitGate {
   async #writeQueued(bytes: Uint8Array): Promise<void> {
     this.#ensureUsable()
     // Queue the head and the bytes in this same tick, so unawaited writes keep their order.
-    const head = this.#state === 'open' ? this.commitHeaders() : undefined
+    const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'content-committed'
     if (!this.#keepAliveAfterContent) this.#stopKeepAlive()
     this.#bytes += bytes.length
@@ -378,7 +389,7 @@ class Gate implements CommitGate {
 
   async close(): Promise<void> {
     if (this.#failure !== undefined || this.#state === 'closed') return
-    const head = this.#state === 'open' ? this.commitHeaders() : undefined
+    const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'closed'
     this.#closing = true
     this.#stopKeepAlive()
@@ -409,10 +420,18 @@ class Gate implements CommitGate {
   #startKeepAlive(): void {
     if (this.#keepAliveMs === 0 || this.#timer !== undefined || this.#state === 'closed') return
     if (this.#state === 'content-committed' && !this.#keepAliveAfterContent) return
+    // The interval starts at the last write (the head): a tick with no write since is idle.
+    this.#writesAtTick = this.#writes
     // Referenced: it runs only while the request is open, and every ending stops it.
     this.#timer = setInterval(() => {
       if (this.#state === 'closed' || this.#pending > 0) return
-      if (performance.now() - this.#lastWrite < this.#keepAliveMs) return
+      // Something was written since the last tick, so less than an interval ago.
+      if (this.#writes !== this.#writesAtTick) {
+        this.#writesAtTick = this.#writes
+        return
+      }
+      // The keep-alive's own write does not put off the next one.
+      this.#writesAtTick = this.#writes + 1
       this.#run(() => this.#writeKeepAlive()).catch(() => {})
     }, this.#keepAliveMs)
   }

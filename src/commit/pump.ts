@@ -27,8 +27,14 @@ import type {
   RenderState,
   StreamAdapter,
 } from '../protocols/types.js'
-import type { SseFrame } from '../sse/frame.js'
-import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
+import { FrameView, type SseFrame } from '../sse/frame.js'
+import {
+  createFrameReader,
+  type FrameReader,
+  type FrameSource,
+  type RawFrameReader,
+  rawFrameReader,
+} from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
 import type { CommitGate } from './gate.js'
 
@@ -529,6 +535,42 @@ function observeBytes(splitter: FrameSplitter, tracker: StreamTracker, bytes: Ui
   for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
 }
 
+/**
+ * A write of frames as they came, and what is left to wait for: `undefined` when the sink
+ * took the bytes at once (most writes), so the pump's loop takes no promise hop for it. A
+ * blocked write is timed by the watchdog.
+ */
+function pushRaw(
+  bytes: Uint8Array,
+  gate: CommitGate,
+  encoder: FrameEncoder,
+  watchdog: Watchdog,
+): Promise<void> | undefined {
+  encoder.sentRaw(bytes)
+  const written = gate.write(bytes)
+  if (gate.writePending) return watchdog.blocked(written)
+  return gate.failure === undefined ? undefined : written
+}
+
+/** Writes spans one after another, each once the sink took the one before. */
+async function pushSpans(
+  spans: readonly Uint8Array[],
+  gate: CommitGate,
+  encoder: FrameEncoder,
+  watchdog: Watchdog,
+): Promise<void> {
+  for (const span of spans) {
+    const written = pushRaw(span, gate, encoder, watchdog)
+    if (written !== undefined) await written
+  }
+}
+
+/**
+ * The view every pump's hot path asks its questions through: it is pointed at a frame and
+ * read in the same synchronous step, so one serves all pumps (no object per stream).
+ */
+const view = new FrameView()
+
 /** Counts a gap between two upstream frames as a stall when it passes the threshold. */
 function recordGap(
   stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
@@ -633,17 +675,66 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     return endAtEof(out, tracker, eof, policy)
   }
 
+  /**
+   * The hot path, for frames relayed as their bytes from a reader this library made: the
+   * frames of one upstream chunk, as bytes seen through a reused view (no object per frame),
+   * observed in order and written as one span of the chunk. Returns what is left to wait
+   * for, or `undefined` when the sink took the bytes at once: no promise hop per chunk then.
+   */
+  const relayChunk = (fast: RawFrameReader, first: Uint8Array): Promise<void> | undefined => {
+    const arrived = now()
+    recordGap(stalls, arrived - previous)
+    previous = arrived
+    let alive = false
+    let span = first
+    let length = 0
+    /** Spans before `span`: only when a frame that spanned chunks was copied. */
+    let before: Uint8Array[] | undefined
+    for (let raw: Uint8Array | null = first; raw !== null; ) {
+      if (tracker.observeCommitted(view.point(raw)) !== 'keepalive') alive = true
+      frames++
+      if (raw.buffer === span.buffer && raw.byteOffset === span.byteOffset + length) {
+        length += raw.length
+      } else {
+        before ??= []
+        before.push(new Uint8Array(span.buffer, span.byteOffset, length))
+        span = raw
+        length = raw.length
+      }
+      try {
+        raw = fast.takeBufferedRaw()
+      } catch {
+        // The reader keeps the failure: the next read reports it, after these frames are out.
+        raw = null
+      }
+    }
+    if (alive) watchdog.activity(arrived)
+    const last =
+      length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
+    if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
+    before.push(last)
+    return pushSpans(before, gate, encoder, watchdog)
+  }
+
+  let previous = 0
   const run = async (): Promise<PumpEnd> => {
     for (const frame of options.frames) await write(frame)
-    let previous = now()
+    previous = now()
+    const fast = encoder.raw ? rawFrameReader(reader) : undefined
     for (;;) {
-      let frame: SseFrame | null
+      let raw: Uint8Array | null = null
+      let frame: SseFrame | null = null
       try {
-        // Hot spot (bench "whole pump"): one promise per upstream chunk here and one per write
-        // below are most of the pump's cost over a bare read loop (~3× at one frame per chunk).
-        frame = await reader.next({ signal: stop.signal })
+        if (fast !== undefined) raw = await fast.nextRaw(stop.signal)
+        // At the upstream's end the hot path hands over: a last frame may be one the end cut.
+        if (raw === null) frame = await reader.next({ signal: stop.signal })
       } catch (error) {
         return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
+      }
+      if (raw !== null) {
+        const written = relayChunk(fast as RawFrameReader, raw)
+        if (written !== undefined) await written
+        continue
       }
       if (frame === null) return atEof()
       const arrived = now()

@@ -39,6 +39,43 @@ export function includes(raw: Uint8Array, { bytes, anchor }: Needle): boolean {
   return false
 }
 
+/** Needles that share one anchor byte, looked for together in one pass (see {@link findNeedles}). */
+export interface NeedleSet {
+  readonly key: number
+  /** Each needle's bytes, and where in it the anchor byte stands. */
+  readonly needles: readonly { readonly bytes: Uint8Array; readonly at: number }[]
+}
+
+/** Prepares ASCII needles (at most 31) anchored on their first `anchor` byte, which each must hold. */
+export function needleSet(anchor: string, ...texts: string[]): NeedleSet {
+  const key = anchor.charCodeAt(0)
+  const needles = texts.map((text) => {
+    const at = text.indexOf(anchor)
+    if (at === -1) throw new RangeError(`needle ${text} lacks its anchor ${anchor}`)
+    return { bytes: encoder.encode(text), at }
+  })
+  return { key, needles }
+}
+
+/**
+ * Which needles of `set` `raw` contains, as a bit mask (bit `i` for needle `i`): one pass
+ * over the anchor byte's occurrences, instead of one pass per needle.
+ */
+export function findNeedles(raw: Uint8Array, { key, needles }: NeedleSet): number {
+  let found = 0
+  for (let at = raw.indexOf(key); at !== -1; at = raw.indexOf(key, at + 1)) {
+    for (let n = 0; n < needles.length; n++) {
+      const { bytes, at: offset } = needles[n] as { bytes: Uint8Array; at: number }
+      const start = at - offset
+      if (start < 0 || start + bytes.length > raw.length) continue
+      let i = 0
+      while (i < bytes.length && raw[start + i] === bytes[i]) i++
+      if (i === bytes.length) found |= 1 << n
+    }
+  }
+  return found
+}
+
 /** Whether the frame's last non-line-break byte closes a JSON object (`}`). */
 export function endsWithObject(raw: Uint8Array): boolean {
   let end = raw.length - 1

@@ -160,7 +160,8 @@ export interface StreamAdapter {
    * Optional, for speed: `true` when cheap checks on the raw bytes show the frame is an
    * ordinary output delta that neither ends the stream nor reports an error. Consulted only
    * after content was committed and when no text is kept, to skip decoding and parsing.
-   * Return `false` whenever unsure.
+   * Return `false` whenever unsure. `frame` may be a view the pump points at the next frame
+   * afterwards: do not keep it.
    */
   quickOutput?(frame: SseFrame): boolean
   /** An honest terminal error frame, written after commit. */

@@ -14,6 +14,7 @@ import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
 import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { type FrameSource, frameSourceOf } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
 import {
   type AttemptFailure,
@@ -465,9 +466,10 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     const upstream = { status, headers: response.headers, body: redactSecrets(text) }
     return failed(verdict, status, undefined, upstream)
   }
-  let body: ReadableStream<Uint8Array>
-  if (mode === 'stream' && response.body !== null && isEventStream(response.headers)) {
-    body = response.body
+  let body: FrameSource
+  const source = frameSourceOf(response)
+  if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
+    body = source
   } else {
     const whole = await readWholeAnswer(input, response, signals.controller.signal)
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure

@@ -98,11 +98,20 @@ function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError')
 }
 
+/** A pull that settled while no call waited for it (an abort interrupted the wait). */
+type Settled =
+  | { readonly ok: true; readonly value: Pull }
+  | { readonly ok: false; readonly error: unknown }
+
 class Reader implements FrameReader {
   readonly #splitter: FrameSplitter
   readonly #puller: Puller
-  /** A pull that an abort left unfinished; the next call takes its result. */
+  /** The pull in flight; its result goes to the waiting call, or to `#settled` when none waits. */
   #pending: Promise<Pull> | undefined
+  #settled: Settled | undefined
+  /** The call waiting on the pull in flight. */
+  #resolveWait: ((result: Pull) => void) | undefined
+  #rejectWait: ((reason: unknown) => void) | undefined
   #ended = false
   #released = false
   #failure: unknown
@@ -127,51 +136,134 @@ class Reader implements FrameReader {
   }
 
   takeBuffered(): SseFrame | null {
+    this.#checkTake()
+    return this.#settle(false) as SseFrame | null
+  }
+
+  /** {@link takeBuffered} as bytes only (see {@link RawFrameReader}). */
+  takeBufferedRaw(): Uint8Array | null {
+    this.#checkTake()
+    return this.#settle(true) as Uint8Array | null
+  }
+
+  #checkTake(): void {
     if (this.#busy) throw new ReaderBusyError()
     if (this.#failure !== undefined) throw this.#failure
-    try {
-      return this.#splitter.take()
-    } catch (error) {
-      this.#fail(error)
-      throw error
-    }
   }
 
   next(options?: NextFrameOptions): Promise<SseFrame | null> {
+    return this.#next(options?.signal, false) as Promise<SseFrame | null>
+  }
+
+  /** {@link next} as bytes only (see {@link RawFrameReader}). */
+  nextRaw(signal?: AbortSignal): Promise<Uint8Array | null> {
+    return this.#next(signal, true) as Promise<Uint8Array | null>
+  }
+
+  #next(signal: AbortSignal | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
     if (this.#busy) return Promise.reject(new ReaderBusyError())
-    const signal = options?.signal
     if (signal?.aborted) return Promise.reject(abortReason(signal))
     if (this.#failure !== undefined) return Promise.reject(this.#failure)
     // Fast path: a whole frame is already buffered (many frames per chunk).
-    let frame: SseFrame | null
+    let frame: SseFrame | Uint8Array | null
     try {
-      frame = this.#splitter.take()
+      frame = this.#settle(raw)
     } catch (error) {
-      this.#fail(error)
       return Promise.reject(error)
     }
     if (frame !== null) return Promise.resolve(frame)
-    return this.#read(signal)
+    return raw ? this.#readRaw(signal) : this.#read(signal, raw)
   }
 
-  async #read(signal: AbortSignal | undefined): Promise<SseFrame | null> {
+  /** The pending {@link nextRaw}'s settlement. */
+  #resolveRaw: ((frame: Uint8Array | null) => void) | undefined
+  #rejectRaw: ((reason: unknown) => void) | undefined
+
+  /**
+   * `#read` for raw frames without an async function in between: each pulled chunk is split
+   * where it lands and the frame handed straight to the caller, one promise hop per chunk.
+   */
+  #readRaw(signal: AbortSignal | undefined): Promise<Uint8Array | null> {
+    // The end: a last frame the end cut is next()'s to return.
+    if (this.#ended || this.#released) return Promise.resolve(null)
+    this.#busy = true
+    this.#rawSignal = signal
+    return new Promise<Uint8Array | null>(this.#startRaw)
+  }
+
+  /** The signal of the {@link nextRaw} being started (the executor below is made once). */
+  #rawSignal: AbortSignal | undefined
+  readonly #startRaw = (
+    resolve: (frame: Uint8Array | null) => void,
+    reject: (reason: unknown) => void,
+  ) => {
+    this.#resolveRaw = resolve
+    this.#rejectRaw = reject
+    const signal = this.#rawSignal
+    this.#rawSignal = undefined
+    this.#pullRaw(signal)
+  }
+
+  #pullRaw(signal: AbortSignal | undefined): void {
+    this.#watch(signal)
+    const settled = this.#settled
+    if (settled !== undefined) {
+      this.#settled = undefined
+      if (settled.ok) this.#onRawPull(settled.value)
+      else this.#onRawFailed(settled.error)
+      return
+    }
+    this.#ensurePull()
+    this.#resolveWait = this.#onRawPull
+    this.#rejectWait = this.#onRawFailed
+    if (signal?.aborted) this.#onAbort()
+  }
+
+  readonly #onRawPull = (result: Pull): void => {
+    let frame: Uint8Array | null = null
+    if (result.done) {
+      this.#ended = true
+      this.#unwatch()
+    } else {
+      this.#bytesRead += result.value.length
+      this.#splitter.push(result.value)
+      try {
+        frame = this.#settle(true) as Uint8Array | null
+      } catch (error) {
+        this.#onRawFailed(error)
+        return
+      }
+      if (frame === null && !this.#released) {
+        this.#pullRaw(this.#watched)
+        return
+      }
+    }
+    const resolve = this.#resolveRaw
+    this.#busy = false
+    this.#resolveRaw = this.#rejectRaw = undefined
+    resolve?.(frame)
+  }
+
+  readonly #onRawFailed = (reason: unknown): void => {
+    const reject = this.#rejectRaw
+    this.#busy = false
+    this.#resolveRaw = this.#rejectRaw = undefined
+    reject?.(reason)
+  }
+
+  async #read(
+    signal: AbortSignal | undefined,
+    raw: boolean,
+  ): Promise<SseFrame | Uint8Array | null> {
     this.#busy = true
     try {
       for (;;) {
-        if (this.#ended || this.#released) return this.#settle(() => this.#splitter.finish())
-        let result: Pull
-        if (signal !== undefined) {
-          result = await this.#pullOrAbort(signal)
-        } else {
-          const pending = this.#pending
-          this.#pending = undefined
-          try {
-            result = await (pending ?? this.#puller.pull())
-          } catch (error) {
-            if (error instanceof UpstreamReadError) throw error
-            return this.#readFailed(error)
-          }
+        if (this.#ended || this.#released) {
+          // The last frame may be one end of stream cut: only a frame object can say so.
+          if (raw) return null
+          return this.#finish()
         }
+        const result = await this.#pull(signal)
         if (result.done) {
           this.#ended = true
           this.#unwatch()
@@ -179,7 +271,7 @@ class Reader implements FrameReader {
         }
         this.#bytesRead += result.value.length
         this.#splitter.push(result.value)
-        const frame = this.#settle(() => this.#splitter.take())
+        const frame = this.#settle(raw)
         if (frame !== null) return frame
       }
     } finally {
@@ -187,9 +279,19 @@ class Reader implements FrameReader {
     }
   }
 
-  #settle(step: () => SseFrame | null): SseFrame | null {
+  /** The next buffered frame (as bytes when `raw`); a failure is kept and rethrown. */
+  #settle(raw: boolean): SseFrame | Uint8Array | null {
     try {
-      return step()
+      return raw ? this.#splitter.takeRaw() : this.#splitter.take()
+    } catch (error) {
+      this.#fail(error)
+      throw error
+    }
+  }
+
+  #finish(): SseFrame | null {
+    try {
+      return this.#splitter.finish()
     } catch (error) {
       this.#fail(error)
       throw error
@@ -202,64 +304,78 @@ class Reader implements FrameReader {
     void this.cancel(error)
   }
 
-  #readFailed(error: unknown): never {
+  /** The signal whose abort listener is installed. */
+  #watched: AbortSignal | undefined
+  readonly #onAbort = () => {
+    const signal = this.#watched
+    const reject = this.#rejectWait
+    if (signal === undefined || reject === undefined) return
+    // The pull stays in flight: the next call takes its result, so nothing is lost.
+    this.#resolveWait = this.#rejectWait = undefined
+    reject(abortReason(signal))
+  }
+
+  /**
+   * Pulls a chunk. With a signal, an abort ends the wait but leaves the pull in flight for the
+   * next call. One listener stays on the signal across calls (a pump passes the same one every
+   * frame), and the pull's handlers are bound once: no closure per chunk.
+   */
+  #pull(signal: AbortSignal | undefined): Promise<Pull> {
+    this.#watch(signal)
+    const settled = this.#settled
+    if (settled !== undefined) {
+      this.#settled = undefined
+      return settled.ok ? Promise.resolve(settled.value) : Promise.reject(settled.error)
+    }
+    this.#ensurePull()
+    return new Promise<Pull>(this.#wait)
+  }
+
+  #watch(signal: AbortSignal | undefined): void {
+    if (this.#watched === signal) return
+    this.#unwatch()
+    this.#watched = signal
+    signal?.addEventListener('abort', this.#onAbort)
+  }
+
+  #ensurePull(): void {
+    if (this.#pending !== undefined) return
+    const pending = this.#puller.pull()
+    this.#pending = pending
+    pending.then(this.#onPulled, this.#onPullFailed)
+  }
+
+  readonly #wait = (resolve: (result: Pull) => void, reject: (reason: unknown) => void) => {
+    this.#resolveWait = resolve
+    this.#rejectWait = reject
+    // The source itself may have aborted the signal while we asked it for a chunk.
+    if (this.#watched?.aborted) this.#onAbort()
+  }
+
+  readonly #onPulled = (result: Pull) => {
+    this.#pending = undefined
+    const resolve = this.#resolveWait
+    if (resolve === undefined) {
+      this.#settled = { ok: true, value: result }
+      return
+    }
+    this.#resolveWait = this.#rejectWait = undefined
+    resolve(result)
+  }
+
+  readonly #onPullFailed = (error: unknown) => {
+    this.#pending = undefined
     const failure = new UpstreamReadError(error)
     this.#failure = failure
     this.#ended = true
     this.#unwatch()
-    throw failure
-  }
-
-  /** The signal whose abort listener is installed, and the pull it would interrupt. */
-  #watched: AbortSignal | undefined
-  #interrupt: ((reason: unknown) => void) | undefined
-  readonly #onAbort = () => {
-    const signal = this.#watched
-    if (signal !== undefined) this.#interrupt?.(abortReason(signal))
-  }
-
-  /**
-   * Pulls a chunk, but an abort leaves the pull pending for the next call: nothing is lost.
-   * One listener stays on the signal across calls (a pump passes the same one every frame).
-   */
-  #pullOrAbort(signal: AbortSignal): Promise<Pull> {
-    if (this.#watched !== signal) {
-      this.#watched?.removeEventListener('abort', this.#onAbort)
-      this.#watched = signal
-      signal.addEventListener('abort', this.#onAbort)
+    const reject = this.#rejectWait
+    if (reject === undefined) {
+      this.#settled = { ok: false, error: failure }
+      return
     }
-    if (this.#pending === undefined) {
-      const pending = this.#puller.pull().catch((error: unknown) => this.#readFailed(error))
-      // Keeps a failure after an abort from being reported as unhandled; awaiters still see it.
-      pending.catch(() => {})
-      this.#pending = pending
-    }
-    const pending = this.#pending
-    return new Promise<Pull>((resolve, reject) => {
-      // Each call owns its interrupt: a pull that an earlier, interrupted call left behind
-      // must not settle this one's.
-      const interrupt = (reason: unknown) => {
-        if (this.#interrupt === interrupt) this.#interrupt = undefined
-        reject(reason)
-      }
-      this.#interrupt = interrupt
-      pending.then(
-        (result) => {
-          if (this.#interrupt !== interrupt) return
-          this.#interrupt = undefined
-          this.#pending = undefined
-          resolve(result)
-        },
-        (error: unknown) => {
-          if (this.#interrupt !== interrupt) return
-          this.#interrupt = undefined
-          this.#pending = undefined
-          reject(error)
-        },
-      )
-      // The source itself may have aborted the signal while we asked it for a chunk.
-      if (signal.aborted) interrupt(abortReason(signal))
-    })
+    this.#resolveWait = this.#rejectWait = undefined
+    reject(failure)
   }
 
   /** Removes the abort listener (a pull still in flight settles as usual). */
@@ -273,10 +389,98 @@ class Reader implements FrameReader {
     this.#released = true
     this.#unwatch()
     this.#splitter.clear()
-    this.#pending?.catch(() => {})
+    this.#settled = undefined
     this.#pending = undefined
     if (!this.#ended) await this.#puller.release(reason)
   }
+}
+
+/**
+ * A reader this module made, seen by the pump: frames as their bytes only, with no frame
+ * object, for the relay's hot path after commit. Internal: not exported from the package.
+ */
+export interface RawFrameReader extends FrameReader {
+  /**
+   * The next whole frame's bytes; `null` when the upstream ended (call `next()` then: it
+   * returns a last frame the end cut, or `null`). Valid only past the first frame.
+   */
+  nextRaw(signal?: AbortSignal): Promise<Uint8Array | null>
+  /** {@link FrameReader.takeBuffered} as bytes only. */
+  takeBufferedRaw(): Uint8Array | null
+}
+
+/** The reader as a {@link RawFrameReader}, when this module made it. */
+export function rawFrameReader(reader: FrameReader): RawFrameReader | undefined {
+  return reader instanceof Reader ? reader : undefined
+}
+
+/** Where {@link iterableResponse} keeps the body it was given (`Symbol.for`: two copies of the package agree). */
+const iterableBody = Symbol.for('stream-boundary.iterableBody')
+
+/** A web stream over an async iterable, for a reader of an {@link iterableResponse}'s `body`. */
+function streamOver(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  let iterator: AsyncIterator<Uint8Array> | undefined
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        iterator ??= source[Symbol.asyncIterator]()
+        const { done, value } = await iterator.next()
+        if (done) controller.close()
+        else controller.enqueue(value)
+      },
+      async cancel() {
+        await (iterator ?? source[Symbol.asyncIterator]()).return?.()
+      },
+    },
+    { highWaterMark: 0 },
+  )
+}
+
+/** A `Response` whose body's web stream is made only when something asks for it. */
+class IterableBodyResponse extends Response {
+  constructor(source: AsyncIterable<Uint8Array>, init: ResponseInit | undefined) {
+    super(null, init)
+    let stream: ReadableStream<Uint8Array> | undefined
+    Object.defineProperty(this, 'body', { get: () => (stream ??= streamOver(source)) })
+    Object.defineProperty(this, iterableBody, { value: source })
+  }
+
+  override text(): Promise<string> {
+    return new Response(this.body).text()
+  }
+
+  override async json(): Promise<unknown> {
+    return JSON.parse(await this.text())
+  }
+
+  override arrayBuffer(): Promise<ArrayBuffer> {
+    return new Response(this.body).arrayBuffer()
+  }
+
+  override blob(): Promise<Blob> {
+    return new Response(this.body).blob()
+  }
+}
+
+/**
+ * A `Response` whose body is an `AsyncIterable<Uint8Array>` (a Node `IncomingMessage`, say),
+ * for an attempt function that reads its upstream without `fetch`: the relay's frame reader
+ * iterates `body` directly, with no web stream in between. `response.body`, `text()`, `json()`,
+ * `arrayBuffer()` and `blob()` work too, through a web stream made over `body` when first
+ * asked for. Read the body once, one way (`clone()` and `bodyUsed` do not see it).
+ *
+ * @example
+ * http.request(url, options, (res) => {
+ *   resolve(iterableResponse(res, { status: res.statusCode, headers: headersOf(res) }))
+ * })
+ */
+export function iterableResponse(body: AsyncIterable<Uint8Array>, init?: ResponseInit): Response {
+  return new IterableBodyResponse(body, init)
+}
+
+/** What a frame reader should read of `response`: its iterable body when it has one. */
+export function frameSourceOf(response: Response): FrameSource | null {
+  return (response as { [iterableBody]?: FrameSource })[iterableBody] ?? response.body
 }
 
 /**

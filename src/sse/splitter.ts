@@ -72,7 +72,26 @@ export class FrameSplitter {
       }
       return null
     }
-    return this.#cut(end, true)
+    return this.#frame(this.#cut(end), true)
+  }
+
+  /**
+   * Like {@link take}, but returns only the frame's bytes: no frame object is made. For a
+   * caller past the first frame (a pump after commit), where the bytes are all it needs.
+   */
+  takeRaw(): Uint8Array | null {
+    if (this.#bomState !== 2) {
+      const frame = this.take()
+      return frame === null ? null : frame.raw
+    }
+    const end = this.#scan()
+    if (end === null) {
+      if (this.#scanned > this.#maxFrameBytes) {
+        throw new FrameTooLargeError(this.#maxFrameBytes, this.#scanned)
+      }
+      return null
+    }
+    return this.#cut(end)
   }
 
   /**
@@ -82,16 +101,16 @@ export class FrameSplitter {
   finish(): Frame | null {
     if (this.#bomState === 0) this.#decideBom(true)
     const end = this.#scan()
-    if (end !== null) return this.#cut(end, true)
+    if (end !== null) return this.#frame(this.#cut(end), true)
     if (this.#blankCr) {
       this.#blankCr = false
-      return this.#cut(this.#scanned, true)
+      return this.#frame(this.#cut(this.#scanned), true)
     }
     if (this.#buffered === 0) return null
     if (this.#buffered > this.#maxFrameBytes) {
       throw new FrameTooLargeError(this.#maxFrameBytes, this.#buffered)
     }
-    return this.#cut(this.#buffered, false)
+    return this.#frame(this.#cut(this.#buffered), false)
   }
 
   /** Drops everything held. */
@@ -238,8 +257,14 @@ export class FrameSplitter {
     }
   }
 
-  /** Removes the first `length` held bytes and returns them as a frame. */
-  #cut(length: number, terminated: boolean): Frame {
+  #frame(raw: Uint8Array, terminated: boolean): Frame {
+    const skip = this.#bomState === 1 ? this.#bomBytes : 0
+    this.#bomState = 2
+    return new Frame(raw, terminated, skip)
+  }
+
+  /** Removes the first `length` held bytes and returns them. */
+  #cut(length: number): Uint8Array {
     if (length > this.#maxFrameBytes) {
       const received = length
       this.clear()
@@ -247,7 +272,11 @@ export class FrameSplitter {
     }
     const first = this.#chunks[0] as Uint8Array
     let raw: Uint8Array
-    if (first.length - this.#head >= length) {
+    if (this.#head === 0 && first.length === length) {
+      // The frame is the whole chunk (how LLM upstreams send): no view to make.
+      raw = first
+      this.#dropChunks(1)
+    } else if (first.length - this.#head >= length) {
       raw = first.subarray(this.#head, this.#head + length)
       this.#head += length
       if (this.#head === first.length) this.#dropChunks(1)
@@ -272,14 +301,13 @@ export class FrameSplitter {
     }
     this.#buffered -= length
     this.#scanned = 0
-    const skip = this.#bomState === 1 ? this.#bomBytes : 0
-    this.#bomState = 2
-    return new Frame(raw, terminated, skip)
+    return raw
   }
 
   #dropChunks(count: number): void {
     if (count === 0) return
-    this.#chunks.splice(0, count)
+    if (count === this.#chunks.length) this.#chunks.length = 0
+    else this.#chunks.splice(0, count)
     this.#head = 0
     this.#scanChunk -= count
     if (this.#scanChunk < 0) {

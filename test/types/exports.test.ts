@@ -46,6 +46,7 @@ const publicNames = {
       'isStreamBoundaryError',
       'isStreamTimeoutError',
       'isUpstreamReadError',
+      'iterableResponse',
       'maxMessageLength',
       'memoryKeyPoolDefaults',
       'openaiChat',
@@ -169,7 +170,7 @@ const publicNames = {
     ],
   },
   'src/node.ts': {
-    values: ['clientSignal', 'nodeSink', 'serveFetch'],
+    values: ['clientSignal', 'nodeResponse', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
   },
   'src/redis.ts': {

@@ -24,6 +24,7 @@ import {
 } from './classify.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
+import { neverAborted } from './run.js'
 
 /** A key leased from the pool for one attempt. */
 export interface LeasedKey {
@@ -215,19 +216,23 @@ class AttemptSignals {
       [input.deadline, this.#onDeadline],
       [input.lost, this.#onLost],
     ] as const) {
-      if (signal === undefined) continue
+      if (signal === undefined || signal === neverAborted) continue
       if (signal.aborted) listener()
       else signal.addEventListener('abort', listener, { once: true })
     }
   }
 
-  /** Aborts the attempt with a timeout after `ms` (a request-scoped, referenced timer). */
-  arm(error: StreamTimeoutError): ReturnType<typeof setTimeout> | undefined {
-    if (!Number.isFinite(error.timeoutMs)) return undefined
+  /**
+   * Aborts the attempt with a timeout after `ms` (a request-scoped, referenced timer). The
+   * error is made when the timer fires: most attempts never need its stack trace.
+   */
+  arm(kind: 'first-byte' | 'first-output', ms: number): ReturnType<typeof setTimeout> | undefined {
+    if (!Number.isFinite(ms)) return undefined
     const timer = setTimeout(() => {
+      const error = new StreamTimeoutError(kind, ms)
       this.#timedOut = error
       this.controller.abort(error)
-    }, error.timeoutMs)
+    }, ms)
     this.#timers.push(timer)
     return timer
   }
@@ -359,9 +364,7 @@ async function send(
     mode === 'non-streaming'
       ? Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs)
       : firstByteMs
-  const timer = signals.arm(
-    new StreamTimeoutError(mode === 'non-streaming' ? 'first-output' : 'first-byte', bound),
-  )
+  const timer = signals.arm(mode === 'non-streaming' ? 'first-output' : 'first-byte', bound)
   let response: unknown
   try {
     response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({

@@ -8,7 +8,7 @@ import { countRequest } from './hedge.js'
 import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
-import { callHook, now, type RouteEnd, type Run } from './run.js'
+import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
 
 export type {
   AttemptContext,
@@ -117,19 +117,24 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
   const stop = new AbortController()
-  const deadline = new AbortController()
-  const waits = new AbortController()
-  const unfollow = [
-    follow(stop, [gate.signal, options.signal]),
-    follow(waits, [stop.signal, deadline.signal]),
-  ]
+  const unfollow = [follow(stop, [gate.signal, options.signal])]
+  // Without a budget there is no deadline to watch: waits follow the stop alone, and no
+  // signal is made for nothing (each costs a little on every request).
+  const deadline = Number.isFinite(config.deadlineMs) ? new AbortController() : undefined
+  let waits = stop.signal
+  if (deadline !== undefined) {
+    const both = new AbortController()
+    unfollow.push(follow(both, [stop.signal, deadline.signal]))
+    waits = both.signal
+  }
   // Request-scoped: it holds the process while the request waits, and is always cleared.
-  const deadlineTimer = Number.isFinite(config.deadlineMs)
-    ? setTimeout(
-        () => deadline.abort(new StreamTimeoutError('deadline', config.deadlineMs)),
-        config.deadlineMs,
-      )
-    : undefined
+  const deadlineTimer =
+    deadline === undefined
+      ? undefined
+      : setTimeout(
+          () => deadline.abort(new StreamTimeoutError('deadline', config.deadlineMs)),
+          config.deadlineMs,
+        )
   const routes: Route[] = [
     {
       name: options.name ?? 'primary',
@@ -148,8 +153,8 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     routes,
     attempts: [],
     stop: stop.signal,
-    deadline: deadline.signal,
-    waits: waits.signal,
+    deadline: deadline?.signal ?? neverAborted,
+    waits,
     started,
     deadlineAt: started + config.deadlineMs,
     attemptNumber: 0,

@@ -7,6 +7,9 @@ import type { NormalizedRelayPolicy } from './policy.js'
 
 export const now = (): number => performance.now()
 
+/** The deadline of a request without one: never aborts, and nothing listens to it. */
+export const neverAborted: AbortSignal = new AbortController().signal
+
 export function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
   if (hook === undefined) return
   try {

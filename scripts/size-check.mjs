@@ -9,8 +9,12 @@ import { fileURLToPath } from 'node:url'
 import { gzipSync } from 'node:zlib'
 import { build } from 'esbuild'
 
-/** Bytes, gzipped: 25,631 B when set, plus about 15 %. Raise it on purpose, in the change that needs it. */
-const budgetGzipBytes = 37_000
+/**
+ * Bytes, gzipped: 25,631 B when set, plus about 15 %. Raise it on purpose, in the change that
+ * needs it. 37,000 → 39,500 with hedged attempts (+2.2 KB: the race, the budget, the adaptive
+ * delay) and the Node-streams attempt path (`iterableResponse`, raw frame reads): 38,442 B.
+ */
+const budgetGzipBytes = 39_500
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

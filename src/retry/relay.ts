@@ -69,6 +69,28 @@ function follow(controller: AbortController, signals: readonly (AbortSignal | un
 }
 
 /**
+ * The pre-commit deadline: its signal, what waits listen to (the stop and the deadline), and
+ * its timer. Without a budget there is nothing to watch: waits follow the stop alone and no
+ * signal is made for nothing (each costs a little on every request).
+ */
+function watchDeadline(
+  deadlineMs: number,
+  stop: AbortController,
+  unfollow: (() => void)[],
+): { deadline: AbortSignal; waits: AbortSignal; deadlineTimer?: ReturnType<typeof setTimeout> } {
+  if (!Number.isFinite(deadlineMs)) return { deadline: neverAborted, waits: stop.signal }
+  const deadline = new AbortController()
+  const waits = new AbortController()
+  unfollow.push(follow(waits, [stop.signal, deadline.signal]))
+  // Request-scoped: it holds the process while the request waits, and is always cleared.
+  const deadlineTimer = setTimeout(
+    () => deadline.abort(new StreamTimeoutError('deadline', deadlineMs)),
+    deadlineMs,
+  )
+  return { deadline: deadline.signal, waits: waits.signal, deadlineTimer }
+}
+
+/**
  * Relays one streaming request: attempts over the key pool (and the fallback routes) while
  * nothing has reached the client, commits the first attempt with output, and pumps it to an
  * honest end. When every attempt fails before commit, the client gets a real status (502 for
@@ -118,23 +140,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
   const stop = new AbortController()
   const unfollow = [follow(stop, [gate.signal, options.signal])]
-  // Without a budget there is no deadline to watch: waits follow the stop alone, and no
-  // signal is made for nothing (each costs a little on every request).
-  const deadline = Number.isFinite(config.deadlineMs) ? new AbortController() : undefined
-  let waits = stop.signal
-  if (deadline !== undefined) {
-    const both = new AbortController()
-    unfollow.push(follow(both, [stop.signal, deadline.signal]))
-    waits = both.signal
-  }
-  // Request-scoped: it holds the process while the request waits, and is always cleared.
-  const deadlineTimer =
-    deadline === undefined
-      ? undefined
-      : setTimeout(
-          () => deadline.abort(new StreamTimeoutError('deadline', config.deadlineMs)),
-          config.deadlineMs,
-        )
+  const { deadline, waits, deadlineTimer } = watchDeadline(config.deadlineMs, stop, unfollow)
   const routes: Route[] = [
     {
       name: options.name ?? 'primary',
@@ -153,7 +159,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     routes,
     attempts: [],
     stop: stop.signal,
-    deadline: deadline?.signal ?? neverAborted,
+    deadline,
     waits,
     started,
     deadlineAt: started + config.deadlineMs,

@@ -28,7 +28,7 @@ export interface HttpResult {
   readonly raw: HttpSide
   /** A byte pipe reading the upstream with `fetch`: what web streams cost by themselves. */
   readonly fetchPipe: HttpSide
-  /** The example gateway as shipped: attempts on `node:http`, read as Node streams. */
+  /** The example gateway with `upstreamClient: 'node:http'`: attempts read as Node streams. */
   readonly gateway: HttpSide
   /** The same gateway with `fetch` attempts. */
   readonly gatewayFetch: HttpSide
@@ -46,8 +46,8 @@ export interface HttpResult {
 const sideNames = {
   raw: 'raw byte-pipe proxy (node:http pipe)',
   fetch: 'byte pipe reading the upstream with fetch',
-  gateway: 'stream-boundary gateway, node:http attempts (the example as shipped)',
-  'gateway-fetch': 'stream-boundary gateway, fetch attempts',
+  gateway: 'stream-boundary gateway, node:http attempts',
+  'gateway-fetch': "stream-boundary gateway, fetch attempts (the example's default)",
   'gateway-toweb': 'stream-boundary gateway, node:http attempts + Readable.toWeb',
 } as const
 

@@ -69,11 +69,13 @@ export interface GatewayConfig {
    */
   maxRequestBodyBytes?: number
   /**
-   * How streaming attempts reach the upstream: `node:http` (Node streams, read by the relay
-   * as they are), `fetch` (web streams), or a fetch-like function of your own. `node:http`
-   * costs less CPU per relayed frame; pick `fetch` for what only it does (a proxy or HTTP/2
-   * through an undici dispatcher).
-   * @default 'node:http'
+   * How streaming attempts reach the upstream: `fetch` (web streams, undici's connection
+   * pool), `node:http` (Node streams, read by the relay as they are), or a fetch-like function
+   * of your own. `node:http` costs less CPU per relayed frame, but under a connection storm
+   * (hundreds of attempts at once, hung ones cut) it opened more upstream connections than
+   * fetch's pool and overflowed the upstream's accept queue (see docs/performance.md), so
+   * `fetch` is the default.
+   * @default 'fetch'
    */
   upstreamClient?: 'node:http' | 'fetch' | UpstreamClient
 }
@@ -204,7 +206,7 @@ export async function startGateway(config: GatewayConfig): Promise<{
   const outcomes: RelayOutcome[] = []
   const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
   const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
-  const client = config.upstreamClient ?? 'node:http'
+  const client = config.upstreamClient ?? 'fetch'
   const send: UpstreamClient =
     client === 'fetch'
       ? fetch

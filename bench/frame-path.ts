@@ -20,25 +20,11 @@ import {
   openaiChat,
   type StreamAdapter,
 } from '../src/index.js'
-import { anthropicStream, chunkFixed, chunkPerFrame, openaiChatStream } from './inputs.js'
+import { anthropicStream, chunkFixed, chunkPerFrame, openaiChatStream, streamOf } from './inputs.js'
 import { legacyParseFields } from './legacy-parse-fields.js'
 import { type Measurement, measureSideBySide } from './measure.js'
 
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
-
-function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
-  let index = 0
-  return new ReadableStream<Uint8Array>(
-    {
-      pull(controller) {
-        const chunk = chunks[index++]
-        if (chunk === undefined) controller.close()
-        else controller.enqueue(chunk)
-      },
-    },
-    { highWaterMark: 0 },
-  )
-}
 
 export interface FramePathResult {
   input: string

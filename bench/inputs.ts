@@ -97,3 +97,18 @@ export function chunkFixed(bytes: Uint8Array, size: number): Uint8Array[] {
   for (let i = 0; i < bytes.length; i += size) chunks.push(bytes.slice(i, i + size))
   return chunks
 }
+
+/** A web stream that hands out `chunks` one per pull, as an upstream body would. */
+export function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
+  let index = 0
+  return new ReadableStream<Uint8Array>(
+    {
+      pull(controller) {
+        const chunk = chunks[index++]
+        if (chunk === undefined) controller.close()
+        else controller.enqueue(chunk)
+      },
+    },
+    { highWaterMark: 0 },
+  )
+}

@@ -7,22 +7,8 @@
 
 import { EventSourceParserStream } from 'eventsource-parser/stream'
 import { createMemoryKeyPool, openaiChat, relay, webSink } from '../src/index.js'
-import { chunkPerFrame, openaiChatStream } from './inputs.js'
+import { chunkPerFrame, openaiChatStream, streamOf } from './inputs.js'
 import { type Measurement, measureSideBySide } from './measure.js'
-
-function upstreamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
-  let index = 0
-  return new ReadableStream<Uint8Array>(
-    {
-      pull(controller) {
-        const chunk = chunks[index++]
-        if (chunk === undefined) controller.close()
-        else controller.enqueue(chunk)
-      },
-    },
-    { highWaterMark: 0 },
-  )
-}
 
 /** Reads a response body to its end, as a client would; returns the frames (blank lines) seen. */
 async function drain(body: ReadableStream<Uint8Array>): Promise<number> {
@@ -40,7 +26,7 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<number> {
 
 /** The floor: read each upstream chunk and enqueue it into the body the client reads. */
 function rawRelay(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
-  const upstream = upstreamOf(chunks).getReader()
+  const upstream = streamOf(chunks).getReader()
   let waiting: (() => void) | undefined
   let controller!: ReadableStreamDefaultController<Uint8Array>
   const body = new ReadableStream<Uint8Array>(
@@ -69,7 +55,7 @@ const textEncoder = new TextEncoder()
 
 /** Decode, parse every event, `JSON.parse` its data and write it back out. */
 function parsingRelay(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
-  return upstreamOf(chunks)
+  return streamOf(chunks)
     .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
     .pipeThrough(new EventSourceParserStream())
     .pipeThrough(
@@ -115,7 +101,7 @@ export async function benchRelayPath(options: {
             adapter: openaiChat,
             policy: { keepAliveIntervalMs: 0 },
             attempt: async () =>
-              new Response(upstreamOf(chunks), {
+              new Response(streamOf(chunks), {
                 headers: { 'content-type': 'text/event-stream' },
               }),
           })

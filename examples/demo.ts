@@ -209,6 +209,12 @@ async function showHedging(config: Parameters<typeof startGateway>[0]): Promise<
     'what the app got (keys, first token)',
     'what happened',
   ]
+  printTable(headers, rows)
+  console.log('→ a retry after a failure   ∥ a hedge running alongside the attempt it hedges')
+}
+
+/** Prints `rows` under `headers` in padded columns, with a rule under the headers. */
+function printTable(headers: readonly string[], rows: readonly (readonly string[])[]): void {
   const widths = headers.map((header, column) =>
     Math.max(header.length, ...rows.map((row) => row[column]?.length ?? 0)),
   )
@@ -220,7 +226,6 @@ async function showHedging(config: Parameters<typeof startGateway>[0]): Promise<
   console.log(line(headers))
   console.log(line(widths.map((width) => '─'.repeat(width))))
   for (const row of rows) console.log(line(row))
-  console.log('→ a retry after a failure   ∥ a hedge running alongside the attempt it hedges')
 }
 
 async function main(): Promise<void> {
@@ -292,17 +297,7 @@ async function main(): Promise<void> {
     'plain pass-through relay',
     'stream-boundary gateway (keys, first token)',
   ]
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => row[column]?.length ?? 0)),
-  )
-  const line = (row: readonly string[]) =>
-    row
-      .map((text, column) => text.padEnd(widths[column] ?? 0))
-      .join('  ')
-      .trimEnd()
-  console.log(line(headers))
-  console.log(line(widths.map((width) => '─'.repeat(width))))
-  for (const row of rows) console.log(line(row))
+  printTable(headers, rows)
   console.log('')
   console.log(
     `plain relay:      ${tally.plain}/${scenarios.length} apps got the answer; the rest got nothing, a cut answer without an error, or a raw upstream error`,

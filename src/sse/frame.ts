@@ -132,24 +132,25 @@ function fieldsOf(raw: Uint8Array, skip: number): SseFields {
 }
 
 /**
- * The frame object the reader yields. Fields are parsed only when first read, so a pump
- * that forwards `raw` without looking pays nothing for parsing.
+ * The fields of a frame, parsed from its bytes when first read and kept until its bytes
+ * change: the getters {@link Frame} and {@link FrameView} share.
  */
-export class Frame implements SseFrame {
-  readonly raw: Uint8Array
-  readonly terminated: boolean
-  /** Bytes at the start of `raw` that are not part of the text (a leading BOM). */
-  readonly #skip: number
+abstract class LazyFields {
+  abstract readonly raw: Uint8Array
   #fields: SseFields | undefined
 
-  constructor(raw: Uint8Array, terminated: boolean, skip: number) {
-    this.raw = raw
-    this.terminated = terminated
-    this.#skip = skip
+  /** Bytes at the start of `raw` that are not part of the text (a leading BOM). */
+  protected skip(): number {
+    return 0
+  }
+
+  /** Forgets the parsed fields (the bytes changed). */
+  protected forget(): void {
+    this.#fields = undefined
   }
 
   #parsed(): SseFields {
-    this.#fields ??= fieldsOf(this.raw, this.#skip)
+    this.#fields ??= fieldsOf(this.raw, this.skip())
     return this.#fields
   }
 
@@ -173,9 +174,36 @@ export class Frame implements SseFrame {
     return this.#parsed().comments
   }
 
+  /** A plain snapshot of the fields. */
+  protected fields(): SseFields {
+    return this.#parsed()
+  }
+}
+
+/**
+ * The frame object the reader yields. Fields are parsed only when first read, so a pump
+ * that forwards `raw` without looking pays nothing for parsing.
+ */
+export class Frame extends LazyFields implements SseFrame {
+  readonly raw: Uint8Array
+  readonly terminated: boolean
+  /** Bytes at the start of `raw` that are not part of the text (a leading BOM). */
+  readonly #skip: number
+
+  constructor(raw: Uint8Array, terminated: boolean, skip: number) {
+    super()
+    this.raw = raw
+    this.terminated = terminated
+    this.#skip = skip
+  }
+
+  protected override skip(): number {
+    return this.#skip
+  }
+
   /** A plain snapshot, so a frame prints and compares as data. */
   toJSON(): SseFields & { terminated: boolean; bytes: number } {
-    const { event, data, id, retry, comments } = this.#parsed()
+    const { event, data, id, retry, comments } = this.fields()
     return { event, data, id, retry, comments, terminated: this.terminated, bytes: this.raw.length }
   }
 }
@@ -187,45 +215,19 @@ const noBytes = new Uint8Array(0)
  * cheap questions of most frames allocates nothing per frame. A frame seen through it is
  * valid until the next `point()`; hand on a {@link Frame} (`toFrame()`) to anything that keeps it.
  */
-export class FrameView implements SseFrame {
+export class FrameView extends LazyFields implements SseFrame {
   raw: Uint8Array = noBytes
   readonly terminated = true
-  #fields: SseFields | undefined
 
   /** Points the view at a whole frame's bytes (never the stream's first: no BOM handling). */
   point(raw: Uint8Array): this {
     this.raw = raw
-    this.#fields = undefined
+    this.forget()
     return this
   }
 
   /** The frame the view points at, as a frame object of its own. */
   toFrame(): Frame {
     return new Frame(this.raw, true, 0)
-  }
-
-  #parsed(): SseFields {
-    this.#fields ??= fieldsOf(this.raw, 0)
-    return this.#fields
-  }
-
-  get event(): string | undefined {
-    return this.#parsed().event
-  }
-
-  get data(): string | undefined {
-    return this.#parsed().data
-  }
-
-  get id(): string | undefined {
-    return this.#parsed().id
-  }
-
-  get retry(): number | undefined {
-    return this.#parsed().retry
-  }
-
-  get comments(): readonly string[] {
-    return this.#parsed().comments
   }
 }

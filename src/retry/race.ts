@@ -8,17 +8,9 @@
  */
 
 import type { KeyLease, KeyPool } from '../key-pool/types.js'
-import type { AttemptResult } from './attempt.js'
-import {
-  type HedgeState,
-  hedgeBudgetLeft,
-  hedgeDelay,
-  hedgePaused,
-  recordOverload,
-  takeHedge,
-} from './hedge.js'
+import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
 import type { HedgeReport } from './outcome.js'
-import { callHook, now, type RouteRun, type Run } from './run.js'
+import { callHook, noteFailure, now, type RouteRun, type Run } from './run.js'
 import { attemptOn, type Started } from './start.js'
 
 interface Racer {
@@ -207,30 +199,4 @@ export async function raceAttempts(
     keyId: run.attempts[started.record]?.keyId ?? null,
     hedges: race.report(),
   }
-}
-
-/**
- * Brings the request's state up to date after a failed attempt: what the give-up would
- * say, the route's overload count, whether the next connection should be fresh, and the
- * hedging pause after an overload.
- */
-export function noteFailure(
-  run: Run,
-  route: RouteRun,
-  result: Extract<AttemptResult, { kind: 'failed' }>,
-  verdict = result.verdict,
-): void {
-  if (result.stopped === undefined) {
-    run.last = {
-      verdict,
-      adapter: route.route.adapter,
-      upstream: result.upstream,
-      pooled: route.route.pool !== undefined,
-    }
-  }
-  route.overloads = verdict.overload ? route.overloads + 1 : 0
-  if (verdict.overload && run.config.hedge !== undefined) {
-    recordOverload(run.config.hedge, route.name)
-  }
-  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
 }

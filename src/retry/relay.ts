@@ -70,24 +70,33 @@ function follow(controller: AbortController, signals: readonly (AbortSignal | un
 
 /**
  * The pre-commit deadline: its signal, what waits listen to (the stop and the deadline), and
- * its timer. Without a budget there is nothing to watch: waits follow the stop alone and no
- * signal is made for nothing (each costs a little on every request).
+ * `release` (clears its timer and listeners). Without a budget there is nothing to watch:
+ * waits follow the stop alone and no signal is made for nothing (each costs a little on
+ * every request).
  */
 function watchDeadline(
   deadlineMs: number,
   stop: AbortController,
-  unfollow: (() => void)[],
-): { deadline: AbortSignal; waits: AbortSignal; deadlineTimer?: ReturnType<typeof setTimeout> } {
-  if (!Number.isFinite(deadlineMs)) return { deadline: neverAborted, waits: stop.signal }
+): { deadline: AbortSignal; waits: AbortSignal; release(): void } {
+  if (!Number.isFinite(deadlineMs)) {
+    return { deadline: neverAborted, waits: stop.signal, release() {} }
+  }
   const deadline = new AbortController()
   const waits = new AbortController()
-  unfollow.push(follow(waits, [stop.signal, deadline.signal]))
+  const unfollow = follow(waits, [stop.signal, deadline.signal])
   // Request-scoped: it holds the process while the request waits, and is always cleared.
-  const deadlineTimer = setTimeout(
+  const timer = setTimeout(
     () => deadline.abort(new StreamTimeoutError('deadline', deadlineMs)),
     deadlineMs,
   )
-  return { deadline: deadline.signal, waits: waits.signal, deadlineTimer }
+  return {
+    deadline: deadline.signal,
+    waits: waits.signal,
+    release() {
+      clearTimeout(timer)
+      unfollow()
+    },
+  }
 }
 
 /**
@@ -139,8 +148,8 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
   const stop = new AbortController()
-  const unfollow = [follow(stop, [gate.signal, options.signal])]
-  const { deadline, waits, deadlineTimer } = watchDeadline(config.deadlineMs, stop, unfollow)
+  const unfollow = follow(stop, [gate.signal, options.signal])
+  const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
   const routes: Route[] = [
     {
       name: options.name ?? 'primary',
@@ -204,7 +213,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     }
     throw error
   } finally {
-    if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
-    for (const remove of unfollow) remove()
+    release()
+    unfollow()
   }
 }

@@ -11,8 +11,8 @@ import type { FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
 import { leaseNext } from './lease.js'
-import { noteFailure, type RaceEnd, raceAttempts } from './race.js'
-import { callHook, now, type RouteEnd, type RouteRun, type Run } from './run.js'
+import { type RaceEnd, raceAttempts } from './race.js'
+import { callHook, noteFailure, now, type RouteEnd, type RouteRun, type Run } from './run.js'
 import { attemptOn } from './start.js'
 
 /** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */

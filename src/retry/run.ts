@@ -1,7 +1,8 @@
 import type { CommitGate } from '../commit/gate.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import type { Route, UpstreamHttpError } from './attempt.js'
+import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
+import { recordOverload } from './hedge.js'
 import type { AttemptRecord, RelayHooks, RelayOptions, RelayOutcome } from './outcome.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 
@@ -73,4 +74,30 @@ export interface RouteRun {
   fitted: boolean
   /** Why the previous attempt failed, told to `onRetry` once the next key is leased. */
   retryReason: string | undefined
+}
+
+/**
+ * Brings the request's state up to date after a failed attempt: what the give-up would
+ * say, the route's overload count, whether the next connection should be fresh, and the
+ * hedging pause after an overload.
+ */
+export function noteFailure(
+  run: Run,
+  route: RouteRun,
+  result: Extract<AttemptResult, { kind: 'failed' }>,
+  verdict = result.verdict,
+): void {
+  if (result.stopped === undefined) {
+    run.last = {
+      verdict,
+      adapter: route.route.adapter,
+      upstream: result.upstream,
+      pooled: route.route.pool !== undefined,
+    }
+  }
+  route.overloads = verdict.overload ? route.overloads + 1 : 0
+  if (verdict.overload && run.config.hedge !== undefined) {
+    recordOverload(run.config.hedge, route.name)
+  }
+  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
 }

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -26,6 +26,19 @@ const cleanups: (() => Promise<void>)[] = []
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
+
+/** Listens on a free loopback port, closed after the test; returns the base URL. */
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  )
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
 
 function chunk(id: string, delta: Record<string, unknown>, finish: string | null = null): string {
   const choice = { index: 0, delta, finish_reason: finish }
@@ -104,16 +117,8 @@ async function startKeyedUpstream(answers: Readonly<Record<string, Answer>>) {
       void answer(res, record)
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  )
-  return { url: `http://127.0.0.1:${port}`, seen, arrival }
+  const url = await listen(server)
+  return { url, seen, arrival }
 }
 
 /** Headers and the role-only preamble, then nothing: a stream stuck in prefill. */
@@ -182,17 +187,9 @@ async function startGateway(upstreamUrl: string, keys: readonly string[], policy
       outcomes.push(outcome)
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  )
+  const url = await listen(server)
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     pool,
     outcomes,
     events,

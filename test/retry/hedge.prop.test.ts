@@ -9,6 +9,8 @@ import {
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import type { ScriptStep } from '../../src/testing/scripted-body.js'
+import { finish, role, text } from '../support/chat-frames.js'
+import { leaseTotals } from '../support/leases.js'
 import { runs } from '../support/runs.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
@@ -36,13 +38,6 @@ interface AttemptScript {
   /** Milliseconds between output frames. */
   readonly gaps: readonly number[]
 }
-
-const role =
-  'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-const text = (content: string) =>
-  `data: {"choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`
-const finish =
-  'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
 /** The output frames of attempt `n`: each carries the attempt's number. */
 function outputOf(n: number, script: AttemptScript): ScriptStep[] {
@@ -287,13 +282,8 @@ describe('hedged attempts (invariant 15)', () => {
               }
             }
             // Every lease reported exactly once; nothing left in flight; losers reported cancelled.
-            const stats = await pool.stats()
-            expect(stats.reduce((n, s) => n + s.inflight, 0)).toBe(0)
-            const leased = stats.reduce((n, s) => n + s.leases, 0)
-            const reported = stats.reduce(
-              (n, s) => n + Object.values(s.outcomes).reduce((a, b) => a + b, 0),
-              0,
-            )
+            const { inflight, leased, reported } = await leaseTotals(pool)
+            expect(inflight).toBe(0)
             expect(reported).toBe(leased)
             expect(hedges).toBeLessThanOrEqual(setup.budget * counted + 1e-9)
             expect(hedging.snapshot().hedges).toBe(hedges)

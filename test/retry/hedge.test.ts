@@ -10,15 +10,9 @@ import {
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import type { ScriptStep } from '../../src/testing/scripted-body.js'
+import { finish, role, text } from '../support/chat-frames.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
-
-const role =
-  'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-const text = (content: string) =>
-  `data: {"choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`
-const finish =
-  'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
 /** An answer from `who` whose first output comes after `ms`. */
 const answer = (who: string, ms: number): Behaviour => ({

@@ -13,6 +13,7 @@ import {
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import type { ScriptStep } from '../../src/testing/scripted-body.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
+import { leaseTotals } from '../support/leases.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
 
@@ -225,13 +226,8 @@ export async function checkLeaseProperty(
         expect(outcome.attempts.map((a) => a.attemptNumber)).toEqual(
           outcome.attempts.map((_, i) => i + 1),
         )
-        const stats = await pool.stats()
-        expect(stats.reduce((n, s) => n + s.inflight, 0)).toBe(0)
-        const leased = stats.reduce((n, s) => n + s.leases, 0)
-        const reported = stats.reduce(
-          (n, s) => n + Object.values(s.outcomes).reduce((a, b) => a + b, 0),
-          0,
-        )
+        const { inflight, leased, reported } = await leaseTotals(pool)
+        expect(inflight).toBe(0)
         expect(reported).toBe(leased)
         expect(leased).toBeGreaterThanOrEqual(outcome.attempts.length)
         expect(upstream.calls.every((c) => c.body === undefined || c.body.released)).toBe(true)

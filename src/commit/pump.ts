@@ -611,6 +611,44 @@ function takeBatch(
 }
 
 /**
+ * What stops a pump: the client leaving (the gate's signal), the host's signal, and the
+ * watchdog's idle and write-stall clocks, all aborting `stop`. `release` stops the watchdog
+ * and removes the listeners.
+ */
+function watchPump(
+  gate: CommitGate,
+  signal: AbortSignal | undefined,
+  policy: ReturnType<typeof normalizePumpPolicy>,
+) {
+  const stop = new AbortController()
+  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
+    stop.abort(error),
+  )
+  const onGateAbort = () => stop.abort(gate.signal.reason)
+  const onHostAbort = () => {
+    stop.abort(signal?.reason)
+    // The host gave up: do not wait for a slow client to take a write first.
+    watchdog.interrupt(signal?.reason)
+  }
+  for (const [watched, listener] of [
+    [gate.signal, onGateAbort],
+    [signal, onHostAbort],
+  ] as const) {
+    if (watched?.aborted) listener()
+    else watched?.addEventListener('abort', listener, { once: true })
+  }
+  return {
+    stop,
+    watchdog,
+    release() {
+      watchdog.stop()
+      gate.signal.removeEventListener('abort', onGateAbort)
+      signal?.removeEventListener('abort', onHostAbort)
+    },
+  }
+}
+
+/**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
  * exact bytes, through the gate. At EOF, `classifyEof` decides: `completed` closes;
  * `partial` and `thinking-only` follow the policy; anything abnormal is written as the
@@ -627,23 +665,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const stalls = { count: 0, totalMs: 0, longestMs: 0, thresholdMs: policy.stallThresholdMs }
   let eof: EofClass | null = null
 
-  const stop = new AbortController()
-  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
-    stop.abort(error),
-  )
-  const onGateAbort = () => stop.abort(gate.signal.reason)
-  const onHostAbort = () => {
-    stop.abort(options.signal?.reason)
-    // The host gave up: do not wait for a slow client to take a write first.
-    watchdog.interrupt(options.signal?.reason)
-  }
-  for (const [signal, listener] of [
-    [gate.signal, onGateAbort],
-    [options.signal, onHostAbort],
-  ] as const) {
-    if (signal?.aborted) listener()
-    else signal?.addEventListener('abort', listener, { once: true })
-  }
+  const { stop, watchdog, release: unwatch } = watchPump(gate, options.signal, policy)
 
   /** Every downstream write goes through here: a blocked one is timed by the watchdog. */
   const send = (written: Promise<void>): Promise<void> =>
@@ -765,9 +787,7 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
       end = { kind: 'aborted', reason: error }
     } else throw error
   } finally {
-    watchdog.stop()
-    gate.signal.removeEventListener('abort', onGateAbort)
-    options.signal?.removeEventListener('abort', onHostAbort)
+    unwatch()
   }
   await release(end, reader, gate)
   return {

@@ -132,6 +132,8 @@ export interface AttemptInput {
   readonly budgetMs: number
   /** Called once at commit, before anything is written. */
   readonly onCommit: () => void
+  /** The upstream side is over (before the lease is reported, which may be a round trip). */
+  readonly onEnd?: (() => void) | undefined
   /** Aborts when another attempt of the request won the client (hedging). */
   readonly lost?: AbortSignal | undefined
   /** Asked at the first output: `false` when another attempt already won the client. */
@@ -346,6 +348,7 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
     return result
   } finally {
     signals.dispose()
+    input.onEnd?.()
     await input.lease?.report(outcome).catch(() => {})
   }
 }

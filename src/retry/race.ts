@@ -43,6 +43,8 @@ type Settled = { racer: Racer; started: Started }
 /** One request's race on one route: the attempts running, the hedges started, the winner. */
 class Race {
   readonly racers: Racer[] = []
+  /** Settled attempts the race loop has not taken yet, in the order they settled. */
+  readonly settled: Settled[] = []
   readonly started = now()
   readonly delay: number
   winner: Racer | undefined
@@ -92,7 +94,9 @@ class Race {
     racer.promise = attemptOn(this.run, this.route, lease, 'stream', entry).then(
       (started) => {
         racer.settled = true
-        return { racer, started }
+        const settled = { racer, started }
+        this.settled.push(settled)
+        return settled
       },
       (error: unknown) => {
         racer.settled = true
@@ -150,11 +154,12 @@ class Race {
   }
 }
 
-/** Waits for the next attempt to settle, or for the next hedge slot. */
-async function nextEvent(race: Race, running: readonly Racer[]): Promise<'hedge' | Settled> {
+/** Waits until an attempt settles (`'settled'`) or the next hedge slot comes (`'hedge'`). */
+async function nextEvent(race: Race, running: readonly Racer[]): Promise<'hedge' | 'settled'> {
   const wake = timer(race.nextSlotIn())
+  const settled = (racer: Racer) => racer.promise.then(() => 'settled' as const)
   try {
-    return await Promise.race([...running.map((racer) => racer.promise), wake.promise])
+    return await Promise.race([...running.map(settled), wake.promise])
   } finally {
     wake.clear()
   }
@@ -176,17 +181,19 @@ export async function raceAttempts(
   race.start(lease, undefined)
   let last: Settled | undefined
   try {
-    for (let running = race.running(); running.length > 0; running = race.running()) {
-      const next = await nextEvent(race, running)
-      if (next === 'hedge') {
-        await race.maybeHedge()
-        continue
+    for (;;) {
+      // Attempts settle while the race awaits anything (an event, the pool for a hedge):
+      // each settlement is taken here once, in the order they happened.
+      for (let next = race.settled.shift(); next !== undefined; next = race.settled.shift()) {
+        last = next
+        const { result } = next.started
+        if (result.kind === 'committed' || result.stopped === 'hedge-lost') continue
+        // A failure while another attempt still runs: the request goes on with the survivor.
+        if (race.running().length > 0 || race.settled.length > 0) noteFailure(run, route, result)
       }
-      last = next
-      const { result } = next.started
-      if (result.kind === 'committed' || result.stopped === 'hedge-lost') continue
-      // A failure while another attempt still runs: the request goes on with the survivor.
-      if (race.running().length > 0) noteFailure(run, route, result)
+      const running = race.running()
+      if (running.length === 0) break
+      if ((await nextEvent(race, running)) === 'hedge') await race.maybeHedge()
     }
   } catch (error) {
     for (const racer of race.racers) racer.lost.abort(lostReason())

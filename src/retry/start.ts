@@ -76,6 +76,9 @@ export async function attemptOn(
   const freshConnection = run.freshConnection
   run.freshConnection = false
   let timeToFirstOutputMs = 0
+  // The attempt's own time: up to the end of its upstream side, not the lease's report.
+  let endedAt: number | undefined
+  const durationMs = () => (endedAt ?? now()) - attemptStarted
   const result = await runAttempt({
     route: route.route,
     routeName: route.name,
@@ -92,6 +95,9 @@ export async function attemptOn(
     budgetMs: run.deadlineAt - now(),
     lost: race?.lost,
     claim: race?.claim,
+    onEnd: () => {
+      endedAt = now()
+    },
     onCommit: () => {
       const at = now()
       timeToFirstOutputMs = at - run.started
@@ -113,7 +119,7 @@ export async function attemptOn(
       status: null,
       result: gone ? 'client-gone' : 'threw',
       retryable: false,
-      durationMs: now() - attemptStarted,
+      durationMs: durationMs(),
     }
     throw error
   })
@@ -122,7 +128,7 @@ export async function attemptOn(
     status: result.status,
     result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
     retryable: result.kind === 'failed' && result.verdict.retryable,
-    durationMs: now() - attemptStarted,
+    durationMs: durationMs(),
   }
   return { result, timeToFirstOutputMs, record }
 }

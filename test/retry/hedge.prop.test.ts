@@ -10,7 +10,7 @@ import {
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import type { ScriptStep } from '../../src/testing/scripted-body.js'
 import { finish, role, text } from '../support/chat-frames.js'
-import { leaseTotals } from '../support/leases.js'
+import { leaseTotals, withLatency } from '../support/leases.js'
 import { runs } from '../support/runs.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
@@ -127,6 +127,8 @@ describe('hedged attempts (invariant 15)', () => {
             budget: fc.constantFrom(0.1, 0.5, 1),
             maxAttempts: fc.integer({ min: 1, max: 3 }),
             overloadPauseMs: fc.constantFrom(0, 2_000, 30_000),
+            // A shared store answers in its own time: attempts settle while the relay awaits it.
+            poolLatencyMs: fc.constantFrom(0, 0, 50, 100),
           }),
           async (requests, setup) => {
             useFakeClock()
@@ -136,6 +138,7 @@ describe('hedged attempts (invariant 15)', () => {
                 secret: `sk-${i}-abcdefgh`,
               })),
             )
+            const slowPool = withLatency(pool, setup.poolLatencyMs)
             const hedging = createHedging({
               afterMs: setup.afterMs,
               maxHedges: setup.maxHedges,
@@ -180,7 +183,7 @@ describe('hedged attempts (invariant 15)', () => {
               const recording = createRecordingSink()
               const pending = relay({
                 sink: recording,
-                pool,
+                pool: slowPool,
                 adapter: openaiChat,
                 attempt,
                 hooks: {

@@ -13,7 +13,7 @@ import {
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import type { ScriptStep } from '../../src/testing/scripted-body.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
-import { leaseTotals } from '../support/leases.js'
+import { leaseTotals, withLatency } from '../support/leases.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
 
@@ -158,6 +158,9 @@ export async function checkLeaseProperty(
         disconnectAt: fc.integer({ min: 0, max: 4_000 }),
         // Hedged races too: a throw or abort while several attempts run leaks nothing either.
         hedge: fc.boolean(),
+        // A store that answers in its own time (on top of Redis's real round trips):
+        // attempts settle while the relay awaits acquire or report.
+        poolLatencyMs: fc.constantFrom(0, 0, 100, 300),
       }),
       async (script, sinkFault, after, hookFault, setup) => {
         if (!options.realTimers) useFakeClock()
@@ -169,6 +172,7 @@ export async function checkLeaseProperty(
           })),
           { maxInflight: setup.maxInflight },
         )
+        const slowPool = withLatency(pool, setup.poolLatencyMs === 0 ? 0 : ms(setup.poolLatencyMs))
         const { sink, recording } = faultySink(sinkFault, after)
         const upstream = scriptedUpstream((call) => {
           const behaviour = upstreamBehaviour(
@@ -192,7 +196,7 @@ export async function checkLeaseProperty(
               }
         const pending = relay({
           sink,
-          pool,
+          pool: slowPool,
           adapter: openaiChat,
           attempt,
           hooks,

@@ -57,8 +57,10 @@ function startRelay(
   mode: keyof typeof sideNames,
   upstream: string,
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork(`${here}http-proxy.ts`, [mode, upstream], {
-    execArgv: ['--import', 'tsx'],
+  // Built by scripts/bench.mjs next to this bundle, or the TypeScript through tsx.
+  const built = import.meta.url.endsWith('.mjs')
+  const child = fork(`${here}http-proxy.${built ? 'mjs' : 'ts'}`, [mode, upstream], {
+    execArgv: built ? [] : ['--import', 'tsx'],
     stdio: 'inherit',
   })
   return new Promise((resolve, reject) => {

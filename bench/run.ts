@@ -177,7 +177,7 @@ async function main() {
     printHedging(hedging)
   }
 
-  const dir = join(here, 'results')
+  const dir = process.env.BENCH_RESULTS_DIR ?? join(here, 'results')
   mkdirSync(dir, { recursive: true })
   const partial = process.env.BENCH_ONLY !== undefined
   const file = join(

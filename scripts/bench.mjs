@@ -1,0 +1,42 @@
+/**
+ * `npm run bench`: builds the benchmarks the way the package ships (esbuild, as tsup does: no
+ * `keepNames`, the library bundled from src/ through the tsconfig paths, dependencies
+ * external) into node_modules/.cache/stream-boundary-bench/, then runs them with
+ * `--expose-gc`. Running the TypeScript through tsx instead would measure tsx's `keepNames`
+ * helper on every closure made per request, which the published build does not have.
+ */
+
+import { spawnSync } from 'node:child_process'
+import { mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { build } from 'esbuild'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const out = join(root, 'node_modules', '.cache', 'stream-boundary-bench')
+mkdirSync(out, { recursive: true })
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  packages: 'external',
+  tsconfig: join(root, 'tsconfig.json'),
+  logLevel: 'warning',
+}
+await build({ ...common, entryPoints: [join(root, 'bench', 'run.ts')], outfile: join(out, 'run.mjs') })
+// The relay child imports the example gateway, whose "run me" check compares import.meta.url
+// with the entry: in a bundle they are equal, so it is given a URL of its own.
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'http-proxy.ts')],
+  outfile: join(out, 'http-proxy.mjs'),
+  define: { 'import.meta.url': '"bundled:http-proxy"' },
+})
+
+const result = spawnSync(process.execPath, ['--expose-gc', join(out, 'run.mjs')], {
+  stdio: 'inherit',
+  env: { ...process.env, BENCH_RESULTS_DIR: join(root, 'bench', 'results') },
+})
+process.exit(result.status ?? 1)

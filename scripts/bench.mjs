@@ -25,7 +25,11 @@ const common = {
   tsconfig: join(root, 'tsconfig.json'),
   logLevel: 'warning',
 }
-await build({ ...common, entryPoints: [join(root, 'bench', 'run.ts')], outfile: join(out, 'run.mjs') })
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'run.ts')],
+  outfile: join(out, 'run.mjs'),
+})
 // The relay child imports the example gateway, whose "run me" check compares import.meta.url
 // with the entry: in a bundle they are equal, so it is given a URL of its own.
 await build({

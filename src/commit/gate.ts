@@ -111,6 +111,20 @@ const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
   'x-accel-buffering': 'no',
 })
 
+/** Sets every header of `init` on `head`, without building a `Headers` for `init` first. */
+function setEach(head: Headers, init: HeadersInit | undefined): void {
+  if (init === undefined) return
+  if (init instanceof Headers || Array.isArray(init)) {
+    for (const pair of init as Iterable<readonly string[]>) {
+      if (pair.length !== 2) throw new TypeError('a header pair must have a name and a value')
+      head.set(pair[0] as string, pair[1] as string)
+    }
+    return
+  }
+  const record = init as Record<string, string>
+  for (const name of Object.keys(record)) head.set(name, record[name] as string)
+}
+
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
 const done: Promise<void> = Promise.resolve()
 
@@ -310,9 +324,10 @@ class Gate implements CommitGate {
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
     await this.#run(async () => {
-      const head = new Headers(this.#upstreamHeaders)
-      for (const [name, value] of Object.entries(sseHeaders)) head.set(name, value)
-      for (const [name, value] of new Headers(this.#hostHeaders)) head.set(name, value)
+      // The filtered upstream headers are this gate's own copy: the head is built in them.
+      const head = this.#upstreamHeaders ?? new Headers()
+      for (const name of Object.keys(sseHeaders)) head.set(name, sseHeaders[name] as string)
+      setEach(head, this.#hostHeaders)
       await this.#sink.sendHead(this.#status, head)
       if (flush) await this.#sink.flush?.()
     })
@@ -373,7 +388,7 @@ class Gate implements CommitGate {
     if (this.#state !== 'open') throw new HeadersSentError()
     this.#state = 'closed'
     const head = new Headers({ 'content-type': 'application/json', 'cache-control': 'no-store' })
-    for (const [name, value] of new Headers(headers)) head.set(name, value)
+    setEach(head, headers)
     await this.#run(async () => {
       await this.#sink.sendHead(status, head)
       if (body !== '') await this.#sink.write(new TextEncoder().encode(body))

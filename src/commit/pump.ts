@@ -19,7 +19,7 @@ import {
   StreamTimeoutError,
 } from '../errors.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
-import { type PeekOptions, type PeekOutcome, peekFirstOutput } from '../peek/index.js'
+import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
 import type {
   FrameVerdict,
@@ -630,20 +630,20 @@ function watchPump(
     // The host gave up: do not wait for a slow client to take a write first.
     watchdog.interrupt(signal?.reason)
   }
-  for (const [watched, listener] of [
-    [gate.signal, onGateAbort],
-    [signal, onHostAbort],
-  ] as const) {
-    if (watched?.aborted) listener()
-    else watched?.addEventListener('abort', listener, { once: true })
+  // A relay with no host signal of its own passes the gate's: one listener then, the host's.
+  const watched: (readonly [AbortSignal | undefined, () => void])[] =
+    signal === gate.signal ? [] : [[gate.signal, onGateAbort]]
+  watched.push([signal, onHostAbort])
+  for (const [target, listener] of watched) {
+    if (target?.aborted) listener()
+    else target?.addEventListener('abort', listener, { once: true })
   }
   return {
     stop,
     watchdog,
     release() {
       watchdog.stop()
-      gate.signal.removeEventListener('abort', onGateAbort)
-      signal?.removeEventListener('abort', onHostAbort)
+      for (const [target, listener] of watched) target?.removeEventListener('abort', listener)
     },
   }
 }
@@ -865,19 +865,20 @@ function isReader(body: FrameSource | FrameReader): body is FrameReader {
 }
 
 /**
- * A signal that aborts when any of `signals` does, with its reason. Unlike `AbortSignal.any`
+ * A controller that aborts when any of `signals` does, with its reason. Unlike `AbortSignal.any`
  * on Node 20, nothing stays attached to a long-lived caller signal after `release()`, so a
- * host signal shared by every request does not collect listeners.
+ * host signal shared by every request does not collect listeners. A signal given twice is
+ * listened to once.
  */
 function followSignals(signals: readonly (AbortSignal | undefined)[]): {
-  readonly signal: AbortSignal
+  readonly controller: AbortController
   release(): void
 } {
   const controller = new AbortController()
   const onAbort = (event: Event) => controller.abort((event.target as AbortSignal).reason)
   const attached: AbortSignal[] = []
   for (const signal of signals) {
-    if (signal === undefined || controller.signal.aborted) continue
+    if (signal === undefined || controller.signal.aborted || attached.includes(signal)) continue
     if (signal.aborted) controller.abort(signal.reason)
     else {
       signal.addEventListener('abort', onAbort, { once: true })
@@ -885,7 +886,7 @@ function followSignals(signals: readonly (AbortSignal | undefined)[]): {
     }
   }
   return {
-    signal: controller.signal,
+    controller,
     release() {
       for (const signal of attached) signal.removeEventListener('abort', onAbort)
     },
@@ -913,12 +914,12 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
     try {
       // An attempt stopped before its peek began (another attempt won and may have closed
       // the response already) commits nothing, headers included.
-      if (gate.earlyHeaders && !peekStop.signal.aborted) await gate.commitHeaders()
+      if (gate.earlyHeaders && !peekStop.controller.signal.aborted) await gate.commitHeaders()
     } catch (error) {
       await reader.cancel(error)
       throw error
     }
-    peeked = await peekFirstOutput(reader, adapter, { ...options.peek, signal: peekStop.signal })
+    peeked = await peekUntil(reader, adapter, options.peek ?? {}, peekStop.controller)
   } finally {
     peekStop.release()
   }

@@ -209,6 +209,30 @@ export async function peekFirstOutput(
   adapter: StreamAdapter,
   options: PeekOptions = {},
 ): Promise<PeekOutcome> {
+  const stop = new AbortController()
+  const outer = options.signal
+  const onOuterAbort = () => stop.abort(outer?.reason)
+  if (outer?.aborted) onOuterAbort()
+  else outer?.addEventListener('abort', onOuterAbort, { once: true })
+  try {
+    return await peekUntil(reader, adapter, options, stop)
+  } finally {
+    outer?.removeEventListener('abort', onOuterAbort)
+  }
+}
+
+/**
+ * {@link peekFirstOutput} on a controller of the caller's: the peek's timeouts abort `stop`,
+ * and whatever else aborts it ends the peek as `aborted` (`options.signal` is not read). The
+ * pump's `deliver` passes the one controller that already follows its signals: no second
+ * signal and listener per attempt.
+ */
+export async function peekUntil(
+  reader: FrameReader,
+  adapter: StreamAdapter,
+  options: PeekOptions,
+  stop: AbortController,
+): Promise<PeekOutcome> {
   const config = normalizePeekOptions(options)
   const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
@@ -217,7 +241,6 @@ export async function peekFirstOutput(
   let held = 0
   const base = () => ({ frames, reader, tracker, elapsedMs: now() - started })
 
-  const stop = new AbortController()
   const timers: ReturnType<typeof setTimeout>[] = []
   // Referenced timers: a script awaiting this request must not exit while it waits (invariant 12).
   const clockStartedAt = config.clockStartedAt ?? started
@@ -234,10 +257,6 @@ export async function peekFirstOutput(
   arm(firstOutputTimeoutMs, () => {
     stop.abort(new StreamTimeoutError('first-output', firstOutputTimeoutMs))
   })
-  const outer = options.signal
-  const onOuterAbort = () => stop.abort(outer?.reason)
-  if (outer?.aborted) onOuterAbort()
-  else outer?.addEventListener('abort', onOuterAbort, { once: true })
 
   try {
     for (;;) {
@@ -286,6 +305,5 @@ export async function peekFirstOutput(
     }
   } finally {
     for (const timer of timers) clearTimeout(timer)
-    outer?.removeEventListener('abort', onOuterAbort)
   }
 }

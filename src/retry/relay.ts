@@ -76,14 +76,14 @@ function follow(controller: AbortController, signals: readonly (AbortSignal | un
  */
 function watchDeadline(
   deadlineMs: number,
-  stop: AbortController,
+  stop: AbortSignal,
 ): { deadline: AbortSignal; waits: AbortSignal; release(): void } {
   if (!Number.isFinite(deadlineMs)) {
-    return { deadline: neverAborted, waits: stop.signal, release() {} }
+    return { deadline: neverAborted, waits: stop, release() {} }
   }
   const deadline = new AbortController()
   const waits = new AbortController()
-  const unfollow = follow(waits, [stop.signal, deadline.signal])
+  const unfollow = follow(waits, [stop, deadline.signal])
   // Request-scoped: it holds the process while the request waits, and is always cleared.
   const timer = setTimeout(
     () => deadline.abort(new StreamTimeoutError('deadline', deadlineMs)),
@@ -147,8 +147,16 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   })
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
-  const stop = new AbortController()
-  const unfollow = follow(stop, [gate.signal, options.signal])
+  // What stops the request: the client leaving (the gate's signal) or the host's signal. With
+  // no host signal it is the gate's own: no signal is made for nothing (each costs on every
+  // request).
+  let stop = gate.signal
+  let unfollow = () => {}
+  if (options.signal !== undefined) {
+    const both = new AbortController()
+    unfollow = follow(both, [gate.signal, options.signal])
+    stop = both.signal
+  }
   const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
   const routes: Route[] = [
     {
@@ -167,7 +175,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     gate,
     routes,
     attempts: [],
-    stop: stop.signal,
+    stop,
     deadline,
     waits,
     started,

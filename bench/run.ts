@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,frame,fields,first,memory,http,hedging` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,hedging` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -14,11 +14,12 @@ import { benchFramePath } from './frame-path.js'
 import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
 import { benchMemory } from './memory.js'
+import { benchPerRequest } from './per-request.js'
 import { benchRelayPath } from './relay-path.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'relay,frame,fields,first,memory,http,hedging').split(','),
+  (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging').split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -47,6 +48,32 @@ async function main() {
     console.log(
       `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame (fastest rounds: ${fmt(relayPath.relayToRawBest)}×, ${fmt(relayPath.parsingToRelayBest)}×)`,
     )
+  }
+
+  if (only.has('request')) {
+    const perRequest = await benchPerRequest(
+      quick
+        ? { requests: 64, rounds: 3, shortFrames: 10, longFrames: 40 }
+        : { requests: 4_000, rounds: 5, shortFrames: 20, longFrames: 200 },
+    )
+    results.perRequest = perRequest
+    console.log(
+      `\n### Per request, in process: relay() over ${perRequest.shortFrames}- and ${perRequest.longFrames}-frame streams into a sink that takes every write (CPU, 32 at a time, median of rounds)\n`,
+    )
+    console.log('| side | CPU µs per request (fixed) | CPU µs per frame |')
+    console.log('| --- | ---: | ---: |')
+    for (const [name, side] of [
+      ['the frames iterated and written (floor)', perRequest.floor],
+      ['relay()', perRequest.relay],
+      ['added by the library', perRequest.added],
+    ] as const) {
+      console.log(`| ${name} | ${fmt(side.perRequestUs, 1)} | ${fmt(side.perFrameUs, 2)} |`)
+    }
+    console.log('\n| runtime operation (a relay needs some per request) | µs each |')
+    console.log('| --- | ---: |')
+    for (const [name, us] of Object.entries(perRequest.primitives)) {
+      console.log(`| ${name} | ${fmt(us, 2)} |`)
+    }
   }
 
   if (only.has('frame')) {

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { indexOfByte } from '../sse/index-of.js'
+
 const encoder = new TextEncoder()
 
 /** An ASCII needle, with the position of its rarest byte to anchor the search on. */
@@ -30,7 +32,11 @@ export function startsWith(raw: Uint8Array, { bytes }: Needle): boolean {
 export function includes(raw: Uint8Array, { bytes, anchor }: Needle): boolean {
   const key = bytes[anchor] as number
   const last = raw.length - bytes.length + anchor
-  for (let at = raw.indexOf(key, anchor); at !== -1 && at <= last; at = raw.indexOf(key, at + 1)) {
+  for (
+    let at = indexOfByte(raw, key, anchor);
+    at !== -1 && at <= last;
+    at = indexOfByte(raw, key, at + 1)
+  ) {
     const start = at - anchor
     let i = 0
     while (i < bytes.length && raw[start + i] === bytes[i]) i++
@@ -63,7 +69,7 @@ export function needleSet(anchor: string, ...texts: string[]): NeedleSet {
  */
 export function findNeedles(raw: Uint8Array, { key, needles }: NeedleSet): number {
   let found = 0
-  for (let at = raw.indexOf(key); at !== -1; at = raw.indexOf(key, at + 1)) {
+  for (let at = indexOfByte(raw, key); at !== -1; at = indexOfByte(raw, key, at + 1)) {
     for (let n = 0; n < needles.length; n++) {
       const { bytes, at: offset } = needles[n] as { bytes: Uint8Array; at: number }
       const start = at - offset

@@ -7,6 +7,7 @@
 
 import { FrameTooLargeError } from '../errors.js'
 import { Frame } from './frame.js'
+import { indexOfByte } from './index-of.js'
 
 const LF = 10
 const CR = 13
@@ -202,11 +203,11 @@ export class FrameSplitter {
       }
       const length = chunk.length
       while (i < length) {
-        let lf = chunk.indexOf(LF, i)
+        let lf = indexOfByte(chunk, LF, i)
         if (lf === -1) lf = length
         let cr = this.#nextCr
         if (cr !== -1 && cr < i) {
-          cr = chunk.indexOf(CR, i)
+          cr = indexOfByte(chunk, CR, i)
           this.#nextCr = cr
         }
         const stop = cr !== -1 && cr < lf ? cr : lf

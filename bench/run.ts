@@ -5,6 +5,7 @@
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
+import { fork } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -13,7 +14,7 @@ import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
 import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
-import { benchMemory } from './memory.js'
+import type { MemoryResult } from './memory.js'
 import { benchPerRequest } from './per-request.js'
 import { benchRelayPath } from './relay-path.js'
 
@@ -22,6 +23,26 @@ const only = new Set(
   (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging').split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
+
+/** Runs bench/memory.ts in a fresh process (built next to this bundle, or through tsx). */
+function memoryInItsOwnProcess(options: {
+  streams: number
+  soakFrames: number
+}): Promise<MemoryResult> {
+  const built = import.meta.url.endsWith('.mjs')
+  const child = fork(
+    join(here, `memory-child.${built ? 'mjs' : 'ts'}`),
+    [String(options.streams), String(options.soakFrames)],
+    { execArgv: built ? ['--expose-gc'] : ['--expose-gc', '--import', 'tsx'], stdio: 'inherit' },
+  )
+  return new Promise((resolve, reject) => {
+    child.once('message', (message) => resolve(message as MemoryResult))
+    child.once('error', reject)
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`the memory benchmark exited with ${code}`))
+    })
+  })
+}
 
 const fmt = (value: number, digits = 2) => value.toFixed(digits)
 
@@ -132,7 +153,7 @@ async function main() {
   }
 
   if (only.has('memory')) {
-    const memory = await benchMemory(
+    const memory = await memoryInItsOwnProcess(
       quick ? { streams: 200, soakFrames: 5000 } : { streams: 10_000, soakFrames: 1_000_000 },
     )
     results.memory = memory

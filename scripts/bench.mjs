@@ -30,6 +30,12 @@ await build({
   entryPoints: [join(root, 'bench', 'run.ts')],
   outfile: join(out, 'run.mjs'),
 })
+// The memory benchmark runs in a fresh process of its own.
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'memory-child.ts')],
+  outfile: join(out, 'memory-child.mjs'),
+})
 // The relay child imports the example gateway, whose "run me" check compares import.meta.url
 // with the entry: in a bundle they are equal, so it is given a URL of its own.
 await build({

@@ -9,11 +9,14 @@
  */
 
 /** A byte search with `Uint8Array.prototype.indexOf`'s contract. */
-export type IndexOf = (this: Uint8Array, value: number, from?: number) => number
+type IndexOf = (this: Uint8Array, value: number, from?: number) => number
 
 const standard = Uint8Array.prototype.indexOf as IndexOf
 
-/** `candidate` when it is a function that answers a probe as the standard search does. */
+/**
+ * `candidate` when it is a function that answers a probe as the standard search does.
+ * @internal exported for tests
+ */
 export function pickIndexOf(candidate: unknown): IndexOf {
   if (typeof candidate !== 'function') return standard
   try {
@@ -38,7 +41,10 @@ const search = pickIndexOf(
   (globalThis as { Buffer?: { prototype?: { indexOf?: unknown } } }).Buffer?.prototype?.indexOf,
 )
 
-/** Which search this runtime got (tests and benchmarks read it). */
+/**
+ * Which search this runtime got.
+ * @internal exported for tests
+ */
 export const byteSearch: 'buffer' | 'standard' = search === standard ? 'standard' : 'buffer'
 
 /** The first index of `value` in `bytes` at or after `from` (≥ 0), or -1. */

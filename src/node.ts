@@ -119,7 +119,10 @@ export function nodeResponse(res: IncomingMessage): Response {
 
 /**
  * The response's chunks, released at once on `return()`: a Node stream's own iterator waits
- * for a pending read to finish first, which an upstream that hangs never does.
+ * for a pending read to finish first, which an upstream that hangs never does. A response
+ * that already arrived whole (an error frame, then the end) is read out instead of destroyed,
+ * so its keep-alive connection goes back to the agent rather than being closed and opened
+ * again for the next attempt.
  */
 function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
   return {
@@ -128,7 +131,8 @@ function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
       return {
         next: () => chunks.next(),
         return: async () => {
-          res.destroy()
+          if (res.complete && !res.destroyed) res.resume()
+          else res.destroy()
           return { done: true, value: undefined }
         },
       }

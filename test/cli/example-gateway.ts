@@ -1,14 +1,16 @@
 /**
  * `examples/node-http-gateway.ts` with timeouts short enough for a chaos run: a stream that
  * sends nothing for 1 s, or no output for 1.5 s, is given up and retried on another key, and
- * a request gets 10 s in all.
+ * a request gets 10 s in all; 16 streams are relayed at once, the rest wait their turn.
  * The CI chaos step starts it as the gateway under test.
  *
  *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
+ *
+ * `UPSTREAM_CLIENT=fetch` or `UPSTREAM_CLIENT=node:http` picks how attempts reach the upstream.
  */
 
 import { pathToFileURL } from 'node:url'
-import { startGateway } from '../../examples/node-http-gateway.js'
+import { type GatewayConfig, startGateway } from '../../examples/node-http-gateway.js'
 import type { RelayPolicy } from '../../src/index.js'
 
 /** The policy of the chaos runs. */
@@ -21,21 +23,41 @@ const chaosPolicy: RelayPolicy = {
 }
 
 /** Starts the example gateway in front of `upstream` with {@link chaosPolicy} and four keys. */
-export function startChaosGateway(upstream: string, port = 0) {
+export function startChaosGateway(
+  upstream: string,
+  port = 0,
+  upstreamClient?: GatewayConfig['upstreamClient'],
+) {
   return startGateway({
     openaiBaseUrl: `${upstream}/v1`,
     anthropicBaseUrl: upstream,
     keys: ['a', 'b', 'c', 'd'].map((id) => ({ id, secret: `sk-chaos-${id}-not-real` })),
     policy: chaosPolicy,
+    // The chaos upstream shares its process with 300 clients (and, in CI, two cores with this
+    // gateway): past ~16 streams at once its answers cross the 1 s first-byte bound and cost
+    // retries (32: 81-140 first-byte timeouts a run, 16: ~40, as many as the hung faults).
+    maxConcurrentStreams: 16,
     port,
+    ...(upstreamClient === undefined ? {} : { upstreamClient }),
   })
+}
+
+/** `UPSTREAM_CLIENT=fetch|node:http` picks the attempts' client; unset: the example's default. */
+function clientFromEnv(value: string | undefined): GatewayConfig['upstreamClient'] {
+  if (value === undefined || value === '') return undefined
+  if (value === 'fetch' || value === 'node:http') return value
+  throw new Error(`UPSTREAM_CLIENT must be fetch or node:http, got ${JSON.stringify(value)}`)
 }
 
 const entry = process.argv[1]
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   const upstream = process.env.UPSTREAM_URL
   if (upstream === undefined || upstream === '') throw new Error('UPSTREAM_URL is not set')
-  const gateway = await startChaosGateway(upstream, Number(process.env.PORT ?? 8787))
+  const gateway = await startChaosGateway(
+    upstream,
+    Number(process.env.PORT ?? 8787),
+    clientFromEnv(process.env.UPSTREAM_CLIENT),
+  )
   console.log(`example gateway listening on ${gateway.url}`)
   // Under `node --expose-gc`, collect every second, so the chaos run's RSS figures show memory
   // still held (a leak), not garbage the collector has not got round to yet.

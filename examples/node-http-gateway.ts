@@ -78,15 +78,17 @@ export interface GatewayConfig {
    */
   upstreamClient?: 'node:http' | 'fetch' | UpstreamClient
   /**
-   * Streaming requests relayed at once; the rest wait their turn before their first attempt
-   * (so the wait counts against no timeout). It also bounds the `node:http` agent's upstream
-   * connections. Without it, a burst of requests in front of an upstream that answers slower
-   * than the first-byte bound turns into a retry storm: each cut attempt costs the upstream a
-   * new connection and a request it still serves, so it falls further behind (under the chaos
-   * load: 13–670 of 2,000 answered). Set it to what one upstream takes from this process.
+   * Streaming requests before their first output at once (attempting, retrying, waiting for a
+   * key); the rest wait their turn before their first attempt, so the wait counts against no
+   * timeout. A request leaves the count at its first output: relayed streams are not bounded
+   * here. Without it, a burst of requests in front of an upstream that answers slower than the
+   * first-byte bound turns into a retry storm: each cut attempt costs the upstream a new
+   * connection and a request it still serves, so it falls further behind (under the chaos
+   * load: 13–670 of 2,000 answered). Set it to what one upstream takes at once from this
+   * process.
    * @default 32
    */
-  maxConcurrentStreams?: number
+  maxPendingStreams?: number
 }
 
 /** A fetch-like function for streaming attempts. */
@@ -102,11 +104,12 @@ export interface UpstreamAgents {
 }
 
 /**
- * Keep-alive agents holding at most `maxSockets` connections per upstream origin, reusing the
- * most recently freed one first (as undici's pool does).
+ * Keep-alive agents that reuse the most recently freed connection first (as undici's pool
+ * does). They put no cap on connections: an attempt waiting for a socket would wait inside its
+ * first-byte clock, and relayed streams each hold one; `maxPendingStreams` bounds the churn.
  */
-export function upstreamAgents(maxSockets: number): UpstreamAgents {
-  const options = { keepAlive: true, maxSockets, scheduling: 'lifo' as const }
+export function upstreamAgents(): UpstreamAgents {
+  const options = { keepAlive: true, scheduling: 'lifo' as const }
   return { http: new HttpAgent(options), https: new HttpsAgent(options) }
 }
 
@@ -223,29 +226,41 @@ function boundedBody(req: IncomingMessage, limit: number): Promise<string | unde
   })
 }
 
-/** At most `limit` holders at once; the rest wait in arrival order. Release once. */
+/** At most `limit` holders at once; the rest wait in arrival order. Each holder's release runs once. */
 function slots(limit: number): { acquire(): Promise<() => void> } {
   let used = 0
   const waiting: (() => void)[] = []
-  const release = () => {
-    const next = waiting.shift()
-    if (next === undefined) used--
-    else next()
+  const next = () => {
+    const first = waiting.shift()
+    if (first === undefined) used--
+    else first()
+  }
+  const holder = () => {
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      next()
+    }
   }
   return {
     acquire() {
       if (used < limit) {
         used++
-        return Promise.resolve(release)
+        return Promise.resolve(holder())
       }
-      return new Promise((resolve) => waiting.push(() => resolve(release)))
+      return new Promise((resolve) => waiting.push(() => resolve(holder())))
     },
   }
 }
 
+/** The last outcomes the gateway keeps (for a dashboard or a test); older ones are dropped. */
+const keptOutcomes = 1_000
+
 export async function startGateway(config: GatewayConfig): Promise<{
   url: string
   close(): Promise<void>
+  /** The last 1,000 relay outcomes, oldest first (a long-running gateway keeps no more). */
   outcomes: RelayOutcome[]
   /** The gateway's key pools, for stats. */
   pools: { openai: KeyPool; anthropic: KeyPool }
@@ -254,11 +269,11 @@ export async function startGateway(config: GatewayConfig): Promise<{
   const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
   const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
   const client = config.upstreamClient ?? 'node:http'
-  const maxConcurrentStreams = config.maxConcurrentStreams ?? 32
-  if (!(maxConcurrentStreams >= 1))
-    throw new RangeError(`maxConcurrentStreams must be at least 1, got ${maxConcurrentStreams}`)
-  const streams = slots(maxConcurrentStreams)
-  const agents = client === 'node:http' ? upstreamAgents(maxConcurrentStreams) : undefined
+  const maxPendingStreams = config.maxPendingStreams ?? 32
+  if (!(maxPendingStreams >= 1))
+    throw new RangeError(`maxPendingStreams must be at least 1, got ${maxPendingStreams}`)
+  const pending = slots(maxPendingStreams)
+  const agents = client === 'node:http' ? upstreamAgents() : undefined
   const send: UpstreamClient =
     client === 'fetch'
       ? fetch
@@ -324,16 +339,24 @@ export async function startGateway(config: GatewayConfig): Promise<{
       return
     }
 
-    const release = await streams.acquire()
+    // Bounded before the first output only: a relayed stream gives its place up at commit.
+    const release = await pending.acquire()
     // A client that left while its request waited costs no attempt.
     if (res.destroyed) return release()
+    const hooks = config.hooks
     const outcome = await relay({
       // nodeSink watches the client: a client that leaves ends the relay as client-gone.
       sink: nodeSink(res),
       pool: target.pool,
       adapter: target.adapter,
       policy,
-      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+      hooks: {
+        ...hooks,
+        onCommit: (context) => {
+          release()
+          hooks?.onCommit?.(context)
+        },
+      },
       // The body as JSON lets the relay adjust it or fall back to a non-streaming request.
       request: { url: target.url, body: json },
       attempt: ({ key, signal, request, requestId }) => {
@@ -342,7 +365,10 @@ export async function startGateway(config: GatewayConfig): Promise<{
         // The client's own request id, when it sent one, names every attempt.
         if (requestId !== undefined && !withKey.has('x-client-request-id'))
           withKey.set('x-client-request-id', requestId)
-        const sent = request === undefined ? body : JSON.stringify(request.body)
+        // The client's bytes as they came, unless the relay changed the request (a fitted
+        // output budget, the non-streaming fallback): no re-serialising of a large prompt.
+        const sent =
+          request === undefined || request.body === json ? body : JSON.stringify(request.body)
         return send(request?.url ?? target.url, {
           method: 'POST',
           headers: withKey,
@@ -352,6 +378,7 @@ export async function startGateway(config: GatewayConfig): Promise<{
       },
     }).finally(release)
     outcomes.push(outcome)
+    if (outcomes.length > keptOutcomes) outcomes.shift()
   }
 
   const server = createServer((req, res) => {

@@ -1,7 +1,8 @@
 /**
  * `examples/node-http-gateway.ts` with timeouts short enough for a chaos run: a stream that
  * sends nothing for 1 s, or no output for 1.5 s, is given up and retried on another key, and
- * a request gets 10 s in all; 16 streams are relayed at once, the rest wait their turn.
+ * a request gets 10 s in all; 16 requests may be before their first output at once, the rest
+ * wait their turn.
  * The CI chaos step starts it as the gateway under test.
  *
  *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
@@ -34,9 +35,9 @@ export function startChaosGateway(
     keys: ['a', 'b', 'c', 'd'].map((id) => ({ id, secret: `sk-chaos-${id}-not-real` })),
     policy: chaosPolicy,
     // The chaos upstream shares its process with 300 clients (and, in CI, two cores with this
-    // gateway): past ~16 streams at once its answers cross the 1 s first-byte bound and cost
+    // gateway): past ~16 pending streams at once its answers cross the 1 s first-byte bound and cost
     // retries (32: 81-140 first-byte timeouts a run, 16: ~40, as many as the hung faults).
-    maxConcurrentStreams: 16,
+    maxPendingStreams: 16,
     port,
     ...(upstreamClient === undefined ? {} : { upstreamClient }),
   })

@@ -90,7 +90,7 @@ describe('example gateway, node:http attempts, connection storm', () => {
         backoff: { baseMs: 10 },
       },
       upstreamClient: 'node:http',
-      maxConcurrentStreams: limit,
+      maxPendingStreams: limit,
     })
     cleanups.push(() => gateway.close())
 

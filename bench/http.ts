@@ -46,8 +46,8 @@ export interface HttpResult {
 const sideNames = {
   raw: 'raw byte-pipe proxy (node:http pipe)',
   fetch: 'byte pipe reading the upstream with fetch',
-  gateway: 'stream-boundary gateway, node:http attempts',
-  'gateway-fetch': "stream-boundary gateway, fetch attempts (the example's default)",
+  gateway: "stream-boundary gateway, node:http attempts (the example's default)",
+  'gateway-fetch': 'stream-boundary gateway, fetch attempts',
   'gateway-toweb': 'stream-boundary gateway, node:http attempts + Readable.toWeb',
 } as const
 

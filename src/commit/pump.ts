@@ -743,20 +743,23 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     for (const frame of options.frames) await write(frame)
     previous = now()
     const fast = encoder.raw ? rawFrameReader(reader) : undefined
-    for (;;) {
-      let raw: Uint8Array | null = null
-      let frame: SseFrame | null = null
+    if (fast !== undefined) {
+      // The hot path: the reader hands each chunk's frames over where the chunk lands.
+      let ended: { readonly failed: unknown } | null
       try {
-        if (fast !== undefined) raw = await fast.nextRaw(stop.signal)
-        // At the upstream's end the hot path hands over: a last frame may be one the end cut.
-        if (raw === null) frame = await reader.next({ signal: stop.signal })
+        ended = await fast.pumpRaw(stop.signal, (raw) => relayChunk(fast, raw))
       } catch (error) {
         return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
-      if (raw !== null) {
-        const written = relayChunk(fast as RawFrameReader, raw)
-        if (written !== undefined) await written
-        continue
+      if (ended !== null) throw ended.failed
+    }
+    // At the upstream's end the hot path hands over: a last frame may be one the end cut.
+    for (;;) {
+      let frame: SseFrame | null
+      try {
+        frame = await reader.next({ signal: stop.signal })
+      } catch (error) {
+        return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
       }
       if (frame === null) return atEof()
       const arrived = now()

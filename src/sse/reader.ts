@@ -244,6 +244,82 @@ class Reader implements FrameReader {
     resolve?.(frame)
   }
 
+  /**
+   * {@link RawFrameReader.pumpRaw}: the frames of each pulled chunk go to `take` where the
+   * chunk lands, and the next pull starts at once unless `take` returned a promise (the sink
+   * pushed back): no promise per chunk of its own. During `take` the reader is idle, so `take`
+   * may take the chunk's further frames with `takeBufferedRaw`.
+   */
+  pumpRaw(
+    signal: AbortSignal | undefined,
+    take: (frame: Uint8Array) => Promise<void> | undefined,
+  ): Promise<{ readonly failed: unknown } | null> {
+    if (this.#busy) return Promise.reject(new ReaderBusyError())
+    if (signal?.aborted) return Promise.reject(abortReason(signal))
+    if (this.#failure !== undefined) return Promise.reject(this.#failure)
+    this.#busy = true
+    return new Promise((resolve, reject) => {
+      const end = (value: { readonly failed: unknown } | null) => {
+        this.#busy = false
+        resolve(value)
+      }
+      const fail = (reason: unknown) => {
+        this.#busy = false
+        reject(reason)
+      }
+      const writeFailed = (error: unknown) => end({ failed: error })
+      /** Hands over the whole frames held, until one waits on the sink; then pulls. */
+      const drain = (): void => {
+        this.#busy = true
+        for (;;) {
+          let frame: Uint8Array | null
+          try {
+            frame = this.#settle(true) as Uint8Array | null
+          } catch (error) {
+            return fail(error)
+          }
+          if (frame === null) break
+          let written: Promise<void> | undefined
+          this.#busy = false
+          try {
+            written = take(frame)
+          } catch (error) {
+            return end({ failed: error })
+          }
+          this.#busy = true
+          if (written !== undefined) {
+            written.then(drain, writeFailed)
+            return
+          }
+        }
+        if (this.#ended || this.#released) return end(null)
+        this.#watch(signal)
+        const settled = this.#settled
+        if (settled !== undefined) {
+          this.#settled = undefined
+          if (settled.ok) onPull(settled.value)
+          else fail(settled.error)
+          return
+        }
+        this.#ensurePull()
+        this.#resolveWait = onPull
+        this.#rejectWait = fail
+        if (signal?.aborted) this.#onAbort()
+      }
+      const onPull = (result: Pull): void => {
+        if (result.done) {
+          this.#ended = true
+          this.#unwatch()
+          return end(null)
+        }
+        this.#bytesRead += result.value.length
+        this.#splitter.push(result.value)
+        drain()
+      }
+      drain()
+    })
+  }
+
   readonly #onRawFailed = (reason: unknown): void => {
     const reject = this.#rejectRaw
     this.#busy = false
@@ -407,6 +483,19 @@ export interface RawFrameReader extends FrameReader {
   nextRaw(signal?: AbortSignal): Promise<Uint8Array | null>
   /** {@link FrameReader.takeBuffered} as bytes only. */
   takeBufferedRaw(): Uint8Array | null
+  /**
+   * Reads on past the first frame, handing each whole frame's bytes to `take` as soon as it
+   * is whole, with no promise per frame: when `take` returns a promise (the sink pushed
+   * back), reading waits for it. Resolves with `null` at the upstream's end (call `next()`
+   * then, as after `nextRaw` gave `null`), or with `{ failed }` when `take` threw or its
+   * promise rejected; rejects as `nextRaw` does (a read failure, `signal` aborted; the pull
+   * in flight stays for the next read). During `take` the reader is idle: `take` may call
+   * `takeBufferedRaw`.
+   */
+  pumpRaw(
+    signal: AbortSignal | undefined,
+    take: (frame: Uint8Array) => Promise<void> | undefined,
+  ): Promise<{ readonly failed: unknown } | null>
 }
 
 /** The reader as a {@link RawFrameReader}, when this module made it. */

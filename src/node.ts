@@ -12,6 +12,9 @@ import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
 import { iterableResponse } from './sse/reader.js'
 
+/** Where the frame reader finds a body's Node stream (the key `src/sse/reader.ts` reads). */
+const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
+
 /**
  * Wraps an `http.ServerResponse` as a {@link DownstreamSink}: `writeHead` + `flushHeaders`,
  * `write` honouring `drain`, `end`, `destroy`, and the response's `close` before it finished
@@ -126,6 +129,8 @@ export function nodeResponse(res: IncomingMessage): Response {
  */
 function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
   return {
+    // The frame reader takes the Node stream itself: chunks from read(), no promise each.
+    [nodeReadable]: res,
     [Symbol.asyncIterator]() {
       const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
       return {
@@ -137,7 +142,7 @@ function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
         },
       }
     },
-  }
+  } as AsyncIterable<Uint8Array>
 }
 
 /** A running {@link serveFetch} server. */

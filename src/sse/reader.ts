@@ -65,24 +65,112 @@ export type FrameSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>
 
 type Pull = { done: true; value?: undefined } | { done: false; value: Uint8Array }
 
+/**
+ * Where chunks come from. `pull` calls back exactly once per call, with the next chunk or
+ * the end, or with a failure; a source whose chunk is already there may call back at once.
+ */
 interface Puller {
-  pull(): Promise<Pull>
+  pull(onResult: (result: Pull) => void, onError: (error: unknown) => void): void
   release(reason: unknown): Promise<void>
+}
+
+/**
+ * Where {@link nodeResponse}'s body keeps its Node stream (`Symbol.for`: two copies of the
+ * package agree), so the reader takes its chunks from `read()` on `readable`, with no promise
+ * per chunk.
+ */
+const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
+
+/** What the reader uses of a Node `Readable` (an `IncomingMessage`). */
+interface NodeReadableLike {
+  read(): Uint8Array | null
+  on(event: string, listener: (...args: never[]) => void): unknown
+  off(event: string, listener: (...args: never[]) => void): unknown
+  once(event: string, listener: (...args: never[]) => void): unknown
+  resume(): unknown
+  destroy(): unknown
+  readonly destroyed: boolean
+  /** `IncomingMessage.complete`: the whole message arrived. */
+  readonly complete?: boolean
+}
+
+/**
+ * Chunks from a Node stream's `read()`, waiting on `readable`: a chunk already buffered is
+ * handed over at once, and a wait is a listener, not a promise. A stream closed before its
+ * end (a reset, a cut connection) fails the read: a cut is never taken for a clean end. On
+ * release, a response that already arrived whole is read out (its keep-alive connection
+ * goes back to its agent); any other is destroyed.
+ */
+function readablePuller(stream: NodeReadableLike): Puller {
+  let waiting: [(result: Pull) => void, (error: unknown) => void] | undefined
+  let ended = false
+  let failure: unknown
+  const hand = () => {
+    const wait = waiting
+    if (wait === undefined) return
+    const chunk = stream.read()
+    if (chunk !== null) {
+      waiting = undefined
+      wait[0]({ done: false, value: chunk })
+    } else if (failure !== undefined) {
+      waiting = undefined
+      wait[1](failure)
+    } else if (ended) {
+      waiting = undefined
+      wait[0]({ done: true })
+    }
+  }
+  stream.on('readable', hand)
+  stream.once('end', () => {
+    ended = true
+    hand()
+  })
+  stream.on('error', (error: unknown) => {
+    failure ??= error
+    hand()
+  })
+  stream.once('close', () => {
+    if (!ended && stream.complete !== true) {
+      failure ??= new Error('the upstream response was closed before its end')
+    }
+    hand()
+  })
+  return {
+    pull(onResult, onError) {
+      waiting = [onResult, onError]
+      hand()
+    },
+    release: async () => {
+      stream.off('readable', hand)
+      if (stream.complete === true && !stream.destroyed) stream.resume()
+      else stream.destroy()
+    },
+  }
 }
 
 function toPuller(source: FrameSource): Puller {
   if (typeof (source as ReadableStream<Uint8Array>).getReader === 'function') {
     const reader = (source as ReadableStream<Uint8Array>).getReader()
     return {
-      pull: () => reader.read() as Promise<Pull>,
+      pull: (onResult, onError) => {
+        ;(reader.read() as Promise<Pull>).then(onResult, onError)
+      },
       release: async (reason) => {
         await reader.cancel(reason).catch(() => {})
       },
     }
   }
+  const readable = (source as { [nodeReadable]?: NodeReadableLike })[nodeReadable]
+  if (readable !== undefined) return readablePuller(readable)
   const iterator = (source as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()
   return {
-    pull: () => iterator.next() as Promise<Pull>,
+    pull: (onResult, onError) => {
+      try {
+        ;(iterator.next() as Promise<Pull>).then(onResult, onError)
+      } catch (error) {
+        onError(error)
+      }
+    },
     release: async () => {
       await iterator.return?.().catch(() => {})
     },
@@ -107,7 +195,7 @@ class Reader implements FrameReader {
   readonly #splitter: FrameSplitter
   readonly #puller: Puller
   /** The pull in flight; its result goes to the waiting call, or to `#settled` when none waits. */
-  #pending: Promise<Pull> | undefined
+  #pulling = false
   #settled: Settled | undefined
   /** The call waiting on the pull in flight. */
   #resolveWait: ((result: Pull) => void) | undefined
@@ -213,10 +301,10 @@ class Reader implements FrameReader {
       else this.#onRawFailed(settled.error)
       return
     }
-    this.#ensurePull()
     this.#resolveWait = this.#onRawPull
     this.#rejectWait = this.#onRawFailed
-    if (signal?.aborted) this.#onAbort()
+    if (signal?.aborted) return this.#onAbort()
+    this.#ensurePull()
   }
 
   readonly #onRawPull = (result: Pull): void => {
@@ -301,10 +389,10 @@ class Reader implements FrameReader {
           else fail(settled.error)
           return
         }
-        this.#ensurePull()
         this.#resolveWait = onPull
         this.#rejectWait = fail
-        if (signal?.aborted) this.#onAbort()
+        if (signal?.aborted) return this.#onAbort()
+        this.#ensurePull()
       }
       const onPull = (result: Pull): void => {
         if (result.done) {
@@ -403,8 +491,9 @@ class Reader implements FrameReader {
       this.#settled = undefined
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(settled.error)
     }
-    this.#ensurePull()
-    return new Promise<Pull>(this.#wait)
+    const pulled = new Promise<Pull>(this.#wait)
+    if (this.#resolveWait !== undefined) this.#ensurePull()
+    return pulled
   }
 
   #watch(signal: AbortSignal | undefined): void {
@@ -414,11 +503,11 @@ class Reader implements FrameReader {
     signal?.addEventListener('abort', this.#onAbort)
   }
 
+  /** Starts a pull unless one is in flight. Its result may come at once: wait first. */
   #ensurePull(): void {
-    if (this.#pending !== undefined) return
-    const pending = this.#puller.pull()
-    this.#pending = pending
-    pending.then(this.#onPulled, this.#onPullFailed)
+    if (this.#pulling) return
+    this.#pulling = true
+    this.#puller.pull(this.#onPulled, this.#onPullFailed)
   }
 
   readonly #wait = (resolve: (result: Pull) => void, reject: (reason: unknown) => void) => {
@@ -429,7 +518,7 @@ class Reader implements FrameReader {
   }
 
   readonly #onPulled = (result: Pull) => {
-    this.#pending = undefined
+    this.#pulling = false
     const resolve = this.#resolveWait
     if (resolve === undefined) {
       this.#settled = { ok: true, value: result }
@@ -440,7 +529,7 @@ class Reader implements FrameReader {
   }
 
   readonly #onPullFailed = (error: unknown) => {
-    this.#pending = undefined
+    this.#pulling = false
     const failure = new UpstreamReadError(error)
     this.#failure = failure
     this.#ended = true
@@ -466,7 +555,6 @@ class Reader implements FrameReader {
     this.#unwatch()
     this.#splitter.clear()
     this.#settled = undefined
-    this.#pending = undefined
     if (!this.#ended) await this.#puller.release(reason)
   }
 }

@@ -161,6 +161,38 @@ describe('nodeResponse over node:http', () => {
     expect(upstream?.closed).toBe(true)
   })
 
+  it('a connection cut before the end fails the read after the frames that came: never a clean end', async () => {
+    const url = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`${answer[0]}${answer[1]}`, () => setTimeout(() => res.socket?.destroy(), 20))
+    })
+    const { response } = await get(url)
+    const reader = createFrameReader(frameSourceOf(response) as AsyncIterable<Uint8Array>)
+    const text = async () => new TextDecoder().decode((await reader.next())?.raw)
+    expect(await text()).toBe(answer[0])
+    expect(await text()).toBe(answer[1])
+    await expect(reader.next()).rejects.toMatchObject({ name: 'UpstreamReadError' })
+  })
+
+  it('relay() over a cut Node stream ends partial, with the frames before the cut and no success', async () => {
+    const url = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`${answer[0]}${answer[1]}`, () => setTimeout(() => res.socket?.destroy(), 20))
+    })
+    const sink = createRecordingSink()
+    const outcome = await relay({
+      sink,
+      pool: createMemoryKeyPool([{ id: 'k', secret: 'sk-not-real-1234' }]),
+      adapter: openaiChat,
+      policy: { keepAliveIntervalMs: 0 },
+      attempt: async () => (await get(url)).response,
+    })
+    expect(outcome.kind).toBe('committed')
+    if (outcome.kind !== 'committed') return
+    expect(outcome.end.kind).not.toBe('completed')
+    expect(sink.text.startsWith(`${answer[0]}${answer[1]}`)).toBe(true)
+  })
+
   it('answers a null-body status with a body-less Response', async () => {
     const url = await serve((res) => {
       res.writeHead(204)

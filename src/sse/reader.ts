@@ -303,7 +303,10 @@ class Reader implements FrameReader {
     }
     this.#resolveWait = this.#onRawPull
     this.#rejectWait = this.#onRawFailed
-    if (signal?.aborted) return this.#onAbort()
+    if (signal?.aborted) {
+      this.#onAbort()
+      return
+    }
     this.#ensurePull()
   }
 
@@ -364,7 +367,8 @@ class Reader implements FrameReader {
           try {
             frame = this.#settle(true) as Uint8Array | null
           } catch (error) {
-            return fail(error)
+            fail(error)
+            return
           }
           if (frame === null) break
           let written: Promise<void> | undefined
@@ -372,7 +376,8 @@ class Reader implements FrameReader {
           try {
             written = take(frame)
           } catch (error) {
-            return end({ failed: error })
+            end({ failed: error })
+            return
           }
           this.#busy = true
           if (written !== undefined) {
@@ -380,7 +385,10 @@ class Reader implements FrameReader {
             return
           }
         }
-        if (this.#ended || this.#released) return end(null)
+        if (this.#ended || this.#released) {
+          end(null)
+          return
+        }
         this.#watch(signal)
         const settled = this.#settled
         if (settled !== undefined) {
@@ -391,14 +399,18 @@ class Reader implements FrameReader {
         }
         this.#resolveWait = onPull
         this.#rejectWait = fail
-        if (signal?.aborted) return this.#onAbort()
+        if (signal?.aborted) {
+          this.#onAbort()
+          return
+        }
         this.#ensurePull()
       }
       const onPull = (result: Pull): void => {
         if (result.done) {
           this.#ended = true
           this.#unwatch()
-          return end(null)
+          end(null)
+          return
         }
         this.#bytesRead += result.value.length
         this.#splitter.push(result.value)

@@ -260,79 +260,7 @@ class Reader implements FrameReader {
       return Promise.reject(error)
     }
     if (frame !== null) return Promise.resolve(frame)
-    return raw ? this.#readRaw(signal) : this.#read(signal, raw)
-  }
-
-  /** The pending {@link nextRaw}'s settlement. */
-  #resolveRaw: ((frame: Uint8Array | null) => void) | undefined
-  #rejectRaw: ((reason: unknown) => void) | undefined
-
-  /**
-   * `#read` for raw frames without an async function in between: each pulled chunk is split
-   * where it lands and the frame handed straight to the caller, one promise hop per chunk.
-   */
-  #readRaw(signal: AbortSignal | undefined): Promise<Uint8Array | null> {
-    // The end: a last frame the end cut is next()'s to return.
-    if (this.#ended || this.#released) return Promise.resolve(null)
-    this.#busy = true
-    this.#rawSignal = signal
-    return new Promise<Uint8Array | null>(this.#startRaw)
-  }
-
-  /** The signal of the {@link nextRaw} being started (the executor below is made once). */
-  #rawSignal: AbortSignal | undefined
-  readonly #startRaw = (
-    resolve: (frame: Uint8Array | null) => void,
-    reject: (reason: unknown) => void,
-  ) => {
-    this.#resolveRaw = resolve
-    this.#rejectRaw = reject
-    const signal = this.#rawSignal
-    this.#rawSignal = undefined
-    this.#pullRaw(signal)
-  }
-
-  #pullRaw(signal: AbortSignal | undefined): void {
-    this.#watch(signal)
-    const settled = this.#settled
-    if (settled !== undefined) {
-      this.#settled = undefined
-      if (settled.ok) this.#onRawPull(settled.value)
-      else this.#onRawFailed(settled.error)
-      return
-    }
-    this.#resolveWait = this.#onRawPull
-    this.#rejectWait = this.#onRawFailed
-    if (signal?.aborted) {
-      this.#onAbort()
-      return
-    }
-    this.#ensurePull()
-  }
-
-  readonly #onRawPull = (result: Pull): void => {
-    let frame: Uint8Array | null = null
-    if (result.done) {
-      this.#ended = true
-      this.#unwatch()
-    } else {
-      this.#bytesRead += result.value.length
-      this.#splitter.push(result.value)
-      try {
-        frame = this.#settle(true) as Uint8Array | null
-      } catch (error) {
-        this.#onRawFailed(error)
-        return
-      }
-      if (frame === null && !this.#released) {
-        this.#pullRaw(this.#watched)
-        return
-      }
-    }
-    const resolve = this.#resolveRaw
-    this.#busy = false
-    this.#resolveRaw = this.#rejectRaw = undefined
-    resolve?.(frame)
+    return this.#read(signal, raw)
   }
 
   /**
@@ -418,13 +346,6 @@ class Reader implements FrameReader {
       }
       drain()
     })
-  }
-
-  readonly #onRawFailed = (reason: unknown): void => {
-    const reject = this.#rejectRaw
-    this.#busy = false
-    this.#resolveRaw = this.#rejectRaw = undefined
-    reject?.(reason)
   }
 
   async #read(

@@ -18,6 +18,7 @@ import {
   isUpstreamReadError,
   StreamTimeoutError,
 } from '../errors.js'
+import { followSignals } from '../follow-signals.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
@@ -865,35 +866,6 @@ function isReader(body: FrameSource | FrameReader): body is FrameReader {
     typeof (body as FrameReader).next === 'function' &&
     typeof (body as FrameReader).cancel === 'function'
   )
-}
-
-/**
- * A controller that aborts when any of `signals` does, with its reason. Unlike `AbortSignal.any`
- * on Node 20, nothing stays attached to a long-lived caller signal after `release()`, so a
- * host signal shared by every request does not collect listeners. A signal given twice is
- * listened to once.
- */
-function followSignals(signals: readonly (AbortSignal | undefined)[]): {
-  readonly controller: AbortController
-  release(): void
-} {
-  const controller = new AbortController()
-  const onAbort = (event: Event) => controller.abort((event.target as AbortSignal).reason)
-  const attached: AbortSignal[] = []
-  for (const signal of signals) {
-    if (signal === undefined || controller.signal.aborted || attached.includes(signal)) continue
-    if (signal.aborted) controller.abort(signal.reason)
-    else {
-      signal.addEventListener('abort', onAbort, { once: true })
-      attached.push(signal)
-    }
-  }
-  return {
-    controller,
-    release() {
-      for (const signal of attached) signal.removeEventListener('abort', onAbort)
-    },
-  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import { createCommitGate } from '../commit/gate.js'
 import { StreamTimeoutError } from '../errors.js'
+import { followSignals } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
@@ -51,23 +52,6 @@ function checkOptions(options: RelayOptions): void {
     throw new TypeError('sink must be a DownstreamSink')
 }
 
-/** Aborts `controller` when any of `signals` aborts; returns the listeners' removal. */
-function follow(controller: AbortController, signals: readonly (AbortSignal | undefined)[]) {
-  const listeners: [AbortSignal, () => void][] = []
-  for (const signal of signals) {
-    if (signal === undefined) continue
-    const listener = () => controller.abort(signal.reason)
-    if (signal.aborted) listener()
-    else {
-      signal.addEventListener('abort', listener, { once: true })
-      listeners.push([signal, listener])
-    }
-  }
-  return () => {
-    for (const [signal, listener] of listeners) signal.removeEventListener('abort', listener)
-  }
-}
-
 /**
  * The pre-commit deadline: its signal, what waits listen to (the stop and the deadline), and
  * `release` (clears its timer and listeners). Without a budget there is nothing to watch:
@@ -82,8 +66,7 @@ function watchDeadline(
     return { deadline: neverAborted, waits: stop, release() {} }
   }
   const deadline = new AbortController()
-  const waits = new AbortController()
-  const unfollow = follow(waits, [stop, deadline.signal])
+  const waits = followSignals([stop, deadline.signal])
   // Request-scoped: it holds the process while the request waits, and is always cleared.
   const timer = setTimeout(
     () => deadline.abort(new StreamTimeoutError('deadline', deadlineMs)),
@@ -91,10 +74,10 @@ function watchDeadline(
   )
   return {
     deadline: deadline.signal,
-    waits: waits.signal,
+    waits: waits.controller.signal,
     release() {
       clearTimeout(timer)
-      unfollow()
+      waits.release()
     },
   }
 }
@@ -150,13 +133,9 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   // What stops the request: the client leaving (the gate's signal) or the host's signal. With
   // no host signal it is the gate's own: no signal is made for nothing (each costs on every
   // request).
-  let stop = gate.signal
-  let unfollow = () => {}
-  if (options.signal !== undefined) {
-    const both = new AbortController()
-    unfollow = follow(both, [gate.signal, options.signal])
-    stop = both.signal
-  }
+  const both =
+    options.signal === undefined ? undefined : followSignals([gate.signal, options.signal])
+  const stop = both?.controller.signal ?? gate.signal
   const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
   const routes: Route[] = [
     {
@@ -222,6 +201,6 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     throw error
   } finally {
     release()
-    unfollow()
+    both?.release()
   }
 }

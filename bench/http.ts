@@ -6,9 +6,9 @@
  * frame and the p50 and p99 time to first byte.
  */
 
-import { type ChildProcess, fork } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import type { ChildProcess } from 'node:child_process'
 import { serveFetch } from '../src/node.js'
+import { forkChild } from './child.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 
 interface HttpSide {
@@ -51,18 +51,11 @@ const sideNames = {
   'gateway-toweb': 'stream-boundary gateway, node:http attempts + Readable.toWeb',
 } as const
 
-const here = fileURLToPath(new URL('.', import.meta.url))
-
 function startRelay(
   mode: keyof typeof sideNames,
   upstream: string,
 ): Promise<{ child: ChildProcess; url: string }> {
-  // Built by scripts/bench.mjs next to this bundle, or the TypeScript through tsx.
-  const built = import.meta.url.endsWith('.mjs')
-  const child = fork(`${here}http-proxy.${built ? 'mjs' : 'ts'}`, [mode, upstream], {
-    execArgv: built ? [] : ['--import', 'tsx'],
-    stdio: 'inherit',
-  })
+  const child = forkChild('http-proxy', [mode, upstream])
   return new Promise((resolve, reject) => {
     child.once('error', reject)
     child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))

@@ -5,10 +5,10 @@
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
-import { fork } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { forkChild } from './child.js'
 import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
@@ -29,11 +29,10 @@ function memoryInItsOwnProcess(options: {
   streams: number
   soakFrames: number
 }): Promise<MemoryResult> {
-  const built = import.meta.url.endsWith('.mjs')
-  const child = fork(
-    join(here, `memory-child.${built ? 'mjs' : 'ts'}`),
+  const child = forkChild(
+    'memory-child',
     [String(options.streams), String(options.soakFrames)],
-    { execArgv: built ? ['--expose-gc'] : ['--expose-gc', '--import', 'tsx'], stdio: 'inherit' },
+    ['--expose-gc'],
   )
   return new Promise((resolve, reject) => {
     child.once('message', (message) => resolve(message as MemoryResult))

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway } from '../../examples/node-http-gateway.js'
 import { finish, role, text } from '../support/chat-frames.js'
+import { useLoopback } from '../support/loopback.js'
 
 /**
  * What the example gateway holds and sends per request, as a long-running gateway sees it:
@@ -11,10 +11,7 @@ import { finish, role, text } from '../support/chat-frames.js'
  * client's body bytes as they came.
  */
 
-const cleanups: (() => Promise<void>)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
+const { cleanup, listen } = useLoopback()
 
 /**
  * An OpenAI Chat upstream: the answer's first text at once, then (when the body says `hold`)
@@ -45,16 +42,8 @@ async function startUpstream() {
       else end()
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  )
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: await listen(server),
     bodies,
     mostOpen: () => mostOpen,
     release: () => {
@@ -71,7 +60,7 @@ async function gatewayFor(upstreamUrl: string, maxPendingStreams?: number) {
     policy: { keepAliveIntervalMs: 0 },
     ...(maxPendingStreams === undefined ? {} : { maxPendingStreams }),
   })
-  cleanups.push(() => gateway.close())
+  cleanup(() => gateway.close())
   return gateway
 }
 

@@ -1,7 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import OpenAI from 'openai'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import {
   createHedging,
   createMemoryKeyPool,
@@ -11,6 +10,7 @@ import {
   relay,
 } from '../../src/index.js'
 import { clientSignal, nodeSink } from '../../src/node.js'
+import { useLoopback } from '../support/loopback.js'
 
 /**
  * Hedging over real HTTP on 127.0.0.1: an upstream that answers per key, a gateway of
@@ -22,23 +22,7 @@ import { clientSignal, nodeSink } from '../../src/node.js'
 const fastText = 'The quick brown fox jumps over the lazy dog.'
 const fallbackMs = 2000
 
-const cleanups: (() => Promise<void>)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
-
-/** Listens on a free loopback port, closed after the test; returns the base URL. */
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  )
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
+const { listen } = useLoopback()
 
 function chunk(id: string, delta: Record<string, unknown>, finish: string | null = null): string {
   const choice = { index: 0, delta, finish_reason: finish }

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway } from '../../examples/node-http-gateway.js'
 import { finish, role, text } from '../support/chat-frames.js'
+import { useLoopback } from '../support/loopback.js'
 
 /**
  * The example gateway's default upstream client (`node:http`) under a connection storm: many
@@ -19,10 +19,7 @@ const limit = 32
 const answer = 'connections stay bounded'
 const answerMs = 400
 
-const cleanups: (() => Promise<void>)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
+const { cleanup, listen } = useLoopback()
 
 /**
  * An OpenAI Chat upstream on 127.0.0.1 with a listen backlog of 4: the first attempt of every
@@ -60,18 +57,8 @@ async function startUpstream(
   server.on('connection', () => {
     connections++
   })
-  await new Promise<void>((resolve) =>
-    server.listen({ port: 0, host: '127.0.0.1', backlog: 4 }, resolve),
-  )
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }),
-  )
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: await listen(server, { backlog: 4 }),
     connections: () => connections,
   }
 }
@@ -92,7 +79,7 @@ describe('example gateway, node:http attempts, connection storm', () => {
       upstreamClient: 'node:http',
       maxPendingStreams: limit,
     })
-    cleanups.push(() => gateway.close())
+    cleanup(() => gateway.close())
 
     const bodies = await Promise.all(
       Array.from({ length: requests }, async (_, index) => {
@@ -123,7 +110,7 @@ describe('example gateway, node:http attempts, connection storm', () => {
       policy: { maxAttempts: 2, backoff: { baseMs: 1 } },
       upstreamClient: 'node:http',
     })
-    cleanups.push(() => gateway.close())
+    cleanup(() => gateway.close())
     for (let index = 0; index < 10; index++) {
       const response = await fetch(`${gateway.url}/v1/chat/completions`, {
         method: 'POST',

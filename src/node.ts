@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
 import { iterableResponse } from './sse/reader.js'
 
-/** Where the frame reader finds a body's Node stream (the key `src/sse/reader.ts` reads). */
+/** Where the frame reader finds a body's Node stream and its release (the key `src/sse/reader.ts` reads). */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
 
 /**
@@ -121,23 +121,29 @@ export function nodeResponse(res: IncomingMessage): Response {
 }
 
 /**
+ * Lets an upstream response go. One that already arrived whole (an error frame, then the end)
+ * is read out instead of destroyed, so its keep-alive connection goes back to the agent
+ * rather than being closed and opened again for the next attempt; any other is destroyed.
+ */
+function release(res: IncomingMessage): void {
+  if (res.complete && !res.destroyed) res.resume()
+  else res.destroy()
+}
+
+/**
  * The response's chunks, released at once on `return()`: a Node stream's own iterator waits
- * for a pending read to finish first, which an upstream that hangs never does. A response
- * that already arrived whole (an error frame, then the end) is read out instead of destroyed,
- * so its keep-alive connection goes back to the agent rather than being closed and opened
- * again for the next attempt.
+ * for a pending read to finish first, which an upstream that hangs never does. The frame
+ * reader takes the Node stream itself instead (chunks from `read()`, no promise each).
  */
 function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
   return {
-    // The frame reader takes the Node stream itself: chunks from read(), no promise each.
-    [nodeReadable]: res,
+    [nodeReadable]: { stream: res, release: () => release(res) },
     [Symbol.asyncIterator]() {
       const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
       return {
         next: () => chunks.next(),
         return: async () => {
-          if (res.complete && !res.destroyed) res.resume()
-          else res.destroy()
+          release(res)
           return { done: true, value: undefined }
         },
       }

@@ -75,9 +75,9 @@ interface Puller {
 }
 
 /**
- * Where {@link nodeResponse}'s body keeps its Node stream (`Symbol.for`: two copies of the
- * package agree), so the reader takes its chunks from `read()` on `readable`, with no promise
- * per chunk.
+ * Where `nodeResponse`'s body keeps its Node stream and how to let it go (`Symbol.for`: two
+ * copies of the package agree), so the reader takes its chunks from `read()` on `readable`,
+ * with no promise per chunk.
  */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
 
@@ -87,21 +87,22 @@ interface NodeReadableLike {
   on(event: string, listener: (...args: never[]) => void): unknown
   off(event: string, listener: (...args: never[]) => void): unknown
   once(event: string, listener: (...args: never[]) => void): unknown
-  resume(): unknown
-  destroy(): unknown
-  readonly destroyed: boolean
   /** `IncomingMessage.complete`: the whole message arrived. */
   readonly complete?: boolean
+}
+
+/** A Node stream as `nodeResponse` hands it over: the stream, and its release. */
+interface NodeBody {
+  readonly stream: NodeReadableLike
+  release(): void
 }
 
 /**
  * Chunks from a Node stream's `read()`, waiting on `readable`: a chunk already buffered is
  * handed over at once, and a wait is a listener, not a promise. A stream closed before its
- * end (a reset, a cut connection) fails the read: a cut is never taken for a clean end. On
- * release, a response that already arrived whole is read out (its keep-alive connection
- * goes back to its agent); any other is destroyed.
+ * end (a reset, a cut connection) fails the read: a cut is never taken for a clean end.
  */
-function readablePuller(stream: NodeReadableLike): Puller {
+function readablePuller({ stream, release }: NodeBody): Puller {
   let waiting: [(result: Pull) => void, (error: unknown) => void] | undefined
   let ended = false
   let failure: unknown
@@ -142,8 +143,7 @@ function readablePuller(stream: NodeReadableLike): Puller {
     },
     release: async () => {
       stream.off('readable', hand)
-      if (stream.complete === true && !stream.destroyed) stream.resume()
-      else stream.destroy()
+      release()
     },
   }
 }
@@ -160,8 +160,8 @@ function toPuller(source: FrameSource): Puller {
       },
     }
   }
-  const readable = (source as { [nodeReadable]?: NodeReadableLike })[nodeReadable]
-  if (readable !== undefined) return readablePuller(readable)
+  const node = (source as { [nodeReadable]?: NodeBody })[nodeReadable]
+  if (node !== undefined) return readablePuller(node)
   const iterator = (source as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()
   return {
     pull: (onResult, onError) => {

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
 import { iterableResponse } from './sse/reader.js'
 
-/** Where the frame reader finds a body's Node stream and its release (the key `src/sse/reader.ts` reads). */
+/** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
 
 /**

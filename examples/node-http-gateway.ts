@@ -190,6 +190,9 @@ function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
   return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
 }
 
+/** One decoder for every request body (`decode` without `stream` keeps no state). */
+const utf8 = new TextDecoder()
+
 /**
  * The request body, or `undefined` when it is past the bound: a declared `content-length` is
  * refused before reading, a streamed body is read no further than the bound. Read as the Node
@@ -214,7 +217,7 @@ function boundedBody(req: IncomingMessage, limit: number): Promise<string | unde
     }
     const onEnd = () => {
       stop()
-      resolve(new TextDecoder().decode(Buffer.concat(chunks)))
+      resolve(utf8.decode(Buffer.concat(chunks)))
     }
     const onError = (error: Error) => {
       stop()

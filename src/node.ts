@@ -10,6 +10,7 @@ import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
+import { Stop, sinkStop } from './follow-signals.js'
 import { iterableResponse } from './sse/reader.js'
 
 /** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
@@ -26,7 +27,8 @@ const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
  * })
  */
 export function nodeSink(res: ServerResponse): DownstreamSink {
-  const gone = new AbortController()
+  // The client-gone abort; `sink.signal` is made from it only when the host asks.
+  const gone = new Stop()
   const onClose = () => {
     if (!res.writableFinished) gone.abort(new Error('the client closed the connection'))
   }
@@ -55,8 +57,11 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     })
   }
 
-  return {
-    signal: gone.signal,
+  const sink: DownstreamSink & { readonly [sinkStop]: Stop } = {
+    get signal() {
+      return gone.real
+    },
+    [sinkStop]: gone,
     sendHead(status, headers) {
       const plain: Record<string, string> = {}
       for (const [name, value] of headers) plain[name] = value
@@ -86,6 +91,7 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
       if (!res.destroyed) res.destroy(reason instanceof Error ? reason : undefined)
     },
   }
+  return sink
 }
 
 /** Statuses whose `Response` cannot have a body. */

@@ -105,11 +105,29 @@ interface MutableState {
   lastBlockIndex: number
 }
 
+/** Each adapter's limits when no options are given: checked once, not on every request. */
+const adapterLimits = new WeakMap<StreamAdapter, Required<StreamTrackerOptions>>()
+
 function normalize(
   options: StreamTrackerOptions | undefined,
   adapter: StreamAdapter,
 ): Required<StreamTrackerOptions> {
-  const out = { ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options }
+  if (options === undefined) {
+    let limits = adapterLimits.get(adapter)
+    if (limits === undefined) {
+      limits = check({ ...streamTrackerDefaults, ...adapter.trackerDefaults })
+      // Only a frozen adapter's defaults cannot change after they were checked.
+      const defaults = adapter.trackerDefaults
+      if (Object.isFrozen(adapter) && (defaults === undefined || Object.isFrozen(defaults))) {
+        adapterLimits.set(adapter, limits)
+      }
+    }
+    return limits
+  }
+  return check({ ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options })
+}
+
+function check(out: Required<StreamTrackerOptions>): Required<StreamTrackerOptions> {
   for (const [key, value] of Object.entries(out)) {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new RangeError(`${key} must be a non-negative integer, got ${String(value)}`)

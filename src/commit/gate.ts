@@ -12,6 +12,7 @@ import {
   RetryAfterCommitError,
   StreamTimeoutError,
 } from '../errors.js'
+import { goneOf, type SignalLike, Stop } from '../follow-signals.js'
 import { maxTimerDelayMs, timeoutMilliseconds } from '../options.js'
 import {
   type ForwardHeadersPolicy,
@@ -199,8 +200,22 @@ function normalize(options: CommitGateOptions) {
   }
 }
 
+/** Where a gate made here keeps its stop (`stopOf`). */
+const gateStop = Symbol('gateStop')
+
+/**
+ * What aborts when `gate` fails (the client left), for listeners inside the library: the
+ * gate's own {@link Stop}, so no `AbortSignal` is made unless a caller asks for `gate.signal`.
+ * @internal
+ */
+export function stopOf(gate: CommitGate): SignalLike {
+  return (gate as { readonly [gateStop]?: SignalLike })[gateStop] ?? gate.signal
+}
+
 class Gate implements CommitGate {
   readonly #sink: DownstreamSink
+  /** What aborts when the client is gone (`goneOf`: the sink's own stop when it has one). */
+  readonly #gone: SignalLike
   readonly #status: number
   /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
   readonly #hostHeaders: HeadersInit | undefined
@@ -211,7 +226,8 @@ class Gate implements CommitGate {
   readonly #writeStallMs: number
   #keepAliveStall: ReturnType<typeof setTimeout> | undefined
   readonly earlyHeaders: boolean
-  readonly #controller = new AbortController()
+  /** Aborts when the gate fails; the public `signal` is made from it only when asked for. */
+  readonly #stop = new Stop()
   #state: GateState = 'open'
   #failure: DownstreamClosedError | undefined
   #bytes = 0
@@ -226,7 +242,7 @@ class Gate implements CommitGate {
   #writesAtTick = 0
   #timer: ReturnType<typeof setInterval> | undefined
   readonly #onClientGone = () =>
-    this.#fail(new DownstreamClosedError('client-gone', this.#sink.signal.reason))
+    this.#fail(new DownstreamClosedError('client-gone', this.#gone.reason))
 
   constructor(sink: DownstreamSink, options: CommitGateOptions) {
     const normalized = normalize(options)
@@ -239,8 +255,9 @@ class Gate implements CommitGate {
     this.#writeStallMs = writeStallTimeoutMs
     this.earlyHeaders = earlyHeaders
     this.#hostHeaders = options.headers
-    if (sink.signal.aborted) this.#onClientGone()
-    else sink.signal.addEventListener('abort', this.#onClientGone, { once: true })
+    this.#gone = goneOf(sink)
+    if (this.#gone.aborted) this.#onClientGone()
+    else this.#gone.addEventListener('abort', this.#onClientGone, { once: true })
   }
 
   get state(): GateState {
@@ -252,7 +269,11 @@ class Gate implements CommitGate {
   }
 
   get signal(): AbortSignal {
-    return this.#controller.signal
+    return this.#stop.real
+  }
+
+  get [gateStop](): SignalLike {
+    return this.#stop
   }
 
   get failure(): DownstreamClosedError | undefined {
@@ -273,8 +294,8 @@ class Gate implements CommitGate {
     this.#state = 'closed'
     this.#stopKeepAlive()
     this.#dropKeepAliveStall()
-    this.#sink.signal.removeEventListener('abort', this.#onClientGone)
-    this.#controller.abort(error)
+    this.#gone.removeEventListener('abort', this.#onClientGone)
+    this.#stop.abort(error)
     try {
       this.#sink.abort(error)
     } catch {
@@ -429,7 +450,7 @@ class Gate implements CommitGate {
   }
 
   #release(): void {
-    this.#sink.signal.removeEventListener('abort', this.#onClientGone)
+    this.#gone.removeEventListener('abort', this.#onClientGone)
   }
 
   #startKeepAlive(): void {

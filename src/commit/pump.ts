@@ -18,7 +18,7 @@ import {
   isUpstreamReadError,
   StreamTimeoutError,
 } from '../errors.js'
-import { followSignals } from '../follow-signals.js'
+import { followStops, type SignalLike, Stop } from '../follow-signals.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
@@ -37,7 +37,7 @@ import {
   rawFrameReader,
 } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
-import type { CommitGate } from './gate.js'
+import { type CommitGate, stopOf } from './gate.js'
 
 /** How the pump ends a stream whose end was not clean. */
 export interface PumpPolicy {
@@ -255,6 +255,8 @@ class Watchdog {
   readonly #stallMs: number
   readonly #onIdle: (error: StreamTimeoutError) => void
   #timer: ReturnType<typeof setTimeout> | undefined
+  /** When `#timer` fires (`now()` time). */
+  #due = 0
   #stopped = false
   /** When the last frame other than a keep-alive arrived. */
   #lastActivity = now()
@@ -293,9 +295,10 @@ class Watchdog {
       this.#blockedMs += now() - this.#writingSince
       this.#writingSince = undefined
       this.#failWrite = undefined
-      // The idle clock goes on from here: its deadline moved by the time spent blocked.
-      clearTimeout(this.#timer)
-      this.#arm()
+      // The idle clock goes on from here, its deadline moved by the time spent blocked. The
+      // armed timer stays when it fires no later than that (a check that fires early
+      // re-arms): no new timer per blocked write.
+      this.#arm(true)
     }
   }
 
@@ -305,8 +308,11 @@ class Watchdog {
     this.#timer = undefined
   }
 
-  /** Re-arms lazily for the nearest bound that could fire; none when both are off. */
-  #arm(): void {
+  /**
+   * Re-arms lazily for the nearest bound that could fire; none when both are off. With
+   * `keepEarlier`, a timer already due no later than that bound stays.
+   */
+  #arm(keepEarlier = false): void {
     if (this.#stopped) return
     const at = now()
     let delay: number
@@ -318,7 +324,11 @@ class Watchdog {
       delay = Math.min(this.#idleMs - quiet, this.#stallMs)
     }
     if (delay === Number.POSITIVE_INFINITY) return
-    this.#timer = setTimeout(this.#check, Math.max(delay, 1))
+    const due = at + Math.max(delay, 1)
+    if (keepEarlier && this.#timer !== undefined && this.#due <= due) return
+    clearTimeout(this.#timer)
+    this.#due = due
+    this.#timer = setTimeout(this.#check, due - at)
   }
 
   readonly #check = (): void => {
@@ -414,7 +424,7 @@ async function endAtEof(
 /** The end after a read threw: a watchdog, the client, the host, or the upstream itself. */
 async function endAfterReadFailure(
   error: unknown,
-  stop: AbortSignal,
+  stop: SignalLike,
   reader: FrameReader,
   tracker: StreamTracker,
   out: EndingWriter,
@@ -491,7 +501,9 @@ interface FrameEncoder {
  * written, so library-rendered frames continue what the client got (its ids, model, open
  * blocks) rather than what the upstream sent. The reasoning to promote is the upstream's.
  */
-function createFrameEncoder(options: PumpOptions): FrameEncoder {
+function createFrameEncoder(
+  options: Pick<PumpOptions, 'tracker' | 'transform' | 'downstream'>,
+): FrameEncoder {
   const { tracker, transform, downstream } = options
   const upstream = tracker.adapter
   const translate = downstream?.transform
@@ -618,22 +630,23 @@ function takeBatch(
  */
 function watchPump(
   gate: CommitGate,
-  signal: AbortSignal | undefined,
+  signal: SignalLike | undefined,
   policy: ReturnType<typeof normalizePumpPolicy>,
 ) {
-  const stop = new AbortController()
+  const stop = new Stop()
   const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
     stop.abort(error),
   )
-  const onGateAbort = () => stop.abort(gate.signal.reason)
+  const gone = stopOf(gate)
+  const onGateAbort = () => stop.abort(gone.reason)
   const onHostAbort = () => {
     stop.abort(signal?.reason)
     // The host gave up: do not wait for a slow client to take a write first.
     watchdog.interrupt(signal?.reason)
   }
   // A relay with no host signal of its own passes the gate's: one listener then, the host's.
-  const watched: (readonly [AbortSignal | undefined, () => void])[] =
-    signal === gate.signal ? [] : [[gate.signal, onGateAbort]]
+  const watched: (readonly [SignalLike | undefined, () => void])[] =
+    signal === gone ? [] : [[gone, onGateAbort]]
   watched.push([signal, onHostAbort])
   for (const [target, listener] of watched) {
     if (target?.aborted) listener()
@@ -656,8 +669,18 @@ function watchPump(
  * protocol's own error frame, never as a fake success. A downstream failure cancels the
  * upstream and stops reading. The upstream body is always released and every timer cleared.
  */
-export async function pump(options: PumpOptions): Promise<PumpOutcome> {
-  const policy = normalizePumpPolicy(options)
+export function pump(options: PumpOptions): Promise<PumpOutcome> {
+  return pumpWith(options, normalizePumpPolicy(options))
+}
+
+/** What the library itself hands the pump: its signal may be a library-made stop. */
+type PumpInput = Omit<PumpOptions, 'signal'> & { readonly signal?: SignalLike | undefined }
+
+/** {@link pump} with its policy already checked (`deliver` checks it before the peek). */
+async function pumpWith(
+  options: PumpInput,
+  policy: ReturnType<typeof normalizePumpPolicy>,
+): Promise<PumpOutcome> {
   const { gate, reader, tracker } = options
   const encoder = createFrameEncoder(options)
   const started = now()
@@ -743,14 +766,15 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
   const run = async (): Promise<PumpEnd> => {
     for (const frame of options.frames) await write(frame)
     previous = now()
-    const fast = encoder.raw ? rawFrameReader(reader) : undefined
+    const ours = rawFrameReader(reader)
+    const fast = encoder.raw ? ours : undefined
     if (fast !== undefined) {
       // The hot path: the reader hands each chunk's frames over where the chunk lands.
       let ended: { readonly failed: unknown } | null
       try {
-        ended = await fast.pumpRaw(stop.signal, (raw) => relayChunk(fast, raw))
+        ended = await fast.pumpRaw(stop, (raw) => relayChunk(fast, raw))
       } catch (error) {
-        return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
+        return endAfterReadFailure(error, stop, reader, tracker, out, atEof)
       }
       if (ended !== null) throw ended.failed
     }
@@ -758,9 +782,9 @@ export async function pump(options: PumpOptions): Promise<PumpOutcome> {
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await reader.next({ signal: stop.signal })
+        frame = await (ours === undefined ? reader.next({ signal: stop.real }) : ours.nextOn(stop))
       } catch (error) {
-        return endAfterReadFailure(error, stop.signal, reader, tracker, out, atEof)
+        return endAfterReadFailure(error, stop, reader, tracker, out, atEof)
       }
       if (frame === null) return atEof()
       const arrived = now()
@@ -873,17 +897,31 @@ function isReader(body: FrameSource | FrameReader): body is FrameReader {
  * the first output, and on output commit and pump to the end. On any other peek outcome
  * nothing reaches the client and the upstream body is released: the caller may retry.
  */
-export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
+export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
+  return deliverOn(options)
+}
+
+/**
+ * {@link deliver} as the relay calls it: its signals may be library-made stops (no
+ * `AbortSignal` per attempt for what only the library listens to).
+ * @internal
+ */
+export async function deliverOn(
+  options: Omit<DeliverOptions, 'signal' | 'peekSignal'> & {
+    readonly signal?: SignalLike | undefined
+    readonly peekSignal?: SignalLike | undefined
+  },
+): Promise<DeliverOutcome> {
   const { gate, adapter } = options
   // Checked before anything is read or written: a bad pump option must not surface after commit.
-  normalizePumpPolicy(options)
+  const policy = normalizePumpPolicy(options)
   const reader = isReader(options.body)
     ? options.body
     : createFrameReader(
         options.body,
         options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes },
       )
-  const peekStop = followSignals([gate.signal, options.signal, options.peekSignal])
+  const peekStop = followStops([stopOf(gate), options.signal, options.peekSignal])
   let peeked: PeekOutcome
   try {
     try {
@@ -907,12 +945,16 @@ export async function deliver(options: DeliverOptions): Promise<DeliverOutcome> 
     return { kind: 'not-committed', peek: peeked }
   }
   options.onCommit?.(peeked)
-  const pumped = await pump({
-    ...options,
+  // What the pump reads of its options, named (not a copy of every option given).
+  const pumpOptions: PumpInput = {
     gate,
     frames: peeked.frames,
     reader: peeked.reader,
     tracker: peeked.tracker,
-  })
+    transform: options.transform,
+    downstream: options.downstream,
+    signal: options.signal,
+  }
+  const pumped = await pumpWith(pumpOptions, policy)
   return { kind: 'committed', peek: peeked, pump: pumped }
 }

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { Stop, sinkStop } from '../follow-signals.js'
 import { positiveInteger } from '../options.js'
 import type { DownstreamSink } from './gate.js'
 
@@ -38,7 +39,8 @@ export interface WebSink {
  */
 export function webSink(options: WebSinkOptions = {}): WebSink {
   const highWaterMark = positiveInteger('highWaterMark', options.highWaterMark ?? 65_536)
-  const gone = new AbortController()
+  // The client-gone abort; `sink.signal` is made from it only when the host asks.
+  const gone = new Stop()
   let controller!: ReadableStreamDefaultController<Uint8Array>
   let resolveResponse!: (response: Response) => void
   let rejectResponse!: (reason: unknown) => void
@@ -62,21 +64,24 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
       },
       cancel(reason) {
         gone.abort(reason ?? new Error('the response body was cancelled'))
-        waiting?.reject(gone.signal.reason)
+        waiting?.reject(gone.reason)
         waiting = undefined
       },
     },
     new ByteLengthQueuingStrategy({ highWaterMark }),
   )
 
-  const sink: DownstreamSink = {
-    signal: gone.signal,
+  const sink: DownstreamSink & { readonly [sinkStop]: Stop } = {
+    get signal() {
+      return gone.real
+    },
+    [sinkStop]: gone,
     sendHead(status, headers) {
       headSent = true
       resolveResponse(new Response(body, { status, headers }))
     },
     write(chunk) {
-      if (gone.signal.aborted) return Promise.reject(gone.signal.reason)
+      if (gone.aborted) return Promise.reject(gone.reason)
       controller.enqueue(chunk)
       if ((controller.desiredSize ?? 1) > 0) return
       return new Promise<void>((resolve, reject) => {
@@ -84,7 +89,7 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
       })
     },
     close() {
-      if (!gone.signal.aborted) controller.close()
+      if (!gone.aborted) controller.close()
     },
     abort(reason) {
       if (!headSent) rejectResponse(reason)

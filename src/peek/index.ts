@@ -20,10 +20,11 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
+import { realSignal, type SignalLike } from '../follow-signals.js'
 import { positiveInteger, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import type { FrameReader } from '../sse/reader.js'
+import { type FrameReader, rawFrameReader } from '../sse/reader.js'
 
 /** Which verdict ends the peek and allows a commit. */
 export type CommitOn = 'visible' | 'content' | 'first-frame'
@@ -231,8 +232,10 @@ export async function peekUntil(
   reader: FrameReader,
   adapter: StreamAdapter,
   options: PeekOptions,
-  stop: AbortController,
+  stop: { readonly signal: SignalLike; abort(reason?: unknown): void },
 ): Promise<PeekOutcome> {
+  // A reader made here takes the stop as it is; another is handed a real signal.
+  const ours = rawFrameReader(reader)
   const config = normalizePeekOptions(options)
   const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
@@ -262,7 +265,9 @@ export async function peekUntil(
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await reader.next({ signal: stop.signal })
+        frame = await (ours === undefined
+          ? reader.next({ signal: realSignal(stop.signal) })
+          : ours.nextOn(stop.signal))
       } catch (error) {
         if (stop.signal.aborted && error === stop.signal.reason) {
           if (error instanceof StreamTimeoutError) {
@@ -285,8 +290,11 @@ export async function peekUntil(
       held += frame.raw.length
       const verdict = tracker.observe(frame)
       if (verdict.kind === 'error') return { ...base(), kind: 'error-frame', error: verdict.error }
-      if (countsAsOutput(verdict, commitOn))
-        return { ...base(), kind: 'output', trigger: 'output', verdict }
+      if (countsAsOutput(verdict, commitOn)) {
+        // Every request ends here: one literal, no spread.
+        const elapsedMs = now() - started
+        return { frames, reader, tracker, elapsedMs, kind: 'output', trigger: 'output', verdict }
+      }
       if (terminalOf(verdict)) return { ...base(), kind: 'output', trigger: 'terminal', verdict }
       if (held > maxPeekBytes) {
         return {

@@ -231,7 +231,7 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
 export const openaiResponses: StreamAdapter = Object.freeze({
   name: 'openai-responses',
   // `response.completed` replaces the client's accumulated response: it must carry the text.
-  trackerDefaults: { keepTextChars: 262_144 },
+  trackerDefaults: Object.freeze({ keepTextChars: 262_144 }),
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, responsesError)

@@ -8,8 +8,9 @@
 
 import { createStreamTracker, type EofClass } from '../classify/index.js'
 import type { CommitGate } from '../commit/gate.js'
-import { deliver, type PumpEnd, type StallStats } from '../commit/pump.js'
+import { deliverOn, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
+import { type SignalLike, Stop } from '../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
 import { redactSecrets } from '../protocols/sanitize.js'
@@ -125,7 +126,7 @@ export interface AttemptInput {
   readonly gate: CommitGate
   readonly policy: NormalizedRelayPolicy
   /** Aborts when the client is gone (or the host gave up). */
-  readonly stop: AbortSignal
+  readonly stop: SignalLike
   /** Aborts when the pre-commit budget ran out; ignored once committed. */
   readonly deadline: AbortSignal
   /** Milliseconds left in the pre-commit budget when the attempt starts. */
@@ -203,12 +204,15 @@ function failed(
 
 /** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
 class AttemptSignals {
+  /** The attempt function's signal. */
   readonly controller = new AbortController()
+  /** Aborts with `controller`, for the library's own listeners (a listener on it costs less). */
+  readonly stop = new Stop()
   readonly #input: AttemptInput
   readonly #timers: ReturnType<typeof setTimeout>[] = []
-  readonly #onStop = () => this.controller.abort(this.#input.stop.reason)
-  readonly #onDeadline = () => this.controller.abort(this.#input.deadline.reason)
-  readonly #onLost = () => this.controller.abort(this.#input.lost?.reason)
+  readonly #onStop = () => this.#abort(this.#input.stop.reason)
+  readonly #onDeadline = () => this.#abort(this.#input.deadline.reason)
+  readonly #onLost = () => this.#abort(this.#input.lost?.reason)
   #timedOut: StreamTimeoutError | undefined
 
   constructor(input: AttemptInput) {
@@ -233,10 +237,15 @@ class AttemptSignals {
     const timer = setTimeout(() => {
       const error = new StreamTimeoutError(kind, ms)
       this.#timedOut = error
-      this.controller.abort(error)
+      this.#abort(error)
     }, ms)
     this.#timers.push(timer)
     return timer
+  }
+
+  #abort(reason: unknown): void {
+    this.controller.abort(reason)
+    this.stop.abort(this.controller.signal.reason)
   }
 
   /** Why the attempt was stopped, if it was. */
@@ -486,7 +495,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
   if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers)
   let beaten = false
-  const delivered = await deliver({
+  const delivered = await deliverOn({
     gate,
     body,
     adapter: input.route.adapter,
@@ -496,7 +505,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     ...policy.pump,
     downstream: policy.downstream,
     signal: input.stop,
-    peekSignal: signals.controller.signal,
+    peekSignal: signals.stop,
     claim: () => {
       beaten = input.claim?.() === false
       if (beaten) return false

@@ -1,6 +1,6 @@
-import { createCommitGate } from '../commit/gate.js'
+import { createCommitGate, stopOf } from '../commit/gate.js'
 import { StreamTimeoutError } from '../errors.js'
-import { followSignals } from '../follow-signals.js'
+import { followSignals, followStops, realSignal, type SignalLike } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
@@ -53,20 +53,20 @@ function checkOptions(options: RelayOptions): void {
 }
 
 /**
- * The pre-commit deadline: its signal, what waits listen to (the stop and the deadline), and
- * `release` (clears its timer and listeners). Without a budget there is nothing to watch:
- * waits follow the stop alone and no signal is made for nothing (each costs a little on
- * every request).
+ * The pre-commit deadline: its signal, what waits listen to (the stop and the deadline; a real
+ * `AbortSignal`, since a key pool is handed it), and `release` (clears its timer and
+ * listeners). Without a budget there is nothing to watch: waits follow the stop alone. Either
+ * way the waits' `AbortSignal` is made only when a request does wait (most never do).
  */
 function watchDeadline(
   deadlineMs: number,
-  stop: AbortSignal,
-): { deadline: AbortSignal; waits: AbortSignal; release(): void } {
+  stop: SignalLike,
+): { deadline: AbortSignal; waits: () => AbortSignal; release(): void } {
   if (!Number.isFinite(deadlineMs)) {
-    return { deadline: neverAborted, waits: stop, release() {} }
+    return { deadline: neverAborted, waits: () => realSignal(stop), release() {} }
   }
   const deadline = new AbortController()
-  const waits = followSignals([stop, deadline.signal])
+  let waits: ReturnType<typeof followSignals> | undefined
   // Request-scoped: it holds the process while the request waits, and is always cleared.
   const timer = setTimeout(
     () => deadline.abort(new StreamTimeoutError('deadline', deadlineMs)),
@@ -74,10 +74,13 @@ function watchDeadline(
   )
   return {
     deadline: deadline.signal,
-    waits: waits.controller.signal,
+    waits: () => {
+      waits ??= followSignals([stop, deadline.signal])
+      return waits.controller.signal
+    },
     release() {
       clearTimeout(timer)
-      waits.release()
+      waits?.release()
     },
   }
 }
@@ -130,12 +133,12 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   })
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
-  // What stops the request: the client leaving (the gate's signal) or the host's signal. With
-  // no host signal it is the gate's own: no signal is made for nothing (each costs on every
-  // request).
-  const both =
-    options.signal === undefined ? undefined : followSignals([gate.signal, options.signal])
-  const stop = both?.controller.signal ?? gate.signal
+  // What stops the request: the client leaving (the gate's stop) or the host's signal. With
+  // no host signal it is the gate's own. Only the library listens to it: no `AbortSignal` is
+  // made for it (each costs on every request).
+  const gone = stopOf(gate)
+  const both = options.signal === undefined ? undefined : followStops([gone, options.signal])
+  const stop = both?.controller ?? gone
   const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
   const routes: Route[] = [
     {
@@ -156,7 +159,9 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     attempts: [],
     stop,
     deadline,
-    waits,
+    get waits() {
+      return waits()
+    },
     started,
     deadlineAt: started + config.deadlineMs,
     attemptNumber: 0,

@@ -1,4 +1,5 @@
 import type { CommitGate } from '../commit/gate.js'
+import type { SignalLike } from '../follow-signals.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
@@ -29,7 +30,7 @@ export interface Run {
   readonly routes: readonly Route[]
   readonly attempts: AttemptRecord[]
   /** Aborts when the client is gone or the host gave up. */
-  readonly stop: AbortSignal
+  readonly stop: SignalLike
   /** Aborts when the pre-commit budget ran out. */
   readonly deadline: AbortSignal
   /** Aborts on either: what waits for a key listen to. */

@@ -8,6 +8,7 @@
 import type { KeyLease } from '../key-pool/types.js'
 import { type AttemptResult, runAttempt } from './attempt.js'
 import { recordFirstOutput } from './hedge.js'
+import type { AttemptRecord } from './outcome.js'
 import { callHook, now, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */
@@ -63,16 +64,44 @@ export async function attemptOn(
   // The record's place is kept from the start, so records stay in attempt order when
   // hedged attempts end in another order.
   const record = run.attempts.length
-  const base = {
-    attemptNumber: number,
-    route: route.name,
-    keyId,
-    mode,
-    requestId,
-    startedMs: attemptStarted - run.started,
-    ...(hedgeOf === undefined ? {} : { hedgeOf }),
+  const startedMs = attemptStarted - run.started
+  /** The attempt's record: one literal of one shape (spreading a base on each is slow). */
+  const recordOf = (
+    status: number | null,
+    result: string,
+    retryable: boolean,
+    durationMs: number,
+  ): AttemptRecord => {
+    const name = route.name
+    const attemptNumber = number
+    return hedgeOf === undefined
+      ? {
+          attemptNumber,
+          route: name,
+          keyId,
+          mode,
+          requestId,
+          startedMs,
+          status,
+          result,
+          retryable,
+          durationMs,
+        }
+      : {
+          attemptNumber,
+          route: name,
+          keyId,
+          mode,
+          requestId,
+          startedMs,
+          hedgeOf,
+          status,
+          result,
+          retryable,
+          durationMs,
+        }
   }
-  run.attempts.push({ ...base, status: null, result: 'running', retryable: false, durationMs: 0 })
+  run.attempts.push(recordOf(null, 'running', false, 0))
   const freshConnection = run.freshConnection
   run.freshConnection = false
   let timeToFirstOutputMs = 0
@@ -114,21 +143,14 @@ export async function attemptOn(
   }).catch((error: unknown) => {
     // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
     const gone = run.stop.aborted || run.gate.failure !== undefined
-    run.attempts[record] = {
-      ...base,
-      status: null,
-      result: gone ? 'client-gone' : 'threw',
-      retryable: false,
-      durationMs: durationMs(),
-    }
+    run.attempts[record] = recordOf(null, gone ? 'client-gone' : 'threw', false, durationMs())
     throw error
   })
-  run.attempts[record] = {
-    ...base,
-    status: result.status,
-    result: result.kind === 'committed' ? 'committed' : result.verdict.reason,
-    retryable: result.kind === 'failed' && result.verdict.retryable,
-    durationMs: durationMs(),
-  }
+  run.attempts[record] = recordOf(
+    result.status,
+    result.kind === 'committed' ? 'committed' : result.verdict.reason,
+    result.kind === 'failed' && result.verdict.retryable,
+    durationMs(),
+  )
   return { result, timeToFirstOutputMs, record }
 }

@@ -7,6 +7,7 @@
  */
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
+import type { SignalLike } from '../follow-signals.js'
 import { positiveInteger } from '../options.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
@@ -182,7 +183,7 @@ function normalizeOptions(options: FrameReaderOptions | undefined): Required<Fra
   return { maxFrameBytes: positiveInteger('maxFrameBytes', maxFrameBytes) }
 }
 
-function abortReason(signal: AbortSignal): unknown {
+function abortReason(signal: SignalLike): unknown {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError')
 }
 
@@ -243,12 +244,16 @@ class Reader implements FrameReader {
     return this.#next(options?.signal, false) as Promise<SseFrame | null>
   }
 
+  nextOn(signal: SignalLike | undefined): Promise<SseFrame | null> {
+    return this.#next(signal, false) as Promise<SseFrame | null>
+  }
+
   /** {@link next} as bytes only (see {@link RawFrameReader}). */
-  nextRaw(signal?: AbortSignal): Promise<Uint8Array | null> {
+  nextRaw(signal?: SignalLike): Promise<Uint8Array | null> {
     return this.#next(signal, true) as Promise<Uint8Array | null>
   }
 
-  #next(signal: AbortSignal | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
+  #next(signal: SignalLike | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
     if (this.#busy) return Promise.reject(new ReaderBusyError())
     if (signal?.aborted) return Promise.reject(abortReason(signal))
     if (this.#failure !== undefined) return Promise.reject(this.#failure)
@@ -270,7 +275,7 @@ class Reader implements FrameReader {
    * may take the chunk's further frames with `takeBufferedRaw`.
    */
   pumpRaw(
-    signal: AbortSignal | undefined,
+    signal: SignalLike | undefined,
     take: (frame: Uint8Array) => Promise<void> | undefined,
   ): Promise<{ readonly failed: unknown } | null> {
     if (this.#busy) return Promise.reject(new ReaderBusyError())
@@ -348,10 +353,7 @@ class Reader implements FrameReader {
     })
   }
 
-  async #read(
-    signal: AbortSignal | undefined,
-    raw: boolean,
-  ): Promise<SseFrame | Uint8Array | null> {
+  async #read(signal: SignalLike | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
     this.#busy = true
     try {
       for (;;) {
@@ -402,7 +404,7 @@ class Reader implements FrameReader {
   }
 
   /** The signal whose abort listener is installed. */
-  #watched: AbortSignal | undefined
+  #watched: SignalLike | undefined
   readonly #onAbort = () => {
     const signal = this.#watched
     const reject = this.#rejectWait
@@ -417,7 +419,7 @@ class Reader implements FrameReader {
    * next call. One listener stays on the signal across calls (a pump passes the same one every
    * frame), and the pull's handlers are bound once: no closure per chunk.
    */
-  #pull(signal: AbortSignal | undefined): Promise<Pull> {
+  #pull(signal: SignalLike | undefined): Promise<Pull> {
     this.#watch(signal)
     const settled = this.#settled
     if (settled !== undefined) {
@@ -429,7 +431,7 @@ class Reader implements FrameReader {
     return pulled
   }
 
-  #watch(signal: AbortSignal | undefined): void {
+  #watch(signal: SignalLike | undefined): void {
     if (this.#watched === signal) return
     this.#unwatch()
     this.#watched = signal
@@ -501,7 +503,9 @@ export interface RawFrameReader extends FrameReader {
    * The next whole frame's bytes; `null` when the upstream ended (call `next()` then: it
    * returns a last frame the end cut, or `null`). Valid only past the first frame.
    */
-  nextRaw(signal?: AbortSignal): Promise<Uint8Array | null>
+  nextRaw(signal?: SignalLike): Promise<Uint8Array | null>
+  /** {@link FrameReader.next} on a {@link SignalLike} (a library-made stop). */
+  nextOn(signal: SignalLike | undefined): Promise<SseFrame | null>
   /** {@link FrameReader.takeBuffered} as bytes only. */
   takeBufferedRaw(): Uint8Array | null
   /**
@@ -514,7 +518,7 @@ export interface RawFrameReader extends FrameReader {
    * `takeBufferedRaw`.
    */
   pumpRaw(
-    signal: AbortSignal | undefined,
+    signal: SignalLike | undefined,
     take: (frame: Uint8Array) => Promise<void> | undefined,
   ): Promise<{ readonly failed: unknown } | null>
 }
@@ -548,11 +552,23 @@ function streamOver(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Arra
 
 /** A `Response` whose body's web stream is made only when something asks for it. */
 class IterableBodyResponse extends Response {
+  readonly #source: AsyncIterable<Uint8Array>
+  #stream: ReadableStream<Uint8Array> | undefined
+
   constructor(source: AsyncIterable<Uint8Array>, init: ResponseInit | undefined) {
     super(null, init)
-    let stream: ReadableStream<Uint8Array> | undefined
-    Object.defineProperty(this, 'body', { get: () => (stream ??= streamOver(source)) })
-    Object.defineProperty(this, iterableBody, { value: source })
+    // Accessors on the class, not properties defined on each instance (which would leave
+    // every response in V8's slow dictionary mode).
+    this.#source = source
+  }
+
+  override get body(): ReadableStream<Uint8Array<ArrayBuffer>> {
+    this.#stream ??= streamOver(this.#source)
+    return this.#stream as ReadableStream<Uint8Array<ArrayBuffer>>
+  }
+
+  get [iterableBody](): AsyncIterable<Uint8Array> {
+    return this.#source
   }
 
   override text(): Promise<string> {

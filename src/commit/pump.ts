@@ -739,7 +739,10 @@ async function pumpWith(
     for (let raw: Uint8Array | null = first; raw !== null; ) {
       if (tracker.observeCommitted(view.point(raw)) !== 'keepalive') alive = true
       frames++
-      if (raw.buffer === span.buffer && raw.byteOffset === span.byteOffset + length) {
+      if (length === 0 && raw === span) {
+        // The chunk's first frame (often its only one): nothing to compare.
+        length = raw.length
+      } else if (raw.buffer === span.buffer && raw.byteOffset === span.byteOffset + length) {
         length += raw.length
       } else {
         before ??= []

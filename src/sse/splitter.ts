@@ -307,7 +307,9 @@ export class FrameSplitter {
 
   #dropChunks(count: number): void {
     if (count === 0) return
-    if (count === this.#chunks.length) this.#chunks.length = 0
+    // One chunk (the usual case) is popped: setting `length` is a runtime call on V8.
+    if (count === 1 && this.#chunks.length === 1) this.#chunks.pop()
+    else if (count === this.#chunks.length) this.#chunks = []
     else this.#chunks.splice(0, count)
     this.#head = 0
     this.#scanChunk -= count

@@ -94,7 +94,7 @@ export interface GatewayConfig {
 /** A fetch-like function for streaming attempts. */
 export type UpstreamClient = (
   url: string,
-  init: { method: string; headers: Headers; body: string; signal: AbortSignal },
+  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
 ) => Promise<Response>
 
 /** The keep-alive agents of {@link nodeFetch}, one per scheme. */
@@ -119,7 +119,7 @@ export function upstreamAgents(): UpstreamAgents {
  */
 export function nodeFetch(
   url: string,
-  init: { method: string; headers: Headers; body: string; signal: AbortSignal },
+  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
   answer: (res: IncomingMessage) => Response = nodeResponse,
   agents?: UpstreamAgents,
 ): Promise<Response> {
@@ -127,7 +127,7 @@ export function nodeFetch(
     const secure = url.startsWith('https:')
     const send = secure ? httpsRequest : httpRequest
     const agent = secure ? agents?.https : agents?.http
-    const headers = Object.fromEntries(init.headers)
+    const headers = { ...init.headers }
     headers['content-length'] = String(Buffer.byteLength(init.body))
     // The signal by hand: `request({ signal })` also hangs an end-of-stream watcher on the
     // request, which costs more than the rest of this function.
@@ -322,10 +322,12 @@ export async function startGateway(config: GatewayConfig): Promise<{
       res.writeHead(413, head).end(requestTooLargeBody(target.adapter, maxRequestBodyBytes))
       return
     }
-    const headers = new Headers()
+    // Plain records, not `Headers` (whose checks cost more than the rest of the attempt's
+    // set-up): the names are the client's, lowercased by node:http.
+    const headers: Record<string, string> = {}
     for (const name of forwardedHeaders) {
       const value = req.headers[name]
-      if (typeof value === 'string') headers.set(name, value)
+      if (typeof value === 'string') headers[name] = value
     }
     const json = parseBody(body)
     if (json?.stream !== true) {
@@ -363,11 +365,12 @@ export async function startGateway(config: GatewayConfig): Promise<{
       // The body as JSON lets the relay adjust it or fall back to a non-streaming request.
       request: { url: target.url, body: json },
       attempt: ({ key, signal, request, requestId }) => {
-        const withKey = new Headers(headers)
-        withKey.set(...target.credential(key.secret))
+        const withKey = { ...headers }
+        const [name, value] = target.credential(key.secret)
+        withKey[name.toLowerCase()] = value
         // The client's own request id, when it sent one, names every attempt.
-        if (requestId !== undefined && !withKey.has('x-client-request-id'))
-          withKey.set('x-client-request-id', requestId)
+        if (requestId !== undefined && withKey['x-client-request-id'] === undefined)
+          withKey['x-client-request-id'] = requestId
         // The client's bytes as they came, unless the relay changed the request (a fitted
         // output budget, the non-streaming fallback): no re-serialising of a large prompt.
         const sent =

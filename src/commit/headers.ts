@@ -129,15 +129,21 @@ export function headerFilter(
 
 /** Applies a filter, after dropping what never passes (hop-by-hop, framing, cookies). */
 export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
-  const named = new Set(
-    (headers.get('connection') ?? '')
-      .split(',')
-      .map((name) => name.trim().toLowerCase())
-      .filter((name) => name !== ''),
-  )
+  // The headers the upstream's own `connection` header names (most answers have none, or
+  // `keep-alive`, which is dropped anyway).
+  const connection = headers.get('connection')
+  const named =
+    connection === null
+      ? undefined
+      : new Set(
+          connection
+            .split(',')
+            .map((name) => name.trim().toLowerCase())
+            .filter((name) => name !== ''),
+        )
   const out = new Headers()
   for (const [name, value] of headers) {
-    if (neverForwarded.has(name) || named.has(name)) continue
+    if (neverForwarded.has(name) || named?.has(name) === true) continue
     if (filter(name, value)) out.set(name, value)
   }
   return out

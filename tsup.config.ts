@@ -21,10 +21,11 @@ function isSubpathCode(file: string): boolean {
 }
 
 /**
- * Stateless helpers a subpath entry may carry its own copy of: no class, no module state, so
- * two copies cannot disagree. Everything else from the core is imported from the root.
+ * Stateless helpers a subpath entry may carry its own copy of: no module state, and no class
+ * anything checks with `instanceof`, so two copies cannot disagree. Everything else from the
+ * core is imported from the root.
  */
-const copyable = new Set(['options.ts', 'key-pool/outcomes.ts'])
+const copyable = new Set(['options.ts', 'key-pool/outcomes.ts', 'stop.ts'])
 
 /**
  * One copy of the core for every entry: a subpath entry's import of a core module becomes an

@@ -13,8 +13,10 @@ import { build } from 'esbuild'
  * Bytes, gzipped: 25,631 B when set, plus about 15 %. Raise it on purpose, in the change that
  * needs it. 37,000 → 39,500 with hedged attempts (+2.2 KB: the race, the budget, the adaptive
  * delay) and the Node-streams attempt path (`iterableResponse`, raw frame reads): 38,442 B.
+ * 39,500 → 40,000 with the library's own stops in place of per-request `AbortController`s
+ * (`Stop`, signals made on demand; +0.5 KB, a quarter less CPU per request): 39,501 B.
  */
-const budgetGzipBytes = 39_500
+const budgetGzipBytes = 40_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

@@ -10,8 +10,8 @@ import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
-import { Stop, sinkStop } from './follow-signals.js'
 import { iterableResponse } from './sse/reader.js'
+import { Stop, sinkStop } from './stop.js'
 
 /** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')

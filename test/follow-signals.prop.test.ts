@@ -7,7 +7,8 @@
 import { getEventListeners } from 'node:events'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { followSignals, followStops, Stop } from '../src/follow-signals.js'
+import { followSignals, followStops } from '../src/follow-signals.js'
+import { Stop } from '../src/stop.js'
 import { runs } from './support/runs.js'
 
 type Op =

@@ -12,8 +12,9 @@ import {
   RetryAfterCommitError,
   StreamTimeoutError,
 } from '../errors.js'
-import { goneOf, type SignalLike, Stop } from '../follow-signals.js'
+import { goneOf } from '../follow-signals.js'
 import { maxTimerDelayMs, timeoutMilliseconds } from '../options.js'
+import { type SignalLike, Stop } from '../stop.js'
 import {
   type ForwardHeadersPolicy,
   filterHeaders,
@@ -206,7 +207,7 @@ const gateStop = Symbol('gateStop')
 /**
  * What aborts when `gate` fails (the client left), for listeners inside the library: the
  * gate's own {@link Stop}, so no `AbortSignal` is made unless a caller asks for `gate.signal`.
- * @internal
+ * Not exported from the package.
  */
 export function stopOf(gate: CommitGate): SignalLike {
   return (gate as { readonly [gateStop]?: SignalLike })[gateStop] ?? gate.signal

@@ -18,7 +18,7 @@ import {
   isUpstreamReadError,
   StreamTimeoutError,
 } from '../errors.js'
-import { followStops, type SignalLike, Stop } from '../follow-signals.js'
+import { followStops } from '../follow-signals.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
@@ -37,6 +37,7 @@ import {
   rawFrameReader,
 } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
+import { type SignalLike, Stop } from '../stop.js'
 import { type CommitGate, stopOf } from './gate.js'
 
 /** How the pump ends a stream whose end was not clean. */
@@ -907,7 +908,6 @@ export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
 /**
  * {@link deliver} as the relay calls it: its signals may be library-made stops (no
  * `AbortSignal` per attempt for what only the library listens to).
- * @internal
  */
 export async function deliverOn(
   options: Omit<DeliverOptions, 'signal' | 'peekSignal'> & {

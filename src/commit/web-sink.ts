@@ -6,8 +6,8 @@
  * @module
  */
 
-import { Stop, sinkStop } from '../follow-signals.js'
 import { positiveInteger } from '../options.js'
+import { Stop, sinkStop } from '../stop.js'
 import type { DownstreamSink } from './gate.js'
 
 /** Options of {@link webSink}. */

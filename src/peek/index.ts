@@ -20,11 +20,12 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
-import { realSignal, type SignalLike } from '../follow-signals.js'
+import { realSignal } from '../follow-signals.js'
 import { positiveInteger, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, rawFrameReader } from '../sse/reader.js'
+import type { SignalLike } from '../stop.js'
 
 /** Which verdict ends the peek and allows a commit. */
 export type CommitOn = 'visible' | 'content' | 'first-frame'

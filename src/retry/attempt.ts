@@ -10,13 +10,13 @@ import { createStreamTracker, type EofClass } from '../classify/index.js'
 import type { CommitGate } from '../commit/gate.js'
 import { deliverOn, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
-import { type SignalLike, Stop } from '../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
 import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { type FrameSource, frameSourceOf } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
+import { type SignalLike, Stop } from '../stop.js'
 import {
   type AttemptFailure,
   classifyAttemptFailure,

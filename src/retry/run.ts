@@ -1,6 +1,6 @@
 import type { CommitGate } from '../commit/gate.js'
-import type { SignalLike } from '../follow-signals.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import type { SignalLike } from '../stop.js'
 import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { recordOverload } from './hedge.js'

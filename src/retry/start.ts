@@ -38,6 +38,58 @@ export interface Started {
   readonly record: number
 }
 
+/** What an attempt's record says from its start. */
+interface RecordBase {
+  readonly attemptNumber: number
+  readonly route: string
+  readonly keyId: string | null
+  readonly mode: 'stream' | 'non-streaming'
+  readonly requestId: string | undefined
+  readonly startedMs: number
+  readonly hedgeOf: number | undefined
+}
+
+/**
+ * An attempt's record: one literal of one shape, `hedgeOf` only on a hedge (a spread of the
+ * base into each record cost more than the rest of the record keeping).
+ */
+function attemptRecord(
+  base: RecordBase,
+  status: number | null,
+  result: string,
+  retryable: boolean,
+  durationMs: number,
+): AttemptRecord {
+  const { attemptNumber, route, keyId, mode, requestId, startedMs, hedgeOf } = base
+  if (hedgeOf === undefined) {
+    return {
+      attemptNumber,
+      route,
+      keyId,
+      mode,
+      requestId,
+      startedMs,
+      status,
+      result,
+      retryable,
+      durationMs,
+    }
+  }
+  return {
+    attemptNumber,
+    route,
+    keyId,
+    mode,
+    requestId,
+    startedMs,
+    hedgeOf,
+    status,
+    result,
+    retryable,
+    durationMs,
+  }
+}
+
 /** Runs one attempt on a leased key and records it. */
 export async function attemptOn(
   run: Run,
@@ -64,43 +116,17 @@ export async function attemptOn(
   // The record's place is kept from the start, so records stay in attempt order when
   // hedged attempts end in another order.
   const record = run.attempts.length
-  const startedMs = attemptStarted - run.started
-  /** The attempt's record: one literal of one shape (spreading a base on each is slow). */
-  const recordOf = (
-    status: number | null,
-    result: string,
-    retryable: boolean,
-    durationMs: number,
-  ): AttemptRecord => {
-    const name = route.name
-    const attemptNumber = number
-    return hedgeOf === undefined
-      ? {
-          attemptNumber,
-          route: name,
-          keyId,
-          mode,
-          requestId,
-          startedMs,
-          status,
-          result,
-          retryable,
-          durationMs,
-        }
-      : {
-          attemptNumber,
-          route: name,
-          keyId,
-          mode,
-          requestId,
-          startedMs,
-          hedgeOf,
-          status,
-          result,
-          retryable,
-          durationMs,
-        }
+  const base: RecordBase = {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode,
+    requestId,
+    startedMs: attemptStarted - run.started,
+    hedgeOf,
   }
+  const recordOf = (status: number | null, result: string, retryable: boolean, ms: number) =>
+    attemptRecord(base, status, result, retryable, ms)
   run.attempts.push(recordOf(null, 'running', false, 0))
   const freshConnection = run.freshConnection
   run.freshConnection = false

@@ -7,8 +7,8 @@
  */
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
-import type { SignalLike } from '../follow-signals.js'
 import { positiveInteger } from '../options.js'
+import type { SignalLike } from '../stop.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
 

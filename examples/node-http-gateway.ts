@@ -72,7 +72,7 @@ export interface GatewayConfig {
   /**
    * How streaming attempts reach the upstream: `node:http` (Node streams, read by the relay as
    * they are, over this gateway's own keep-alive agent), `fetch` (web streams, undici's
-   * connection pool), or a fetch-like function of your own. `node:http` costs ~25–30 % less CPU
+   * connection pool), or a fetch-like function of your own. `node:http` costs ~25 % less CPU
    * per relayed frame (see docs/performance.md).
    * @default 'node:http'
    */

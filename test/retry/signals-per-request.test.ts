@@ -6,6 +6,7 @@
  * makes is the attempt function's own `signal`. Counted, not timed. The host still gets real
  * signals whenever it asks (`sink.signal`, `gate.signal`), and they abort as before.
  */
+import { createServer, request } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   createCommitGate,
@@ -16,7 +17,11 @@ import {
   relay,
   webSink,
 } from '../../src/index.js'
+import { nodeSink } from '../../src/node.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
+import { useLoopback } from '../support/loopback.js'
+
+const loopback = useLoopback()
 
 const Original = globalThis.AbortController
 let made = 0
@@ -99,6 +104,43 @@ describe('abort signals per relayed request', () => {
       expect(sink.signal.reason).toEqual(new Error('gone'))
       expect(gate.signal.reason).toMatchObject({ code: 'DOWNSTREAM_CLOSED', reason: 'client-gone' })
       expect(gate.failure).toBeDefined()
+    }
+  })
+
+  it('nodeSink over a real connection: a client that leaves aborts sink.signal and gate.signal, whether they are read before or after', async () => {
+    for (const askBefore of [true, false]) {
+      type Served = {
+        sink: ReturnType<typeof nodeSink>
+        gate: ReturnType<typeof createCommitGate>
+        before: AbortSignal[]
+      }
+      let resolveServed!: (served: Served) => void
+      const served = new Promise<Served>((resolve) => {
+        resolveServed = resolve
+      })
+      const url = await loopback.listen(
+        createServer((_req, res) => {
+          const sink = nodeSink(res)
+          const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+          const before = askBefore ? [sink.signal, gate.signal] : []
+          void gate.write(new TextEncoder().encode('data: {}\n\n'))
+          resolveServed({ sink, gate, before })
+        }),
+      )
+      const client = request(url, { method: 'POST' })
+      client.on('error', () => {})
+      client.on('response', (res) => res.once('data', () => client.destroy()))
+      client.end()
+      const { sink, gate, before } = await served
+      await new Promise<void>((resolve) => {
+        const check = () => (gate.failure === undefined ? setTimeout(check, 5) : resolve())
+        check()
+      })
+      for (const signal of [...before, sink.signal, gate.signal]) {
+        expect(signal).toBeInstanceOf(AbortSignal)
+        expect(signal.aborted).toBe(true)
+      }
+      expect(gate.signal.reason).toMatchObject({ code: 'DOWNSTREAM_CLOSED', reason: 'client-gone' })
     }
   })
 })

@@ -1,20 +1,10 @@
 /**
- * Following several abort signals with one, as the library does inside a request, and the
- * real `AbortSignal` for a library-made {@link Stop} where one must leave the library.
+ * Following several abort signals with one, as the library does inside a request.
  *
  * @module
  */
 
-import { type SignalLike, Stop, sinkStop } from './stop.js'
-
-/**
- * A real `AbortSignal` for `signal`, to hand out of the library (a frame reader it did not
- * make): a {@link Stop}'s own, made on demand; a real signal as it is.
- */
-export function realSignal(signal: SignalLike): AbortSignal {
-  // Not `instanceof Stop`: the `./node` entry carries its own copy of the class.
-  return signal instanceof AbortSignal ? signal : (signal as Stop).real
-}
+import { type SignalLike, Stop } from './stop.js'
 
 /**
  * Follows `signals` (any of them aborting aborts the result, with its reason) and lets them
@@ -68,9 +58,4 @@ export function followStops(signals: readonly (SignalLike | undefined)[]): {
   release(): void
 } {
   return follow(new Stop(), signals)
-}
-
-/** What aborts when the client of `sink` is gone: its library-made stop, else its signal. */
-export function goneOf(sink: { readonly signal: AbortSignal }): SignalLike {
-  return (sink as { readonly [sinkStop]?: SignalLike })[sinkStop] ?? sink.signal
 }

@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
 import { iterableResponse } from './sse/reader.js'
-import { Stop, sinkStop } from './stop.js'
+import { ownStop, Stop } from './stop.js'
 
 /** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
@@ -57,11 +57,11 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     })
   }
 
-  const sink: DownstreamSink & { readonly [sinkStop]: Stop } = {
+  const sink: DownstreamSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
     },
-    [sinkStop]: gone,
+    [ownStop]: gone,
     sendHead(status, headers) {
       const plain: Record<string, string> = {}
       for (const [name, value] of headers) plain[name] = value

@@ -82,8 +82,26 @@ export class Stop implements SignalLike {
 }
 
 /**
- * Where a sink made by the library keeps the {@link Stop} its public `signal` is made from
- * (`Symbol.for`: two copies of the package agree), so the gate listens to the stop and no
- * `AbortSignal` is made unless the host asks for `sink.signal`.
+ * Where an object the library made (a commit gate, `nodeSink`, `webSink`) keeps the
+ * {@link Stop} its public `signal` is made from (`Symbol.for`: two copies of the package
+ * agree).
  */
-export const sinkStop = Symbol.for('stream-boundary.sinkStop')
+export const ownStop = Symbol.for('stream-boundary.ownStop')
+
+/**
+ * What aborts with `owner.signal`, for listeners inside the library: the owner's own
+ * {@link Stop} when the library made it (so no `AbortSignal` is made unless a host asks for
+ * `signal`), else its `signal`.
+ */
+export function stopOf(owner: { readonly signal: AbortSignal }): SignalLike {
+  return (owner as { readonly [ownStop]?: SignalLike })[ownStop] ?? owner.signal
+}
+
+/**
+ * A real `AbortSignal` for `signal`, to hand out of the library (a frame reader it did not
+ * make): a {@link Stop}'s own, made on demand; a real signal as it is.
+ */
+export function realSignal(signal: SignalLike): AbortSignal {
+  // Not `instanceof Stop`: the `./node` entry carries its own copy of the class.
+  return signal instanceof AbortSignal ? signal : (signal as Stop).real
+}

@@ -12,9 +12,8 @@ import {
   RetryAfterCommitError,
   StreamTimeoutError,
 } from '../errors.js'
-import { goneOf } from '../follow-signals.js'
 import { maxTimerDelayMs, timeoutMilliseconds } from '../options.js'
-import { type SignalLike, Stop } from '../stop.js'
+import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
 import {
   type ForwardHeadersPolicy,
   filterHeaders,
@@ -201,21 +200,9 @@ function normalize(options: CommitGateOptions) {
   }
 }
 
-/** Where a gate made here keeps its stop (`stopOf`). */
-const gateStop = Symbol('gateStop')
-
-/**
- * What aborts when `gate` fails (the client left), for listeners inside the library: the
- * gate's own {@link Stop}, so no `AbortSignal` is made unless a caller asks for `gate.signal`.
- * Not exported from the package.
- */
-export function stopOf(gate: CommitGate): SignalLike {
-  return (gate as { readonly [gateStop]?: SignalLike })[gateStop] ?? gate.signal
-}
-
 class Gate implements CommitGate {
   readonly #sink: DownstreamSink
-  /** What aborts when the client is gone (`goneOf`: the sink's own stop when it has one). */
+  /** What aborts when the client is gone (`stopOf`: the sink's own stop when it has one). */
   readonly #gone: SignalLike
   readonly #status: number
   /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
@@ -256,7 +243,7 @@ class Gate implements CommitGate {
     this.#writeStallMs = writeStallTimeoutMs
     this.earlyHeaders = earlyHeaders
     this.#hostHeaders = options.headers
-    this.#gone = goneOf(sink)
+    this.#gone = stopOf(sink)
     if (this.#gone.aborted) this.#onClientGone()
     else this.#gone.addEventListener('abort', this.#onClientGone, { once: true })
   }
@@ -273,7 +260,7 @@ class Gate implements CommitGate {
     return this.#stop.real
   }
 
-  get [gateStop](): SignalLike {
+  get [ownStop](): SignalLike {
     return this.#stop
   }
 

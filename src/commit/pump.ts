@@ -33,12 +33,13 @@ import {
   createFrameReader,
   type FrameReader,
   type FrameSource,
+  nextFrameOn,
   type RawFrameReader,
   rawFrameReader,
 } from '../sse/reader.js'
 import { FrameSplitter } from '../sse/splitter.js'
-import { type SignalLike, Stop } from '../stop.js'
-import { type CommitGate, stopOf } from './gate.js'
+import { type SignalLike, Stop, stopOf } from '../stop.js'
+import type { CommitGate } from './gate.js'
 
 /** How the pump ends a stream whose end was not clean. */
 export interface PumpPolicy {
@@ -770,8 +771,7 @@ async function pumpWith(
   const run = async (): Promise<PumpEnd> => {
     for (const frame of options.frames) await write(frame)
     previous = now()
-    const ours = rawFrameReader(reader)
-    const fast = encoder.raw ? ours : undefined
+    const fast = encoder.raw ? rawFrameReader(reader) : undefined
     if (fast !== undefined) {
       // The hot path: the reader hands each chunk's frames over where the chunk lands.
       let ended: { readonly failed: unknown } | null
@@ -786,7 +786,7 @@ async function pumpWith(
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await (ours === undefined ? reader.next({ signal: stop.real }) : ours.nextOn(stop))
+        frame = await nextFrameOn(reader, stop)
       } catch (error) {
         return endAfterReadFailure(error, stop, reader, tracker, out, atEof)
       }

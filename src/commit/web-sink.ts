@@ -7,7 +7,7 @@
  */
 
 import { positiveInteger } from '../options.js'
-import { Stop, sinkStop } from '../stop.js'
+import { ownStop, Stop } from '../stop.js'
 import type { DownstreamSink } from './gate.js'
 
 /** Options of {@link webSink}. */
@@ -71,11 +71,11 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
     new ByteLengthQueuingStrategy({ highWaterMark }),
   )
 
-  const sink: DownstreamSink & { readonly [sinkStop]: Stop } = {
+  const sink: DownstreamSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
     },
-    [sinkStop]: gone,
+    [ownStop]: gone,
     sendHead(status, headers) {
       headSent = true
       resolveResponse(new Response(body, { status, headers }))

@@ -20,11 +20,10 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
-import { realSignal } from '../follow-signals.js'
 import { positiveInteger, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import { type FrameReader, rawFrameReader } from '../sse/reader.js'
+import { type FrameReader, nextFrameOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
 
 /** Which verdict ends the peek and allows a commit. */
@@ -235,8 +234,6 @@ export async function peekUntil(
   options: PeekOptions,
   stop: { readonly signal: SignalLike; abort(reason?: unknown): void },
 ): Promise<PeekOutcome> {
-  // A reader made here takes the stop as it is; another is handed a real signal.
-  const ours = rawFrameReader(reader)
   const config = normalizePeekOptions(options)
   const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
@@ -266,9 +263,7 @@ export async function peekUntil(
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await (ours === undefined
-          ? reader.next({ signal: realSignal(stop.signal) })
-          : ours.nextOn(stop.signal))
+        frame = await nextFrameOn(reader, stop.signal)
       } catch (error) {
         if (stop.signal.aborted && error === stop.signal.reason) {
           if (error instanceof StreamTimeoutError) {

@@ -204,15 +204,16 @@ function failed(
 
 /** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
 class AttemptSignals {
-  /** The attempt function's signal. */
-  readonly controller = new AbortController()
-  /** Aborts with `controller`, for the library's own listeners (a listener on it costs less). */
+  /**
+   * Aborts the attempt. The library listens to it as it is; the attempt function and the
+   * body reads get its real `AbortSignal` (`stop.real`).
+   */
   readonly stop = new Stop()
   readonly #input: AttemptInput
   readonly #timers: ReturnType<typeof setTimeout>[] = []
-  readonly #onStop = () => this.#abort(this.#input.stop.reason)
-  readonly #onDeadline = () => this.#abort(this.#input.deadline.reason)
-  readonly #onLost = () => this.#abort(this.#input.lost?.reason)
+  readonly #onStop = () => this.stop.abort(this.#input.stop.reason)
+  readonly #onDeadline = () => this.stop.abort(this.#input.deadline.reason)
+  readonly #onLost = () => this.stop.abort(this.#input.lost?.reason)
   #timedOut: StreamTimeoutError | undefined
 
   constructor(input: AttemptInput) {
@@ -237,15 +238,10 @@ class AttemptSignals {
     const timer = setTimeout(() => {
       const error = new StreamTimeoutError(kind, ms)
       this.#timedOut = error
-      this.#abort(error)
+      this.stop.abort(error)
     }, ms)
     this.#timers.push(timer)
     return timer
-  }
-
-  #abort(reason: unknown): void {
-    this.controller.abort(reason)
-    this.stop.abort(this.controller.signal.reason)
   }
 
   /** Why the attempt was stopped, if it was. */
@@ -384,7 +380,7 @@ async function send(
         lease === undefined
           ? undefined
           : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
-      signal: signals.controller.signal,
+      signal: signals.stop.real,
       attemptNumber: input.attemptNumber,
       route: input.routeName,
       request: input.request,
@@ -458,15 +454,11 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   // The first-byte bound (or the fallback's) stays armed while an error body is read.
   const fallbackWanted = policy.fallbackTimeoutMs !== undefined && input.request !== undefined
   if ((status === 404 || status === 405) && mode === 'stream' && fallbackWanted) {
-    await readBounded(response.body, 0, signals.controller.signal)
+    await readBounded(response.body, 0, signals.stop.real)
     return failed(streamingUnsupported(status), status)
   }
   if (status < 200 || status > 299) {
-    const text = await readBounded(
-      response.body,
-      policy.maxErrorBodyBytes,
-      signals.controller.signal,
-    )
+    const text = await readBounded(response.body, policy.maxErrorBodyBytes, signals.stop.real)
     const failure: AttemptFailure = {
       kind: 'status',
       status,
@@ -486,7 +478,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
     body = source
   } else {
-    const whole = await readWholeAnswer(input, response, signals.controller.signal)
+    const whole = await readWholeAnswer(input, response, signals.stop.real)
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
     body = whole.body
   }

@@ -50,8 +50,8 @@ interface RecordBase {
 }
 
 /**
- * An attempt's record: one literal of one shape, `hedgeOf` only on a hedge (a spread of the
- * base into each record cost more than the rest of the record keeping).
+ * An attempt's record: one literal, `hedgeOf` only on a hedge (a spread of the base into each
+ * record cost more than the rest of the record keeping).
  */
 function attemptRecord(
   base: RecordBase,
@@ -61,33 +61,20 @@ function attemptRecord(
   durationMs: number,
 ): AttemptRecord {
   const { attemptNumber, route, keyId, mode, requestId, startedMs, hedgeOf } = base
-  if (hedgeOf === undefined) {
-    return {
-      attemptNumber,
-      route,
-      keyId,
-      mode,
-      requestId,
-      startedMs,
-      status,
-      result,
-      retryable,
-      durationMs,
-    }
-  }
-  return {
+  const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
     attemptNumber,
     route,
     keyId,
     mode,
     requestId,
     startedMs,
-    hedgeOf,
     status,
     result,
     retryable,
     durationMs,
   }
+  if (hedgeOf !== undefined) record.hedgeOf = hedgeOf
+  return record
 }
 
 /** Runs one attempt on a leased key and records it. */

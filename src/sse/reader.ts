@@ -8,7 +8,7 @@
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
 import { positiveInteger } from '../options.js'
-import type { SignalLike } from '../stop.js'
+import { realSignal, type SignalLike } from '../stop.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
 
@@ -504,8 +504,6 @@ export interface RawFrameReader extends FrameReader {
    * returns a last frame the end cut, or `null`). Valid only past the first frame.
    */
   nextRaw(signal?: SignalLike): Promise<Uint8Array | null>
-  /** {@link FrameReader.next} on a {@link SignalLike} (a library-made stop). */
-  nextOn(signal: SignalLike | undefined): Promise<SseFrame | null>
   /** {@link FrameReader.takeBuffered} as bytes only. */
   takeBufferedRaw(): Uint8Array | null
   /**
@@ -521,6 +519,16 @@ export interface RawFrameReader extends FrameReader {
     signal: SignalLike | undefined,
     take: (frame: Uint8Array) => Promise<void> | undefined,
   ): Promise<{ readonly failed: unknown } | null>
+}
+
+/**
+ * `reader.next()` stopped by `signal`, which may be a library-made stop: a reader made here
+ * takes it as it is, another is handed a real `AbortSignal`.
+ */
+export function nextFrameOn(reader: FrameReader, signal: SignalLike): Promise<SseFrame | null> {
+  return reader instanceof Reader
+    ? reader.nextOn(signal)
+    : reader.next({ signal: realSignal(signal) })
 }
 
 /** The reader as a {@link RawFrameReader}, when this module made it. */

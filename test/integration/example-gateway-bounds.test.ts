@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { startGateway } from '../../examples/node-http-gateway.js'
 import { finish, role, text } from '../support/chat-frames.js'
-import { useLoopback } from '../support/loopback.js'
+import { useLoopback, withBody } from '../support/loopback.js'
 
 /**
  * What the example gateway holds and sends per request, as a long-running gateway sees it:
@@ -23,12 +23,7 @@ async function startUpstream() {
   let open = 0
   let mostOpen = 0
   const server: Server = createServer((req, res) => {
-    let body = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => {
-      body += chunk
-    })
-    req.on('end', () => {
+    withBody(req, (body) => {
       bodies.push(body)
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write(`${role}${text('streaming')}`)

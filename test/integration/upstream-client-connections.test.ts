@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { startGateway } from '../../examples/node-http-gateway.js'
 import { finish, role, text } from '../support/chat-frames.js'
-import { useLoopback } from '../support/loopback.js'
+import { useLoopback, withBody } from '../support/loopback.js'
 
 /**
  * The example gateway's default upstream client (`node:http`) under a connection storm: many
@@ -33,12 +33,7 @@ async function startUpstream(
   let connections = 0
   const attempts = new Map<string, number>()
   const server: Server = createServer((req, res) => {
-    let body = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => {
-      body += chunk
-    })
-    req.on('end', () => {
+    withBody(req, (body) => {
       const id = /request (\d+)/.exec(body)?.[1] ?? ''
       const attempt = (attempts.get(id) ?? 0) + 1
       attempts.set(id, attempt)

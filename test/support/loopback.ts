@@ -1,4 +1,4 @@
-import type { Server } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach } from 'vitest'
 
@@ -30,4 +30,14 @@ export function useLoopback() {
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
     },
   }
+}
+
+/** Calls `then` with a request's whole body, as text, once it has all arrived. */
+export function withBody(req: IncomingMessage, then: (body: string) => void): void {
+  let body = ''
+  req.setEncoding('utf8')
+  req.on('data', (chunk: string) => {
+    body += chunk
+  })
+  req.on('end', () => then(body))
 }

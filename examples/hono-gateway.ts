@@ -13,8 +13,6 @@ import { Hono } from 'hono'
 import {
   anthropicMessages,
   createMemoryKeyPool,
-  createResilientFetch,
-  forwardableHeaders,
   forwardHeadersDefaults,
   isRequestBodyTooLargeError,
   type KeyPool,
@@ -61,11 +59,15 @@ async function boundedBody(request: Request, limit: number): Promise<string | un
   }
 }
 
-function wantsStream(body: string): boolean {
+/** The body as a JSON object, or `undefined` when it is not one. */
+function parseBody(body: string): Record<string, unknown> | undefined {
   try {
-    return (JSON.parse(body) as { stream?: unknown }).stream === true
+    const value: unknown = JSON.parse(body)
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined
   } catch {
-    return false
+    return undefined
   }
 }
 
@@ -76,7 +78,6 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   // relay() hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
-    const plain = createResilientFetch({ pool, policy, maxRequestBodyBytes })
     // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
     const credential = (secret: string): readonly [string, string] => {
       const header = adapter.credentialHeader?.(secret)
@@ -99,12 +100,9 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         if (value !== undefined) headers.set(name, value)
       }
       const signal = c.req.raw.signal
-      if (!wantsStream(body)) {
-        const upstream = await plain(url, { method: 'POST', headers, body, signal })
-        const out = forwardableHeaders(upstream.headers, forwardHeaders)
-        out.set('content-type', upstream.headers.get('content-type') ?? 'application/json')
-        return new Response(upstream.body, { status: upstream.status, headers: out })
-      }
+      const json = parseBody(body)
+      // Streaming or not, one relay: a `stream: false` request gets the upstream's JSON answer
+      // as it came, with the same retries, bounds and give-up answers as a stream.
       const { sink, response } = webSink()
       void relay({
         sink,
@@ -113,19 +111,22 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         policy,
         signal,
         ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
-        request: { url, body: JSON.parse(body) as Record<string, unknown> },
+        ...(json === undefined ? { stream: false } : { request: { url, body: json } }),
         attempt: ({ key, signal, request, requestId }) => {
           const withKey = new Headers(headers)
           withKey.set(...credential(key.secret))
           // The client's own request id, when it sent one, names every attempt.
           if (requestId !== undefined && !withKey.has('x-client-request-id'))
             withKey.set('x-client-request-id', requestId)
-          const sent = request === undefined ? body : JSON.stringify(request.body)
+          const sent =
+            request === undefined || request.body === json ? body : JSON.stringify(request.body)
           return fetch(request?.url ?? url, {
             method: 'POST',
             headers: withKey,
             body: sent,
             signal,
+            // A pool key never follows a redirect to another origin.
+            redirect: 'manual',
           })
         },
       })

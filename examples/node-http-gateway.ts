@@ -2,7 +2,8 @@
  * A stream-boundary gateway on Node's `http` module alone. OpenAI-compatible
  * `POST /v1/chat/completions` and `POST /v1/responses`, Anthropic-compatible `POST /v1/messages`.
  * Streaming requests are retried over a key pool until the first byte the client sees, then
- * relayed to an honest end; non-streaming requests are retried on the same status rules.
+ * relayed to an honest end; non-streaming requests go through the same relay (same keys,
+ * bounds, retries and give-up answers) and get the upstream's JSON answer as it came.
  * The client's own credential is ignored: the gateway's keys are used.
  *
  * Safe for many clients by default: request bodies past `maxRequestBodyBytes` are answered
@@ -29,9 +30,7 @@ import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
   createMemoryKeyPool,
-  createResilientFetch,
   type ForwardHeadersPolicy,
-  forwardableHeaders,
   forwardHeadersDefaults,
   type KeyPool,
   openaiChat,
@@ -94,7 +93,13 @@ export interface GatewayConfig {
 /** A fetch-like function for streaming attempts. */
 export type UpstreamClient = (
   url: string,
-  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+  init: {
+    method: string
+    headers: Record<string, string>
+    body: string
+    signal: AbortSignal
+    redirect?: 'manual'
+  },
 ) => Promise<Response>
 
 /** The keep-alive agents of {@link nodeFetch}, one per scheme. */
@@ -295,8 +300,6 @@ export async function startGateway(config: GatewayConfig): Promise<{
       if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
       return header
     },
-    // Non-streaming requests: retried on status and connection failures over the same pool.
-    plain: createResilientFetch({ pool, policy, maxRequestBodyBytes }),
   })
   const openai = createMemoryKeyPool(config.keys)
   const anthropic = createMemoryKeyPool(config.keys)
@@ -330,21 +333,8 @@ export async function startGateway(config: GatewayConfig): Promise<{
       if (typeof value === 'string') headers[name] = value
     }
     const json = parseBody(body)
-    if (json?.stream !== true) {
-      const client = new AbortController()
-      res.once('close', () => {
-        if (!res.writableFinished) client.abort(new Error('the client went away'))
-      })
-      const init = { method: 'POST', headers, body, signal: client.signal }
-      const upstream = await target.plain(target.url, init)
-      const head = forwardableHeaders(upstream.headers, forwardHeaders)
-      head.set('content-type', upstream.headers.get('content-type') ?? 'application/json')
-      res.writeHead(upstream.status, Object.fromEntries(head))
-      res.end(Buffer.from(await upstream.arrayBuffer()))
-      return
-    }
-
-    // Bounded before the first output only: a relayed stream gives its place up at commit.
+    // Bounded before the first output only: a relayed stream gives its place up at commit (a
+    // whole answer's output is the answer).
     const release = await pending.acquire()
     // A client that left while its request waited costs no attempt.
     if (res.destroyed) return release()
@@ -362,8 +352,10 @@ export async function startGateway(config: GatewayConfig): Promise<{
           hooks?.onCommit?.(context)
         },
       },
-      // The body as JSON lets the relay adjust it or fall back to a non-streaming request.
-      request: { url: target.url, body: json },
+      // The body as JSON lets the relay adjust it or fall back to a non-streaming request, and
+      // says whether the client asked for a stream: a `stream: false` request is relayed by the
+      // same engine and answered with the upstream's JSON as it came.
+      ...(json === undefined ? { stream: false } : { request: { url: target.url, body: json } }),
       attempt: ({ key, signal, request, requestId }) => {
         const withKey = { ...headers }
         const [name, value] = target.credential(key.secret)
@@ -380,6 +372,8 @@ export async function startGateway(config: GatewayConfig): Promise<{
           headers: withKey,
           body: sent,
           signal,
+          // A pool key never follows a redirect to another origin (node:http never does).
+          redirect: 'manual',
         })
       },
     }).finally(release)
@@ -389,7 +383,7 @@ export async function startGateway(config: GatewayConfig): Promise<{
 
   const server = createServer((req, res) => {
     handle(req, res).catch(() => {
-      // Only a non-streaming upstream failure or a vanished client lands here.
+      // Only a vanished client (or a bug) lands here: relay() answers every upstream failure.
       if (res.headersSent || res.destroyed) return void res.destroy()
       const error = { type: 'upstream_error', message: 'the upstream request failed' }
       res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ error }))

@@ -35,7 +35,9 @@ export async function main(): Promise<void> {
     console.log(`text: ${text}`)
     // The relay reports its outcome just after the stream's last byte.
     for (const attempt of (await outcome).attempts)
-      console.log(`attempt ${attempt.attemptNumber} (key ${attempt.keyId}): ${attempt.result}`)
+      console.log(
+        `attempt ${attempt.attemptNumber} (key ${attempt.keyId ?? 'caller'}): ${attempt.result}`,
+      )
     console.log(`upstream saw: ${upstream.requests.map((request) => request.fault).join(', ')}`)
   } finally {
     await upstream.close()

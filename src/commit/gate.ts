@@ -164,6 +164,12 @@ export interface CommitGate {
    * sent). Throws {@link HeadersSentError} once headers were sent.
    */
   respond(status: number, body: string, headers?: HeadersInit): Promise<void>
+  /**
+   * Sends a whole answer (a client's non-streaming request): `status`, the forwarded upstream
+   * headers, the host's headers and `contentType`, then `body` and the end. It commits
+   * content. Throws {@link HeadersSentError} once headers were sent.
+   */
+  answer(status: number, body: Uint8Array, contentType: string): Promise<void>
   /** Throws {@link RetryAfterCommitError} when content was committed: call before each new attempt. */
   assertCanRetry(): void
   /** Ends the response normally (sending the head first if nothing was sent). */
@@ -401,6 +407,22 @@ class Gate implements CommitGate {
     await this.#run(async () => {
       await this.#sink.sendHead(status, head)
       if (body !== '') await this.#sink.write(new TextEncoder().encode(body))
+      await this.#sink.close()
+    })
+    this.#release()
+  }
+
+  async answer(status: number, body: Uint8Array, contentType: string): Promise<void> {
+    this.#ensureUsable()
+    if (this.#state !== 'open') throw new HeadersSentError()
+    this.#state = 'closed'
+    const head = this.#upstreamHeaders ?? new Headers()
+    head.set('content-type', contentType)
+    setEach(head, this.#hostHeaders)
+    this.#bytes += body.length
+    await this.#run(async () => {
+      await this.#sink.sendHead(status, head)
+      if (body.length > 0) await this.#sink.write(body)
       await this.#sink.close()
     })
     this.#release()

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { createStreamTracker, type EofClass } from '../classify/index.js'
+import type { EofClass } from '../classify/index.js'
 import type { CommitGate } from '../commit/gate.js'
 import { deliverOn, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
@@ -15,17 +15,24 @@ import { parseObject } from '../protocols/common.js'
 import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { type FrameSource, frameSourceOf } from '../sse/reader.js'
-import { FrameSplitter } from '../sse/splitter.js'
 import { type SignalLike, Stop } from '../stop.js'
 import {
   type AttemptFailure,
   classifyAttemptFailure,
   type FailureVerdict,
   peekTimeoutVerdict,
+  wholeAnswerVerdict,
 } from './classify.js'
-import { errorFromBody, readBounded } from './error-body.js'
+import { errorFromBody, readBounded, readWhole } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { neverAborted } from './run.js'
+import {
+  hasOutput,
+  isJson,
+  judgeWholeAnswer,
+  maxAnswerBytes,
+  renderMessage,
+} from './whole-answer.js'
 
 /** A key leased from the pool for one attempt. */
 export interface LeasedKey {
@@ -112,12 +119,19 @@ export interface UpstreamHttpError {
   readonly body: string
 }
 
+/**
+ * What an attempt sends and where its answer goes: `stream` (a streaming request, relayed as a
+ * stream), `whole` (a client's non-streaming request: the upstream's JSON answer goes to the
+ * client as it is) or `non-streaming` (the fallback: a whole answer rendered as the stream).
+ */
+export type AttemptMode = 'stream' | 'whole' | 'non-streaming'
+
 /** What one attempt needs. */
 export interface AttemptInput {
   readonly route: Route
   readonly routeName: string
   readonly attemptNumber: number
-  readonly mode: 'stream' | 'non-streaming'
+  readonly mode: AttemptMode
   /** `undefined` when the caller owns the credentials. */
   readonly lease: KeyLease | undefined
   readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
@@ -161,27 +175,10 @@ export type AttemptResult =
       readonly upstream?: UpstreamHttpError | undefined
     }
 
-/** The most of a non-streaming answer read. */
-const maxMessageBytes = 32 * 1024 * 1024
-
 function isEventStream(headers: Headers): boolean {
   const type = headers.get('content-type')
   // A missing content type is read as SSE: the peek then tells malformed bodies apart.
   return type === null || /^text\/event-stream\b/i.test(type.trim())
-}
-
-function isJson(headers: Headers): boolean {
-  return /^application\/(?:[\w.+-]+\+)?json\b/i.test(headers.get('content-type')?.trim() ?? '')
-}
-
-/** Whether rendered frames hold any output: an error object or `{}` renders none. */
-function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
-  const splitter = new FrameSplitter(Math.max(1, bytes.length))
-  splitter.push(bytes)
-  const tracker = createStreamTracker(adapter)
-  for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
-  const { text, tool, refusal, reasoning } = tracker.state.counts
-  return text + tool + refusal + reasoning > 0 && tracker.state.errors === 0
 }
 
 function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
@@ -284,7 +281,7 @@ const hedgeLost: FailureVerdict = {
   error: { type: 'cancelled', message: 'another attempt of the request answered first' },
 }
 
-function timeoutVerdict(error: StreamTimeoutError, mode: 'stream' | 'non-streaming') {
+function timeoutVerdict(error: StreamTimeoutError, mode: AttemptMode) {
   if (mode === 'non-streaming') {
     return {
       retryable: false,
@@ -402,7 +399,7 @@ async function send(
 /** The failure of an attempt whose body read was cut because the request or a timer stopped it. */
 function stoppedFailure(
   signals: AttemptSignals,
-  mode: 'stream' | 'non-streaming',
+  mode: AttemptMode,
   status: number | null,
 ): AttemptResult | undefined {
   const stopped = signals.stoppedBy()
@@ -422,15 +419,10 @@ async function readWholeAnswer(
   const { status } = response
   const adapter = input.route.adapter
   const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
-  const limit = asMessage ? maxMessageBytes : input.policy.maxErrorBodyBytes
+  const limit = asMessage ? maxAnswerBytes : input.policy.maxErrorBodyBytes
   const text = await readBounded(response.body, limit, signal)
   const message = asMessage ? parseObject(text) : undefined
-  let rendered: Uint8Array | undefined
-  try {
-    rendered = message === undefined ? undefined : adapter.renderFromMessage?.(message)
-  } catch {
-    rendered = undefined
-  }
+  const rendered = message === undefined ? undefined : renderMessage(adapter, message)
   // An upstream that ignored `stream: true` sent the answer itself: serve it as the stream.
   if (rendered !== undefined && hasOutput(adapter, rendered)) return { body: bodyOf(rendered) }
   const failure: AttemptFailure = {
@@ -473,6 +465,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     const upstream = { status, headers: response.headers, body: redactSecrets(text) }
     return failed(verdict, status, undefined, upstream)
   }
+  if (mode === 'whole') return answerWhole(input, signals, response, sent.timer)
   let body: FrameSource
   const source = frameSourceOf(response)
   if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
@@ -527,6 +520,63 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     eof: pumped.eof,
     bytes: pumped.bytes,
     stalls: pumped.stalls,
+  }
+}
+
+const noStalls = (thresholdMs: number): StallStats =>
+  Object.freeze({ count: 0, totalMs: 0, longestMs: 0, thresholdMs })
+
+/**
+ * A client's non-streaming request: the whole 2xx answer is read (bounded, within the
+ * first-byte bound that has run since the send), judged like a stream's first output, and
+ * only then committed and sent as it came (status, JSON body, allowlisted headers). A body
+ * cut while read, a JSON error served as success or an answer without output is a failed
+ * attempt, retried like its streaming twin.
+ */
+async function answerWhole(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  response: Response,
+  timer: ReturnType<typeof setTimeout> | undefined,
+): Promise<AttemptResult> {
+  const { status } = response
+  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real)
+  if (timer !== undefined) clearTimeout(timer)
+  if (read.kind !== 'read') {
+    const stopped = stoppedFailure(signals, 'whole', status)
+    if (stopped !== undefined) return stopped
+    return failed(
+      wholeAnswerVerdict(read.kind === 'failed' ? 'read-error' : 'too-large', maxAnswerBytes),
+      status,
+    )
+  }
+  const verdict = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
+  if (verdict !== undefined) return failed(verdict, status)
+  const stopped = stoppedFailure(signals, 'whole', status)
+  if (stopped !== undefined) return stopped
+  signals.detachDeadline()
+  input.lease?.commit()
+  input.onCommit()
+  const { gate } = input
+  gate.setUpstreamHeaders(response.headers)
+  let end: PumpEnd = { kind: 'completed' }
+  try {
+    await gate.answer(
+      status,
+      read.bytes,
+      response.headers.get('content-type') ?? 'application/json',
+    )
+  } catch (error) {
+    if (gate.failure === undefined) throw error
+    end = { kind: 'client-gone', error: gate.failure }
+  }
+  return {
+    kind: 'committed',
+    status,
+    end,
+    eof: null,
+    bytes: read.bytes.length,
+    stalls: noStalls(input.policy.pump.stallThresholdMs),
   }
 }
 

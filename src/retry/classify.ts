@@ -55,6 +55,20 @@ export interface FailureVerdict {
   readonly error: RenderableError
   /** When the upstream said how long to wait. */
   readonly retryAfterMs?: number | undefined
+  /**
+   * How soon a retry may follow. `at-once` for a fault that says nothing about load (an
+   * empty stream or answer, a cut or a retryable non-overload error frame before output, a
+   * reset before any response): another key at once, or the same key after a short jittered
+   * pause. Anything else (429, 503, 529, overload, refused connections, timeouts, other 5xx)
+   * backs off.
+   * @default 'backoff'
+   */
+  readonly recovery?: 'at-once' | 'backoff' | undefined
+  /**
+   * The attempt died of a reset or a broken pipe before any response: a pooled keep-alive
+   * connection may be stale, so the next attempt asks for a fresh one.
+   */
+  readonly staleConnection?: boolean | undefined
 }
 
 /** What a certificate-verification failure means for the person who must fix it. */
@@ -166,6 +180,9 @@ const connectionMessages: Record<string, string> = {
   UND_ERR_HEADERS_TIMEOUT: 'the upstream sent no response headers in time',
   UND_ERR_BODY_TIMEOUT: 'the upstream body stalled',
 }
+
+/** Codes of a connection that died under a request (not a refusal): a pooled socket may be stale. */
+const staleConnectionCodes = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'])
 
 /** What a `fetch` failure means: retryable or not, with a message a person can act on. */
 export interface ConnectionErrorVerdict {
@@ -375,6 +392,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
       overload: false,
       status: 502,
       error: rendered,
+      recovery: 'at-once',
     }
   }
   return {
@@ -384,6 +402,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     overload: false,
     status: 502,
     error: rendered,
+    recovery: 'at-once',
   }
 }
 
@@ -479,8 +498,48 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
         overload: false,
         status: 502,
         error: { type: 'upstream_error', message },
+        // Too much before output is a big prefill, perhaps load; the rest say nothing of it.
+        recovery: outcome.kind === 'peek-overflow' ? 'backoff' : 'at-once',
       }
     }
+  }
+}
+
+/**
+ * A whole (non-streaming) answer that cannot go to the client: it held no output, its body
+ * broke while it was read, or it is larger than `limit` bytes (not retried: another attempt
+ * would answer as much).
+ */
+export function wholeAnswerVerdict(
+  kind: 'empty' | 'read-error' | 'too-large',
+  limit = 0,
+): FailureVerdict {
+  const status = giveUpStatus['upstream-fault'].status
+  if (kind === 'too-large') {
+    return {
+      retryable: false,
+      key: { kind: 'cancelled' },
+      reason: 'answer-too-large',
+      overload: false,
+      status,
+      error: {
+        type: 'upstream_error',
+        message: `the upstream's answer is larger than the ${limit} bytes the relay reads`,
+      },
+    }
+  }
+  const message =
+    kind === 'empty'
+      ? 'the upstream answered without any output'
+      : 'the upstream connection broke before the whole answer arrived'
+  return {
+    retryable: true,
+    key: { kind: 'protocol-fault' },
+    reason: kind,
+    overload: false,
+    status,
+    error: { type: 'upstream_error', message },
+    recovery: 'at-once',
   }
 }
 
@@ -506,6 +565,7 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
       return fromNotSse(failure)
     case 'connection': {
       const verdict = classifyConnectionError(failure.error)
+      const stale = verdict.code !== undefined && staleConnectionCodes.has(verdict.code)
       return {
         retryable: verdict.retryable,
         key: verdict.retryable ? { kind: 'server-error' } : { kind: 'rejected' },
@@ -513,6 +573,7 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
         overload: false,
         status: 502,
         error: { type: 'upstream_error', message: verdict.message, code: verdict.code ?? null },
+        ...(stale ? { staleConnection: true, recovery: 'at-once' as const } : {}),
       }
     }
     case 'peek':
@@ -537,8 +598,6 @@ type GiveUpKind =
 interface GiveUpRule {
   /** The status the client gets. */
   readonly status: number
-  /** Whether the answer carries `Retry-After` (the verdict's `retryAfterMs`). */
-  readonly retryAfter: boolean
   /** The error type rendered in the client's protocol. */
   readonly errorType: string
 }
@@ -547,7 +606,6 @@ interface GiveUpRule {
 type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUpRule>> & {
   readonly 'client-request': {
     readonly status: 'upstream'
-    readonly retryAfter: false
     readonly errorType: 'upstream'
   }
 }
@@ -571,16 +629,16 @@ type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUp
  * @internal exported for tests
  */
 export const giveUpStatus: GiveUpTable = Object.freeze({
-  timeout: { status: 504, retryAfter: false, errorType: 'timeout' },
-  'upstream-fault': { status: 502, retryAfter: false, errorType: 'upstream_error' },
-  overloaded: { status: 529, retryAfter: false, errorType: 'overloaded_error' },
-  busy: { status: 503, retryAfter: true, errorType: 'service_unavailable' },
-  'rate-limited': { status: 429, retryAfter: true, errorType: 'rate_limit_error' },
-  cooling: { status: 503, retryAfter: true, errorType: 'service_unavailable' },
-  'credentials-rejected': { status: 502, retryAfter: false, errorType: 'upstream_error' },
-  'no-key': { status: 503, retryAfter: false, errorType: 'service_unavailable' },
-  'client-request': { status: 'upstream', retryAfter: false, errorType: 'upstream' },
-  'client-gone': { status: 499, retryAfter: false, errorType: 'client_closed' },
+  timeout: { status: 504, errorType: 'timeout' },
+  'upstream-fault': { status: 502, errorType: 'upstream_error' },
+  overloaded: { status: 529, errorType: 'overloaded_error' },
+  busy: { status: 503, errorType: 'service_unavailable' },
+  'rate-limited': { status: 429, errorType: 'rate_limit_error' },
+  cooling: { status: 503, errorType: 'service_unavailable' },
+  'credentials-rejected': { status: 502, errorType: 'upstream_error' },
+  'no-key': { status: 503, errorType: 'service_unavailable' },
+  'client-request': { status: 'upstream', errorType: 'upstream' },
+  'client-gone': { status: 499, errorType: 'client_closed' },
 } as const)
 
 /**

@@ -29,8 +29,11 @@ export interface RouteState {
   readonly hasNextRoute: boolean
   /** Whether a non-streaming fallback can still be sent on this route. */
   readonly fallbackAvailable: boolean
-  /** The failed attempt's mode. */
-  readonly mode: 'stream' | 'non-streaming'
+  /**
+   * The failed attempt's mode: `stream`, `whole` (a client's non-streaming request, retried
+   * on the same rules as a stream) or `non-streaming` (the fallback, tried once).
+   */
+  readonly mode: 'stream' | 'whole' | 'non-streaming'
   /** Backoffs already taken before reusing a key on this route. */
   readonly reuses: number
   /** Why the request cannot go on, if it cannot: the client left, or the deadline passed. */
@@ -62,6 +65,25 @@ export function backoffDelay(
   const raw = Math.min(options.maxMs, options.baseMs * options.factor ** Math.max(0, reuses))
   const spread = raw * options.jitter
   return Math.max(0, Math.round(raw - spread + random() * 2 * spread))
+}
+
+/** The longest pause before reusing a key after a fault that says nothing about load. */
+export const briefPauseMaxMs = 50
+
+/**
+ * The delay before reusing a tried key after `verdict`: a short jittered pause (10–50 ms) for a
+ * fault that says nothing about load, the backoff for the rest; never more than the backoff.
+ * @internal exported for tests
+ */
+export function reuseDelay(
+  verdict: FailureVerdict,
+  options: Required<BackoffOptions>,
+  reuses: number,
+  random: () => number = Math.random,
+): number {
+  const backoff = backoffDelay(options, reuses, random)
+  if (verdict.recovery !== 'at-once') return backoff
+  return Math.min(backoff, Math.round(briefPauseMaxMs * (0.2 + 0.8 * random())))
 }
 
 /**
@@ -98,7 +120,7 @@ export function decideNext(
   if (state.attempts >= state.maxAttempts) {
     return state.fallbackAvailable ? { kind: 'fallback' } : nextRoute
   }
-  return { kind: 'retry', reuseDelayMs: backoffDelay(backoff, state.reuses, random) }
+  return { kind: 'retry', reuseDelayMs: reuseDelay(verdict, backoff, state.reuses, random) }
 }
 
 /** The pool's answers that did not lease, as `planKeyWait` reads them. */

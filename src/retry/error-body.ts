@@ -43,6 +43,52 @@ export async function readBounded(
   }
 }
 
+/** A whole body read within a bound: its bytes, or why it could not be had. */
+export type WholeBody =
+  | { readonly kind: 'read'; readonly bytes: Uint8Array }
+  | { readonly kind: 'too-large'; readonly limit: number }
+  | { readonly kind: 'failed'; readonly error: unknown }
+
+/**
+ * Reads a whole body (a non-streaming answer) of at most `limit` bytes. Past the bound the
+ * body is cancelled and nothing is kept; a read that breaks (a cut, an abort) is `failed`.
+ */
+export async function readWhole(
+  body: ReadableStream<Uint8Array> | null,
+  limit: number,
+  signal: AbortSignal,
+): Promise<WholeBody> {
+  if (body === null) return { kind: 'read', bytes: new Uint8Array(0) }
+  const reader = body.getReader()
+  const stop = () => void reader.cancel(signal.reason).catch(() => {})
+  if (signal.aborted) stop()
+  else signal.addEventListener('abort', stop, { once: true })
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      size += value.length
+      if (size > limit) return { kind: 'too-large', limit }
+      chunks.push(value)
+    }
+  } catch (error) {
+    return { kind: 'failed', error }
+  } finally {
+    signal.removeEventListener('abort', stop)
+    await reader.cancel().catch(() => {})
+  }
+  if (chunks.length === 1) return { kind: 'read', bytes: chunks[0] as Uint8Array }
+  const bytes = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset)
+    offset += chunk.length
+  }
+  return { kind: 'read', bytes }
+}
+
 /**
  * The error type to report for a body that states none: `rate_limit_error` for a 429,
  * `invalid_request_error` for other 4xx, `upstream_error` otherwise (a 5xx, or a page served

@@ -156,6 +156,16 @@ export interface RelayRequestOptions {
   /**
    * The request's JSON body (and URL), when the relay may rewrite it: for `adjustRequest`,
    * `fitContextWindow` and the non-streaming fallback. Attempts get it as `context.request`.
+   * It also says whether the client asked for a stream (see `stream`).
    */
   readonly request?: UpstreamRequest
+  /**
+   * Whether the client asked for a stream. A client that did not gets a whole answer: each
+   * attempt's 2xx JSON is read whole (bounded), judged like a stream's first output (a JSON
+   * error or an answer without output is retried), and sent as it came (status kept, headers
+   * through the allowlist). Failures are decided and answered exactly as for a stream.
+   * @default from `request`: `"stream": true` in its body or the adapter's
+   * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`); `true` without `request`
+   */
+  readonly stream?: boolean
 }

@@ -1,4 +1,4 @@
-import { createCommitGate } from '../commit/gate.js'
+import { type CommitGate, createCommitGate } from '../commit/gate.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals, followStops } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
@@ -8,7 +8,7 @@ import { deadlineVerdict } from './decide.js'
 import { giveUp } from './give-up.js'
 import { countRequest } from './hedge.js'
 import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
-import { normalizeRelayPolicy } from './policy.js'
+import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
 
@@ -38,6 +38,22 @@ export type {
 } from './policy.js'
 export { relayDefaults } from './policy.js'
 
+/** Whether the client asked for a stream: the `stream` option, else what `request` says. */
+export function asksForStream(options: RelayRequestOptions): boolean {
+  if (options.stream !== undefined) return options.stream
+  const request = options.request
+  if (request === undefined) return true
+  if (request.body.stream === true) return true
+  if (request.url === undefined || options.adapter.isStreamingRequest === undefined) return false
+  let url: URL
+  try {
+    url = new URL(request.url)
+  } catch {
+    return false
+  }
+  return options.adapter.isStreamingRequest(url, undefined)
+}
+
 function checkOptions(options: RelayOptions): void {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError('relay() needs an options object')
@@ -51,6 +67,51 @@ function checkOptions(options: RelayOptions): void {
   }
   if (typeof options.sink?.sendHead !== 'function')
     throw new TypeError('sink must be a DownstreamSink')
+  if (options.stream !== undefined && typeof options.stream !== 'boolean') {
+    throw new TypeError(`stream must be a boolean, got ${typeof options.stream}`)
+  }
+}
+
+/**
+ * Validates the options and builds the request's shared parts. A bad option throws before
+ * anything is leased, and the sink is aborted with the error first, so a response waiting on
+ * it (`webSink().response`) settles instead of hanging.
+ */
+function prepare(options: RelayOptions): {
+  config: NormalizedRelayPolicy
+  whole: boolean
+  gate: CommitGate
+} {
+  try {
+    checkOptions(options)
+    const config = normalizeRelayPolicy(options.policy)
+    for (const route of options.policy?.routes ?? [])
+      checkOptions({ ...options, ...route } as RelayOptions)
+    const whole = !asksForStream(options)
+    const client = config.downstream.adapter
+    if (whole && client !== undefined && client !== options.adapter) {
+      throw new TypeError(
+        'a non-streaming request cannot be translated by downstream.adapter: send the upstream a streaming request, or translate the whole answer in the host',
+      )
+    }
+    const gate = createCommitGate(options.sink, {
+      // A whole answer has one head, sent with it.
+      earlyHeaders: config.earlyHeaders && !whole,
+      keepAliveIntervalMs: config.downstream.keepAlive === false ? 0 : config.keepAliveIntervalMs,
+      keepAliveAfterContent: config.downstream.keepAlive === true,
+      writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
+      ...(config.headers === undefined ? {} : { headers: config.headers }),
+      ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
+    })
+    return { config, whole, gate }
+  } catch (error) {
+    try {
+      options?.sink?.abort?.(error)
+    } catch {
+      // The sink's own failure does not hide the option's.
+    }
+    throw error
+  }
 }
 
 /**
@@ -120,20 +181,10 @@ export function relay(
 ): Promise<RelayOutcome>
 export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
-  checkOptions(options)
-  const config = normalizeRelayPolicy(options.policy)
-  for (const route of options.policy?.routes ?? [])
-    checkOptions({ ...options, ...route } as RelayOptions)
-  const gate = createCommitGate(options.sink, {
-    earlyHeaders: config.earlyHeaders,
-    keepAliveIntervalMs: config.downstream.keepAlive === false ? 0 : config.keepAliveIntervalMs,
-    keepAliveAfterContent: config.downstream.keepAlive === true,
-    writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
-    ...(config.headers === undefined ? {} : { headers: config.headers }),
-    ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
-  })
+  const { config, whole, gate } = prepare(options)
   const started = now()
-  if (config.hedge !== undefined && config.priority !== 'background') countRequest(config.hedge)
+  if (config.hedge !== undefined && config.priority !== 'background' && !whole)
+    countRequest(config.hedge)
   // What stops the request: the client leaving (the gate's stop) or the host's signal. With
   // no host signal it is the gate's own. Only the library listens to it: no `AbortSignal` is
   // made for it (each costs on every request).
@@ -158,6 +209,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     gate,
     routes,
     attempts: [],
+    whole,
     stop,
     deadline,
     get waits() {

@@ -6,21 +6,16 @@
  * @module
  */
 
-import pRetry from 'p-retry'
 import { webSink } from '../commit/web-sink.js'
-import { createMemoryKeyPool } from '../key-pool/memory.js'
-import type { KeyOutcome, KeyPool } from '../key-pool/types.js'
+import type { KeyPool } from '../key-pool/types.js'
 import { positiveInteger } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { parseObject } from '../protocols/common.js'
 import { streamFlagInBody } from '../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
-import { errorFromBody } from './error-body.js'
 import { normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { readRequestBody, requestBodyDefaults } from './request-body.js'
-import { sleep } from './sleep.js'
 
 /** A `fetch`-compatible function. */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
@@ -45,10 +40,10 @@ export interface ResilientFetchOptions {
    * the SDK's. Without it the SDK's own credential is used for every attempt.
    */
   pool?: KeyPool
-  /** How streaming requests are retried and ended (see `relay`). */
+  /** How requests are retried and ended (see `relay`): streaming and non-streaming alike. */
   policy?: RelayPolicy
   hooks?: RelayHooks
-  /** Called with every streaming request's outcome. */
+  /** Called with every request's outcome, streaming or not. */
   onOutcome?: (outcome: RelayOutcome) => void
   /**
    * The largest request body buffered for resending. A bigger one (declared by
@@ -82,11 +77,6 @@ function isStreaming(adapter: StreamAdapter, url: URL, body: string | undefined)
   return (adapter.isStreamingRequest ?? streamFlagInBody)(url, body)
 }
 
-/** Stands in for a pool when the SDK supplies its own credential. */
-function callerCredential(): KeyPool {
-  return createMemoryKeyPool([{ id: 'caller', secret: 'caller-supplied' }])
-}
-
 /** The constructor of Node's built-in fetch dispatcher (undici's `Agent`), where there is one. */
 type DispatcherConstructor = new (options: { pipelining: number }) => unknown
 
@@ -111,8 +101,9 @@ function freshConnectionInit(): Record<string, unknown> {
  * not) gets a fresh id unless `policy.correlationIds` is `false`. A streaming request resolves to a
  * `Response` whose body is the committed stream (peeked frames, then the rest), or to the
  * final error status with a JSON body in the protocol's shape; the SDK sees one clean
- * stream or one honest error. Non-streaming requests are retried on the same rules, and the
- * last answer is returned as the upstream gave it.
+ * stream or one honest error. Non-streaming requests go through the same engine (`relay` with
+ * `stream: false`): the same keys, bounds, waits and give-up answers, and a 2xx JSON answer
+ * returned as the upstream gave it.
  *
  * @example
  * import OpenAI from 'openai'
@@ -127,7 +118,6 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   // A bad policy fails here, when the fetch is made, not on the first request.
   normalizeRelayPolicy(options.policy)
   checkCredentialHeader(options)
-  const correlationIds = options.policy?.correlationIds ?? true
 
   return async function resilientFetch(input, init) {
     const incoming = new Request(input, init)
@@ -139,9 +129,6 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     // The caller's own id names the request in its logs: every attempt keeps it.
     const callerRequestId = headers.get(clientRequestIdHeader) ?? undefined
     const callerSignal = init?.signal ?? undefined
-    // Without a pool the SDK's own credential is used: a fresh stand-in per request, so one
-    // request's 401 or 429 never blocks the next.
-    const pool = options.pool ?? callerCredential()
     const send = (
       secret: string | undefined,
       signal: AbortSignal,
@@ -150,9 +137,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       fresh = false,
     ) => {
       const sentHeaders =
-        options.pool === undefined || secret === undefined
-          ? new Headers(headers)
-          : withCredential(headers, adapter, secret)
+        secret === undefined ? new Headers(headers) : withCredential(headers, adapter, secret)
       const id = callerRequestId ?? requestId
       if (id !== undefined) sentHeaders.set(clientRequestIdHeader, id)
       const sentBody = request === undefined ? body : JSON.stringify(request.body)
@@ -165,27 +150,34 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       })
     }
     const parsed = body === undefined ? undefined : parseObject(body)
-
-    if (!isStreaming(adapter, url, body)) {
-      const plainSend = (secret: string | undefined, signal: AbortSignal) =>
-        send(secret, signal, undefined, correlationIds ? globalThis.crypto.randomUUID() : undefined)
-      return retryPlain(plainSend, pool, options.policy?.maxAttempts ?? 3, callerSignal)
-    }
-
     const { sink, response } = webSink()
-    const relayed = relay({
+    // Streaming or not, one engine decides every attempt: the same keys, waits, bounds,
+    // give-up answers, hooks and outcome.
+    const shared = {
       sink,
-      pool,
       adapter,
       signal: callerSignal,
+      stream: isStreaming(adapter, url, body),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
       ...(parsed === undefined ? {} : { request: { url: url.toString(), body: parsed } }),
-      // The attempt's signal already follows the caller's (the relay's `signal`).
-      attempt: ({ key, signal, request, requestId, freshConnection }) =>
-        send(key.secret, signal, request, requestId, freshConnection),
-    })
+    }
+    // The attempt's signal already follows the caller's (the relay's `signal`). Without a
+    // pool the SDK's own credential goes on every attempt, and its 401 is the caller's own.
+    const relayed =
+      options.pool === undefined
+        ? relay({
+            ...shared,
+            attempt: ({ signal, request, requestId, freshConnection }) =>
+              send(undefined, signal, request, requestId, freshConnection),
+          })
+        : relay({
+            ...shared,
+            pool: options.pool,
+            attempt: ({ key, signal, request, requestId, freshConnection }) =>
+              send(key.secret, signal, request, requestId, freshConnection),
+          })
     // A relay that throws (a bug, never an upstream failure) must not leave the caller waiting.
     relayed.then(options.onOutcome, (error: unknown) => sink.abort(error))
     return response
@@ -216,100 +208,4 @@ async function readBody(incoming: Request, limit: number): Promise<string | unde
     await incoming.body?.cancel(error).catch(() => {})
     throw error
   }
-}
-
-/** A failed plain attempt, as p-retry carries it to the next one. */
-class PlainAttemptFailed extends Error {
-  readonly verdict: FailureVerdict
-  /** The upstream's answer, when it answered: returned as given if this was the last try. */
-  readonly answer: Response | undefined
-  readonly thrown: unknown
-  constructor(verdict: FailureVerdict, answer: Response | undefined, thrown?: unknown) {
-    super(verdict.reason)
-    this.verdict = verdict
-    this.answer = answer
-    this.thrown = thrown
-  }
-}
-
-/**
- * Plain requests: retried on the same status and connection rules, the last answer returned
- * as given. p-retry drives the loop (attempt count, abortable waits, `onFailedAttempt`); the
- * wait between tries is what the upstream asked for, else a short doubling backoff.
- */
-async function retryPlain(
-  send: (secret: string | undefined, signal: AbortSignal) => Promise<Response>,
-  pool: KeyPool,
-  maxAttempts: number,
-  callerSignal: AbortSignal | undefined,
-): Promise<Response> {
-  const signal = callerSignal ?? new AbortController().signal
-  const tried = new Set<string>()
-  const attempt = async (): Promise<Response> => {
-    let acquired = await pool.acquire({ exclude: tried })
-    if (acquired.kind !== 'leased') acquired = await pool.acquire()
-    if (acquired.kind !== 'leased') return send(undefined, signal)
-    const lease = acquired.lease
-    tried.add(lease.keyId)
-    let outcome: KeyOutcome = { kind: 'cancelled' }
-    try {
-      let response: Response
-      try {
-        response = await send(lease.secret, signal)
-      } catch (error) {
-        const verdict = classifyAttemptFailure({ kind: 'connection', error })
-        outcome = signal.aborted ? { kind: 'client-gone' } : verdict.key
-        throw new PlainAttemptFailed(verdict, undefined, error)
-      }
-      if (response.ok) {
-        outcome = { kind: 'success' }
-        return response
-      }
-      const text = await response.text()
-      const verdict = classifyAttemptFailure({
-        kind: 'status',
-        status: response.status,
-        headers: response.headers,
-        error: errorFromBody(text, response.status),
-      })
-      outcome = verdict.key
-      const answer = new Response(text, {
-        status: response.status,
-        statusText: response.statusText,
-        headers: response.headers,
-      })
-      throw new PlainAttemptFailed(verdict, answer)
-    } finally {
-      await lease.report(outcome)
-    }
-  }
-  try {
-    return await pRetry(attempt, {
-      retries: maxAttempts - 1,
-      minTimeout: 0,
-      signal,
-      shouldRetry: ({ error }) =>
-        error instanceof PlainAttemptFailed && error.verdict.retryable && !signal.aborted,
-      onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
-        if (
-          !(error instanceof PlainAttemptFailed) ||
-          !error.verdict.retryable ||
-          retriesLeft === 0
-        ) {
-          return
-        }
-        await sleep(plainBackoffMs(attemptNumber, error.verdict.retryAfterMs), signal)
-      },
-    })
-  } catch (error) {
-    if (!(error instanceof PlainAttemptFailed)) throw error
-    if (error.answer !== undefined) return error.answer
-    throw error.thrown
-  }
-}
-
-/** A short wait between plain retries: what the upstream asked for (up to 10 s), else 250 ms doubling. */
-function plainBackoffMs(attempt: number, retryAfterMs: number | undefined): number {
-  if (retryAfterMs !== undefined && retryAfterMs <= 10_000) return retryAfterMs
-  return Math.min(4000, 250 * 2 ** (attempt - 1))
 }

@@ -6,7 +6,7 @@
  */
 
 import type { UpstreamRequest } from '../protocols/types.js'
-import type { AttemptResult } from './attempt.js'
+import type { AttemptMode, AttemptResult } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
@@ -53,11 +53,13 @@ function afterFailure(
   run: Run,
   route: RouteRun,
   result: Extract<AttemptResult, { kind: 'failed' }>,
-  mode: 'stream' | 'non-streaming',
+  mode: AttemptMode,
   index: number,
 ): Decision {
   let verdict =
-    mode === 'stream' ? adjustRefused(run, route, result.verdict, result.status) : result.verdict
+    mode === 'non-streaming'
+      ? result.verdict
+      : adjustRefused(run, route, result.verdict, result.status)
   if (result.stopped === 'deadline') verdict = deadlineVerdict(run.last?.verdict)
   noteFailure(run, route, result, verdict)
   const decision = decideNext(
@@ -69,6 +71,7 @@ function afterFailure(
       priority: run.config.priority,
       hasNextRoute: route.hasNextRoute,
       fallbackAvailable:
+        mode === 'stream' &&
         !route.fallbackUsed &&
         run.config.fallbackTimeoutMs !== undefined &&
         route.request !== undefined &&
@@ -106,7 +109,8 @@ function afterFailure(
 
 /** The route's attempts: stream attempts, then perhaps the non-streaming fallback. */
 export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
-  let mode: 'stream' | 'non-streaming' = 'stream'
+  const asked: AttemptMode = run.whole ? 'whole' : 'stream'
+  let mode: AttemptMode = asked
   for (;;) {
     if (run.stop.aborted) return { kind: 'client-gone' }
     const waitStarted = now()
@@ -151,7 +155,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           attempts: run.attempts,
           route: route.name,
           keyId: ended.keyId,
-          mode,
+          mode: mode === 'stream' ? 'stream' : 'non-streaming',
           timeToFirstOutputMs,
           end: result.end,
           eof: result.eof,
@@ -165,7 +169,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
     const decision = afterFailure(run, route, result, mode, ended.record)
     switch (decision.kind) {
       case 'retry':
-        mode = 'stream'
+        mode = asked
         break
       case 'fallback':
         route.fallbackUsed = true

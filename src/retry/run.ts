@@ -29,6 +29,8 @@ export interface Run {
   readonly gate: CommitGate
   readonly routes: readonly Route[]
   readonly attempts: AttemptRecord[]
+  /** The client asked for a whole answer (not a stream): it gets the upstream's JSON as it is. */
+  readonly whole: boolean
   /** Aborts when the client is gone or the host gave up. */
   readonly stop: SignalLike
   /** Aborts when the pre-commit budget ran out. */
@@ -100,5 +102,5 @@ export function noteFailure(
   if (verdict.overload && run.config.hedge !== undefined) {
     recordOverload(run.config.hedge, route.name)
   }
-  run.freshConnection = /^connection-(?:ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(verdict.reason)
+  run.freshConnection = verdict.staleConnection === true
 }

@@ -6,16 +6,17 @@
  */
 
 import type { KeyLease } from '../key-pool/types.js'
-import { type AttemptResult, runAttempt } from './attempt.js'
+import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import { recordFirstOutput } from './hedge.js'
 import type { AttemptRecord } from './outcome.js'
 import { callHook, now, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */
-function requestFor(route: RouteRun, mode: 'stream' | 'non-streaming') {
+function requestFor(route: RouteRun, mode: AttemptMode) {
   const sent = route.request
   if (sent === undefined) return undefined
   if (mode === 'stream') return { ...sent, stream: true }
+  if (mode === 'whole') return { ...sent, stream: false }
   return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
 }
 
@@ -82,22 +83,24 @@ export async function attemptOn(
   run: Run,
   route: RouteRun,
   lease: KeyLease | undefined,
-  mode: 'stream' | 'non-streaming',
+  mode: AttemptMode,
   race?: RaceEntry,
 ): Promise<Started> {
   const number = ++run.attemptNumber
+  // Records name what went upstream: a whole request is a non-streaming one.
+  const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null
   const hedgeOf = race?.hedgeOf
   if (keyId !== null) route.tried.add(keyId)
   // A hedge is extra: `maxAttempts` counts the attempts started as usual.
-  if (mode === 'stream' && hedgeOf === undefined) route.streamAttempts++
+  if (mode !== 'non-streaming' && hedgeOf === undefined) route.streamAttempts++
   const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
   const attemptStarted = now()
   callHook(run.hooks.onAttempt, {
     attemptNumber: number,
     route: route.name,
     keyId,
-    mode,
+    mode: sentAs,
     requestId,
   })
   // The record's place is kept from the start, so records stay in attempt order when
@@ -107,7 +110,7 @@ export async function attemptOn(
     attemptNumber: number,
     route: route.name,
     keyId,
-    mode,
+    mode: sentAs,
     requestId,
     startedMs: attemptStarted - run.started,
     hedgeOf,

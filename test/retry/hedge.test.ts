@@ -392,7 +392,7 @@ describe('hedged attempts', () => {
         hooks: { onHedge },
         request: {
           url: 'https://api.test/v1/chat/completions',
-          body: { model: 'm', messages: [] },
+          body: { model: 'm', messages: [], stream: true },
         },
       },
     )

@@ -84,7 +84,7 @@ describe('hook payloads and outcomes hold no secret and no prompt', () => {
       hooks,
       request: {
         url: 'http://upstream.test/v1/chat/completions',
-        body: { messages: [{ role: 'user', content: prompt }] },
+        body: { messages: [{ role: 'user', content: prompt }], stream: true },
       },
       policy: {
         backoff: { baseMs: 1 },

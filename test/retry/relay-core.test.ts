@@ -98,7 +98,11 @@ describe('policy: one normalize, merged defaults, validated before any key is le
       ).rejects.toThrow(message)
       expect(await leases(pool)).toBe(0)
       expect(upstream.calls).toHaveLength(0)
-      expect(sink.events).toHaveLength(0)
+      // The sink is aborted with the same error, so a response waiting on it settles.
+      expect(sink.events).toHaveLength(1)
+      const [event] = sink.events
+      expect(event?.type).toBe('abort')
+      expect(((event as { reason: unknown }).reason as Error).message).toMatch(message)
     },
   )
 })

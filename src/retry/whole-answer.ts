@@ -1,0 +1,75 @@
+/**
+ * Judging a whole (non-streaming) answer before it goes to the client: the same rules a
+ * stream's peek applies, on a body read in one piece. A 2xx that holds no output, an error
+ * object, or no JSON at all is a failed attempt (retried like its streaming twin), never a
+ * success passed on.
+ *
+ * @module
+ */
+
+import { createStreamTracker } from '../classify/index.js'
+import { parseObject } from '../protocols/common.js'
+import type { StreamAdapter } from '../protocols/types.js'
+import { FrameSplitter } from '../sse/splitter.js'
+import { classifyAttemptFailure, type FailureVerdict, wholeAnswerVerdict } from './classify.js'
+import { errorFromBody } from './error-body.js'
+
+/** The most of a whole answer read before commit (a client's non-streaming request, the fallback). */
+export const maxAnswerBytes = 32 * 1024 * 1024
+
+/** Whether a response says its body is JSON (`application/json`, `application/…+json`). */
+export function isJson(headers: Headers): boolean {
+  return /^application\/(?:[\w.+-]+\+)?json\b/i.test(headers.get('content-type')?.trim() ?? '')
+}
+
+/** Whether rendered frames hold any output: an error object or `{}` renders none. */
+export function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+  const splitter = new FrameSplitter(Math.max(1, bytes.length))
+  splitter.push(bytes)
+  const tracker = createStreamTracker(adapter)
+  for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
+  const { text, tool, refusal, reasoning } = tracker.state.counts
+  return text + tool + refusal + reasoning > 0 && tracker.state.errors === 0
+}
+
+/** The adapter's stream for a whole message, or `undefined` when it cannot render one (or threw). */
+export function renderMessage(
+  adapter: StreamAdapter,
+  message: Record<string, unknown>,
+): Uint8Array | undefined {
+  try {
+    return adapter.renderFromMessage?.(message)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * What is wrong with a 2xx whole answer, or `undefined` when it may go to the client: a body
+ * that is not a JSON object (an HTML page from a proxy), a JSON error served as success, or a
+ * message without output (when the adapter can render it to tell).
+ */
+export function judgeWholeAnswer(
+  adapter: StreamAdapter,
+  status: number,
+  headers: Headers,
+  bytes: Uint8Array,
+): FailureVerdict | undefined {
+  const text = new TextDecoder().decode(bytes)
+  const contentType = headers.get('content-type')
+  const message = contentType === null || isJson(headers) ? parseObject(text) : undefined
+  if (message === undefined || (typeof message.error === 'object' && message.error !== null)) {
+    return classifyAttemptFailure({
+      kind: 'not-sse',
+      status,
+      contentType,
+      error: errorFromBody(text, status),
+      headers,
+    })
+  }
+  if (adapter.renderFromMessage === undefined) return undefined
+  const rendered = renderMessage(adapter, message)
+  // An adapter that cannot render this message cannot judge it either: it goes out as it came.
+  if (rendered === undefined || hasOutput(adapter, rendered)) return undefined
+  return wholeAnswerVerdict('empty')
+}

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,hedging` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,hedging,recovery` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -16,29 +16,25 @@ import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
 import type { MemoryResult } from './memory.js'
 import { benchPerRequest } from './per-request.js'
+import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging').split(','),
+  (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging,recovery').split(
+    ',',
+  ),
 )
 const here = dirname(fileURLToPath(import.meta.url))
 
-/** Runs bench/memory.ts in a fresh process (built next to this bundle, or through tsx). */
-function memoryInItsOwnProcess(options: {
-  streams: number
-  soakFrames: number
-}): Promise<MemoryResult> {
-  const child = forkChild(
-    'memory-child',
-    [String(options.streams), String(options.soakFrames)],
-    ['--expose-gc'],
-  )
+/** Runs `bench/<name>` in a fresh process (built next to this bundle, or through tsx); its result. */
+function resultOfChild<T>(name: string, args: string[], execArgv: string[] = []): Promise<T> {
+  const child = forkChild(name, args, execArgv)
   return new Promise((resolve, reject) => {
-    child.once('message', (message) => resolve(message as MemoryResult))
+    child.once('message', (message) => resolve(message as T))
     child.once('error', reject)
     child.once('exit', (code) => {
-      if (code !== 0) reject(new Error(`the memory benchmark exited with ${code}`))
+      if (code !== 0) reject(new Error(`the ${name} benchmark exited with ${code}`))
     })
   })
 }
@@ -152,8 +148,10 @@ async function main() {
   }
 
   if (only.has('memory')) {
-    const memory = await memoryInItsOwnProcess(
-      quick ? { streams: 200, soakFrames: 5000 } : { streams: 10_000, soakFrames: 1_000_000 },
+    const memory = await resultOfChild<MemoryResult>(
+      'memory-child',
+      quick ? ['200', '5000'] : ['10000', '1000000'],
+      ['--expose-gc'],
     )
     results.memory = memory
     console.log(
@@ -222,6 +220,29 @@ async function main() {
     })
     results.hedging = hedging
     printHedging(hedging)
+  }
+
+  if (only.has('recovery')) {
+    // Its own process: see bench/recovery.ts.
+    const recovery = await resultOfChild<RecoveryResult>(
+      'recovery',
+      quick ? ['recovery', '4', '1'] : ['recovery', '40', '5'],
+    )
+    results.recovery = recovery
+    console.log(
+      `\n### Recovery from an empty stream: one key through the example gateway, default policy (${recovery.requests} requests each, one at a time, after ${recovery.warmUp} warm-up)\n`,
+    )
+    console.log('| first attempt | p50 TTFT ms | p90 TTFT ms | upstream req / request | failed |')
+    console.log('| --- | ---: | ---: | ---: | ---: |')
+    for (const side of [recovery.clean, recovery.empty]) {
+      const name = side.name === 'clean' ? 'clean answer' : 'empty stream, then an answer'
+      console.log(
+        `| ${name} | ${fmt(side.ttftP50Ms)} | ${fmt(side.ttftP90Ms)} | ${fmt(side.upstreamPerRequest)} | ${side.failed} |`,
+      )
+    }
+    console.log(
+      `\nan empty first stream adds ${fmt(recovery.extraP50Ms, 1)} ms at p50 (${fmt(recovery.extraP90Ms, 1)} ms at p90), ${fmt(recovery.ratioP50)}× the clean time to first token`,
+    )
   }
 
   const dir = process.env.BENCH_RESULTS_DIR ?? join(here, 'results')

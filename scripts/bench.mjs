@@ -44,6 +44,13 @@ await build({
   outfile: join(out, 'http-proxy.mjs'),
   define: { 'import.meta.url': '"bundled:http-proxy"' },
 })
+// The recovery benchmark imports the example gateway too, and runs in a process of its own.
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'recovery.ts')],
+  outfile: join(out, 'recovery.mjs'),
+  define: { 'import.meta.url': '"bundled:recovery"' },
+})
 
 const result = spawnSync(process.execPath, ['--expose-gc', join(out, 'run.mjs')], {
   stdio: 'inherit',

@@ -152,7 +152,7 @@ const checks = {
     const testingModule = require.cache[require.resolve('stream-boundary/testing')]
     return testingModule.children.some((child) => child.exports === root && child.exports.openaiChat === root.openaiChat)
   },
-  'CJS: relay (p-retry is ESM-only: require(esm)) over a faulty upstream on 127.0.0.1': async () => {
+  'CJS: relay over a faulty upstream on 127.0.0.1': async () => {
     const { relayOnce } = await import('./esm-relay.mjs')
     return relayOnce(root, testing)
   },

@@ -1,5 +1,5 @@
 // Bundle size budget of the root entry, as an app bundler would ship it: dist/index.js with
-// everything it imports bundled in (p-retry, eventsource-parser), minified, gzipped. The
+// everything it imports bundled in (eventsource-parser), minified, gzipped. The
 // subpath entries are printed too, without a budget: each one adds its own code only, as it
 // imports the core from the root (`stream-boundary`, external here).
 // Run after `npm run build`: node scripts/size-check.mjs (npm run size)

@@ -68,7 +68,7 @@ export function backoffDelay(
 }
 
 /** The longest pause before reusing a key after a fault that says nothing about load. */
-export const briefPauseMaxMs = 50
+const briefPauseMaxMs = 50
 
 /**
  * The delay before reusing a tried key after `verdict`: a short jittered pause (10–50 ms) for a

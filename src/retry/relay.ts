@@ -39,7 +39,7 @@ export type {
 export { relayDefaults } from './policy.js'
 
 /** Whether the client asked for a stream: the `stream` option, else what `request` says. */
-export function asksForStream(options: RelayRequestOptions): boolean {
+function asksForStream(options: RelayRequestOptions): boolean {
   if (options.stream !== undefined) return options.stream
   const request = options.request
   if (request === undefined) return true

@@ -22,14 +22,30 @@ export function isJson(headers: Headers): boolean {
   return /^application\/(?:[\w.+-]+\+)?json\b/i.test(headers.get('content-type')?.trim() ?? '')
 }
 
-/** Whether rendered frames hold any output: an error object or `{}` renders none. */
-export function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+/** What rendered frames hold, as a stream's tracker sees them. */
+function track(adapter: StreamAdapter, bytes: Uint8Array) {
   const splitter = new FrameSplitter(Math.max(1, bytes.length))
   splitter.push(bytes)
   const tracker = createStreamTracker(adapter)
   for (let frame = splitter.take(); frame !== null; frame = splitter.take()) tracker.observe(frame)
-  const { text, tool, refusal, reasoning } = tracker.state.counts
-  return text + tool + refusal + reasoning > 0 && tracker.state.errors === 0
+  return tracker.state
+}
+
+/** Whether rendered frames hold any output: an error object or `{}` renders none. */
+export function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+  const state = track(adapter, bytes)
+  const { text, tool, refusal, reasoning } = state.counts
+  return text + tool + refusal + reasoning > 0 && state.errors === 0
+}
+
+/**
+ * Whether a whole answer is one a stream's peek would commit: visible output, or an end that
+ * names its reason (a finish reason) with none before it. A renderer's bare end marker (Chat's
+ * `[DONE]`, written for every message) is not the upstream's word, so it does not count.
+ */
+function isAnswer(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+  const state = track(adapter, bytes)
+  return state.errors === 0 && (state.firstVisibleIndex !== null || state.terminal?.reason != null)
 }
 
 /** The adapter's stream for a whole message, or `undefined` when it cannot render one (or threw). */
@@ -47,7 +63,8 @@ export function renderMessage(
 /**
  * What is wrong with a 2xx whole answer, or `undefined` when it may go to the client: a body
  * that is not a JSON object (an HTML page from a proxy), a JSON error served as success, or a
- * message without output (when the adapter can render it to tell).
+ * message with neither output nor an end of its own (when the adapter can render it to tell):
+ * the twin of a stream that ended empty.
  */
 export function judgeWholeAnswer(
   adapter: StreamAdapter,
@@ -70,6 +87,6 @@ export function judgeWholeAnswer(
   if (adapter.renderFromMessage === undefined) return undefined
   const rendered = renderMessage(adapter, message)
   // An adapter that cannot render this message cannot judge it either: it goes out as it came.
-  if (rendered === undefined || hasOutput(adapter, rendered)) return undefined
+  if (rendered === undefined || isAnswer(adapter, rendered)) return undefined
   return wholeAnswerVerdict('empty')
 }

@@ -253,9 +253,9 @@ describe('a client that disconnects mid-stream', () => {
     },
   )
 
-  // Fails today: p-retry's `signal.throwIfAborted()` after a resolved attempt (relay.ts passes
-  // `signal: stop` to pRetry) turns the committed attempt into an AbortError, so relay() reports
-  // `client-gone` and loses keyId, timeToFirstOutputMs, bytes and the pump's end.
+  // Once failed: a retry driver that checked its signal after a resolved attempt turned the
+  // committed attempt into an AbortError, so relay() reported `client-gone` and lost keyId,
+  // timeToFirstOutputMs, bytes and the pump's end.
   it('the outcome of a post-commit disconnect is the committed attempt, ended client-gone', async () => {
     const { gateway } = await setup({ kind: 'none' }, [{ kind: 'slow-drip', delayMs: 200 }])
     const client = new AbortController()

@@ -1,10 +1,14 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import type { PeekOutcome } from '../../src/peek/index.js'
 import {
   busyVerdict,
+  classifyAttemptFailure,
   credentialsRejectedVerdict,
   type FailureVerdict,
+  peekTimeoutVerdict,
   rateLimitedVerdict,
+  wholeAnswerVerdict,
 } from '../../src/retry/classify.js'
 import {
   backoffDelay,
@@ -13,11 +17,24 @@ import {
   type NotLeased,
   planKeyWait,
   type RouteState,
+  reuseDelay,
 } from '../../src/retry/decide.js'
 import { relayDefaults } from '../../src/retry/policy.js'
 import { runs } from '../support/runs.js'
 
 const backoff = { ...relayDefaults.backoff, jitter: 0 }
+
+const peek = (kind: 'empty' | 'read-error') =>
+  ({ kind, frames: [], bytes: 0 }) as unknown as Exclude<PeekOutcome, { kind: 'output' }>
+const errorFrame = (type: string) =>
+  ({
+    kind: 'error-frame',
+    error: { type, message: type, code: null, status: null, retryable: true },
+  }) as unknown as Exclude<PeekOutcome, { kind: 'output' }>
+const status = (code: number) =>
+  classifyAttemptFailure({ kind: 'status', status: code, headers: new Headers() })
+const connection = (code: string) =>
+  classifyAttemptFailure({ kind: 'connection', error: Object.assign(new Error(code), { code }) })
 
 const verdict = (over: Partial<FailureVerdict> = {}): FailureVerdict => ({
   retryable: true,
@@ -148,6 +165,73 @@ describe('decideNext: one row per verdict kind and state', () => {
   })
 })
 
+describe('recovery: how soon a retry follows, by what the fault says about load', () => {
+  const classified: readonly [string, FailureVerdict, 'at-once' | 'backoff'][] = [
+    ['empty stream', classifyAttemptFailure({ kind: 'peek', outcome: peek('empty') }), 'at-once'],
+    [
+      'cut before output',
+      classifyAttemptFailure({ kind: 'peek', outcome: peek('read-error') }),
+      'at-once',
+    ],
+    [
+      'retryable error frame (api_error)',
+      classifyAttemptFailure({ kind: 'peek', outcome: errorFrame('api_error') }),
+      'at-once',
+    ],
+    ['reset before any response', connection('ECONNRESET'), 'at-once'],
+    ['broken pipe', connection('EPIPE'), 'at-once'],
+    ['empty whole answer', wholeAnswerVerdict('empty'), 'at-once'],
+    ['429', status(429), 'backoff'],
+    ['503', status(503), 'backoff'],
+    ['529', status(529), 'backoff'],
+    ['500', status(500), 'backoff'],
+    [
+      'overloaded error frame',
+      classifyAttemptFailure({ kind: 'peek', outcome: errorFrame('overloaded_error') }),
+      'backoff',
+    ],
+    [
+      'rate-limit error frame',
+      classifyAttemptFailure({ kind: 'peek', outcome: errorFrame('rate_limit_error') }),
+      'backoff',
+    ],
+    ['refused connection', connection('ECONNREFUSED'), 'backoff'],
+    ['first-output timeout', peekTimeoutVerdict('first-output-timeout', 100), 'backoff'],
+  ]
+  it.each(classified)('%s: %s', (_name, failure, recovery) => {
+    expect(failure.recovery ?? 'backoff').toBe(recovery)
+    const delays = [0, 0.5, 1].map((r) => {
+      const decision = decideNext(state({ reuses: 0 }), failure, backoff, () => r)
+      return decision.kind === 'retry' ? decision.reuseDelayMs : -1
+    })
+    for (const delay of delays) {
+      if (recovery === 'at-once') expect(delay).toBeLessThanOrEqual(50)
+      else expect(delay).toBe(500)
+    }
+  })
+
+  it('a pause never exceeds the backoff the policy allows (baseMs: 0 means no pause)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2_000 }),
+        fc.integer({ min: 0, max: 6 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.constantFrom('at-once' as const, 'backoff' as const, undefined),
+        (baseMs, reuses, r, recovery) => {
+          const options = { ...relayDefaults.backoff, baseMs }
+          const failure = verdict({ recovery })
+          const delay = reuseDelay(failure, options, reuses, () => r)
+          const full = backoffDelay(options, reuses, () => r)
+          expect(delay).toBeLessThanOrEqual(full)
+          if (recovery === 'at-once') expect(delay).toBeLessThanOrEqual(50)
+          else expect(delay).toBe(full)
+        },
+      ),
+      { numRuns: runs(200) },
+    )
+  })
+})
+
 const routeStates = fc.record({
   attempts: fc.integer({ min: 1, max: 8 }),
   maxAttempts: fc.integer({ min: 1, max: 8 }),
@@ -156,7 +240,7 @@ const routeStates = fc.record({
   priority: fc.constantFrom('interactive' as const, 'background' as const),
   hasNextRoute: fc.boolean(),
   fallbackAvailable: fc.boolean(),
-  mode: fc.constantFrom('stream' as const, 'non-streaming' as const),
+  mode: fc.constantFrom('stream' as const, 'whole' as const, 'non-streaming' as const),
   reuses: fc.integer({ min: 0, max: 10 }),
   stopped: fc.constantFrom(undefined, 'client-gone' as const, 'deadline' as const),
 })
@@ -186,7 +270,8 @@ describe('decideNext properties', () => {
           expect(routeState.attempts).toBeLessThan(routeState.maxAttempts)
           expect(routeState.stopped).toBeUndefined()
           expect(failure.retryable).toBe(true)
-          expect(routeState.mode).toBe('stream')
+          // The fallback is tried once; a stream and a whole request retry alike.
+          expect(routeState.mode).not.toBe('non-streaming')
           expect(decision.reuseDelayMs).toBeLessThanOrEqual(backoff.maxMs)
         }
         if (routeState.stopped !== undefined) {

@@ -24,10 +24,11 @@ export async function leaseNext(
   if (pool === undefined) return callerCredentials(run, route)
   const waitStarted = now()
   for (;;) {
-    const untried = await pool.acquire({ exclude: route.tried })
+    const { tried } = route.progress
+    const untried = await pool.acquire({ exclude: tried })
     if (untried.kind === 'leased') return untried
     let all: NotLeased | undefined
-    if (route.tried.size > 0) {
+    if (tried.size > 0) {
       const any = await pool.acquire()
       if (any.kind === 'leased') return backOff(run, route, any.lease)
       all = any
@@ -45,12 +46,12 @@ export async function leaseNext(
       continue
     }
     const woken = await pool.acquire({
-      exclude: plan.includeTried ? undefined : route.tried,
+      exclude: plan.includeTried ? undefined : tried,
       waitMs: plan.ms,
       signal: run.waits,
     })
     if (woken.kind === 'leased') {
-      return route.tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
+      return tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
     }
   }
 }
@@ -62,7 +63,7 @@ async function callerCredentials(
   run: Run,
   route: RouteRun,
 ): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
-  const wait = Math.max(0, route.reuseAt - now())
+  const wait = Math.max(0, route.progress.reuseAt - now())
   if (now() + wait > run.deadlineAt || wait > run.config.maxWaitMs) {
     return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
   }
@@ -76,7 +77,7 @@ async function backOff(
   route: RouteRun,
   lease: KeyLease,
 ): Promise<{ kind: 'leased'; lease: KeyLease } | { kind: 'give-up'; verdict: FailureVerdict }> {
-  const wait = Math.max(0, route.reuseAt - now())
+  const wait = Math.max(0, route.progress.reuseAt - now())
   if (now() + wait > run.deadlineAt) {
     await lease.report({ kind: 'cancelled' })
     return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }

@@ -116,10 +116,11 @@ class Race {
     const { run, route, state } = this
     const running = this.running()
     if (this.#stopped() || running.length >= 1 + state.options.maxHedges) return
-    if (route.overloads > 0 || hedgePaused(state, route.name) || !hedgeBudgetLeft(state)) return
+    if (route.progress.overloads > 0 || hedgePaused(state, route.name) || !hedgeBudgetLeft(state))
+      return
     let got: Awaited<ReturnType<KeyPool['acquire']>>
     try {
-      got = await (route.route.pool as KeyPool).acquire({ exclude: route.tried })
+      got = await (route.route.pool as KeyPool).acquire({ exclude: route.progress.tried })
     } catch {
       return // A hedge is optional: a pool that cannot answer now just means none.
     }

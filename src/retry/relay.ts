@@ -10,6 +10,7 @@ import { countRequest } from './hedge.js'
 import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
+import { initialRouteProgress } from './route-progress.js'
 import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
 
 export type {
@@ -232,15 +233,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
         route,
         name: route.name ?? `route-${index + 1}`,
         hasNextRoute: index < routes.length - 1,
-        tried: new Set(),
-        request: route.request ?? options.request,
-        streamAttempts: 0,
-        overloads: 0,
-        reuses: 0,
-        reuseAt: 0,
-        fallbackUsed: false,
-        fitted: false,
-        retryReason: undefined,
+        progress: initialRouteProgress(route.request ?? options.request),
       })
       if (end.kind !== 'next-route') break
     }

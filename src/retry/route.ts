@@ -12,7 +12,15 @@ import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
 import { leaseNext } from './lease.js'
 import { type RaceEnd, raceAttempts } from './race.js'
-import { callHook, noteFailure, now, type RouteEnd, type RouteRun, type Run } from './run.js'
+import {
+  advance,
+  callHook,
+  noteFailure,
+  now,
+  type RouteEnd,
+  type RouteRun,
+  type Run,
+} from './run.js'
 import { attemptOn } from './start.js'
 
 /** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */
@@ -22,7 +30,7 @@ function adjustRefused(
   verdict: FailureVerdict,
   status: number | null,
 ): FailureVerdict {
-  const request = route.request
+  const { request } = route.progress
   if (verdict.retryable || verdict.key.kind !== 'rejected' || request === undefined) return verdict
   let adjusted: UpstreamRequest | undefined
   try {
@@ -39,12 +47,12 @@ function adjustRefused(
   } catch {
     // A throwing hook keeps the refusal as it is.
   }
-  if (adjusted === undefined && run.config.fit !== undefined && !route.fitted) {
-    route.fitted = true
+  const fit = adjusted === undefined && run.config.fit !== undefined && !route.progress.fitted
+  if (fit && run.config.fit !== undefined) {
     adjusted = fitContextWindow(route.route.adapter, request, verdict.error.message, run.config.fit)
   }
+  advance(route, { kind: 'adjusted', request: adjusted, fitted: fit })
   if (adjusted === undefined) return verdict
-  route.request = adjusted
   return { ...verdict, retryable: true, reason: `${verdict.reason}:request-adjusted` }
 }
 
@@ -64,21 +72,21 @@ function afterFailure(
   noteFailure(run, route, result, verdict)
   const decision = decideNext(
     {
-      attempts: route.streamAttempts,
+      attempts: route.progress.attempts,
       maxAttempts: run.config.maxAttempts,
-      overloads: route.overloads,
+      overloads: route.progress.overloads,
       overloadFallbackAfter: run.config.overloadFallbackAfter,
       priority: run.config.priority,
       hasNextRoute: route.hasNextRoute,
       fallbackAvailable:
         mode === 'stream' &&
-        !route.fallbackUsed &&
+        !route.progress.fallbackUsed &&
         run.config.fallbackTimeoutMs !== undefined &&
-        route.request !== undefined &&
+        route.progress.request !== undefined &&
         route.route.adapter.nonStreamingRequest !== undefined &&
         route.route.adapter.renderFromMessage !== undefined,
       mode,
-      reuses: route.reuses,
+      reuses: route.progress.reuses,
       stopped: run.stop.aborted
         ? 'client-gone'
         : result.stopped === 'hedge-lost'
@@ -98,11 +106,10 @@ function afterFailure(
     }
   }
   if (decision.kind === 'retry') {
-    route.reuses++
     // The caller's one credential waits out what the upstream asked for, too.
     const asked = route.route.pool === undefined ? (verdict.retryAfterMs ?? 0) : 0
-    route.reuseAt = now() + Math.max(decision.reuseDelayMs, asked)
-    route.retryReason = verdict.reason
+    const reuseAt = now() + Math.max(decision.reuseDelayMs, asked)
+    advance(route, { kind: 'retry', reuseAt, reason: verdict.reason })
   }
   return decision
 }
@@ -125,15 +132,16 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
       throw error
     }
     if (leased.kind === 'give-up') return leased
-    if (route.retryReason !== undefined) {
+    const { retryReason } = route.progress
+    if (retryReason !== undefined) {
       callHook(run.hooks.onRetry, {
         attemptNumber: run.attemptNumber + 1,
-        reason: route.retryReason,
+        reason: retryReason,
         delayMs: Math.round(now() - waitStarted),
         nextKeyId: leased.lease?.keyId ?? null,
         route: route.name,
       })
-      route.retryReason = undefined
+      advance(route, { kind: 'retry-told' })
     }
     const hedge = run.config.hedge
     const ended: RaceEnd | (Awaited<ReturnType<typeof attemptOn>> & { keyId: string | null }) =
@@ -172,8 +180,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
         mode = asked
         break
       case 'fallback':
-        route.fallbackUsed = true
-        route.retryReason = result.verdict.reason
+        advance(route, { kind: 'fallback', reason: result.verdict.reason })
         mode = 'non-streaming'
         break
       default:

@@ -1,11 +1,12 @@
 import type { CommitGate } from '../commit/gate.js'
-import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import type { StreamAdapter } from '../protocols/types.js'
 import type { SignalLike } from '../stop.js'
 import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { recordOverload } from './hedge.js'
 import type { AttemptRecord, RelayHooks, RelayOptions, RelayOutcome } from './outcome.js'
 import type { NormalizedRelayPolicy } from './policy.js'
+import { nextRouteProgress, type RouteEvent, type RouteProgress } from './route-progress.js'
 
 export const now = (): number => performance.now()
 
@@ -61,22 +62,18 @@ export type RouteEnd =
   | { readonly kind: 'give-up'; readonly verdict: FailureVerdict }
   | { readonly kind: 'client-gone' }
 
-/** One route's mutable state. */
+/** One route of a request: what it is, and where it stands. */
 export interface RouteRun {
   readonly route: Route
   readonly name: string
   readonly hasNextRoute: boolean
-  readonly tried: Set<string>
-  request: UpstreamRequest | undefined
-  streamAttempts: number
-  overloads: number
-  reuses: number
-  /** When tried keys may be reused (after the backoff), in `now()` time. */
-  reuseAt: number
-  fallbackUsed: boolean
-  fitted: boolean
-  /** Why the previous attempt failed, told to `onRetry` once the next key is leased. */
-  retryReason: string | undefined
+  /** Where the route stands: replaced only by {@link advance}. */
+  progress: RouteProgress
+}
+
+/** Records what happened on a route: its progress becomes `nextRouteProgress(progress, event)`. */
+export function advance(route: RouteRun, event: RouteEvent): void {
+  route.progress = nextRouteProgress(route.progress, event)
 }
 
 /**
@@ -98,7 +95,7 @@ export function noteFailure(
       pooled: route.route.pool !== undefined,
     }
   }
-  route.overloads = verdict.overload ? route.overloads + 1 : 0
+  advance(route, { kind: 'failed', verdict })
   if (verdict.overload && run.config.hedge !== undefined) {
     recordOverload(run.config.hedge, route.name)
   }

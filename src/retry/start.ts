@@ -9,11 +9,11 @@ import type { KeyLease } from '../key-pool/types.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import { recordFirstOutput } from './hedge.js'
 import type { AttemptRecord } from './outcome.js'
-import { callHook, now, type RouteRun, type Run } from './run.js'
+import { advance, callHook, now, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */
 function requestFor(route: RouteRun, mode: AttemptMode) {
-  const sent = route.request
+  const sent = route.progress.request
   if (sent === undefined) return undefined
   if (mode === 'stream') return { ...sent, stream: true }
   if (mode === 'whole') return { ...sent, stream: false }
@@ -91,9 +91,12 @@ export async function attemptOn(
   const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null
   const hedgeOf = race?.hedgeOf
-  if (keyId !== null) route.tried.add(keyId)
   // A hedge is extra: `maxAttempts` counts the attempts started as usual.
-  if (mode !== 'non-streaming' && hedgeOf === undefined) route.streamAttempts++
+  advance(route, {
+    kind: 'started',
+    keyId,
+    counted: mode !== 'non-streaming' && hedgeOf === undefined,
+  })
   const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
   const attemptStarted = now()
   callHook(run.hooks.onAttempt, {

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest'
+import type { FailureVerdict } from '../../src/retry/classify.js'
+import {
+  initialRouteProgress,
+  nextRouteProgress,
+  type RouteEvent,
+  type RouteProgress,
+} from '../../src/retry/route-progress.js'
+
+const verdict = (overload: boolean): FailureVerdict => ({
+  retryable: true,
+  key: overload ? { kind: 'overloaded' } : { kind: 'server-error' },
+  reason: overload ? 'status-529' : 'status-500',
+  overload,
+  status: overload ? 529 : 502,
+  error: { type: 'upstream_error', message: 'x' },
+})
+
+const request = { url: 'https://api.test/v1/chat/completions', body: { stream: true } }
+const smaller = { url: request.url, body: { stream: true, max_tokens: 10 } }
+
+/** Applies events in order, checking each step leaves the previous state as it was. */
+function replay(events: readonly RouteEvent[]): RouteProgress {
+  let state = initialRouteProgress(request)
+  for (const event of events) {
+    const before = JSON.stringify({ ...state, tried: [...state.tried] })
+    const next = nextRouteProgress(state, event)
+    expect(JSON.stringify({ ...state, tried: [...state.tried] })).toBe(before)
+    state = next
+  }
+  return state
+}
+
+describe('nextRouteProgress: a route advances only by events, never in place', () => {
+  const rows: readonly [string, readonly RouteEvent[], Partial<RouteProgress>][] = [
+    [
+      'a started attempt counts and remembers its key; a hedge does not count',
+      [
+        { kind: 'started', keyId: 'a', counted: true },
+        { kind: 'started', keyId: 'b', counted: false },
+      ],
+      { attempts: 1 },
+    ],
+    [
+      'consecutive overloads count up; any other failure resets them',
+      [
+        { kind: 'failed', verdict: verdict(true) },
+        { kind: 'failed', verdict: verdict(true) },
+      ],
+      { overloads: 2 },
+    ],
+    [
+      'an overload then a server error: 0',
+      [
+        { kind: 'failed', verdict: verdict(true) },
+        { kind: 'failed', verdict: verdict(false) },
+      ],
+      { overloads: 0 },
+    ],
+    [
+      'a retry counts a reuse, sets when keys may be reused and the reason onRetry hears',
+      [{ kind: 'retry', reuseAt: 1_234, reason: 'empty' }],
+      { reuses: 1, reuseAt: 1_234, retryReason: 'empty' },
+    ],
+    [
+      'onRetry told: the reason is cleared',
+      [{ kind: 'retry', reuseAt: 1, reason: 'empty' }, { kind: 'retry-told' }],
+      { reuses: 1, retryReason: undefined },
+    ],
+    [
+      'the fallback is used once',
+      [{ kind: 'fallback', reason: 'streaming-unsupported' }],
+      { fallbackUsed: true, retryReason: 'streaming-unsupported' },
+    ],
+    [
+      'an adjusted request replaces the one sent; a fit tried without result keeps it, and is not tried again',
+      [
+        { kind: 'adjusted', request: undefined, fitted: true },
+        { kind: 'adjusted', request: smaller, fitted: false },
+      ],
+      { request: smaller, fitted: true },
+    ],
+  ]
+  it.each(rows)('%s', (_name, events, expected) => {
+    expect(replay(events)).toMatchObject(expected)
+  })
+
+  it('tried keys accumulate without duplicates', () => {
+    const state = replay([
+      { kind: 'started', keyId: 'a', counted: true },
+      { kind: 'started', keyId: 'a', counted: true },
+      { kind: 'started', keyId: null, counted: true },
+      { kind: 'started', keyId: 'b', counted: true },
+    ])
+    expect([...state.tried]).toEqual(['a', 'b'])
+    expect(state.attempts).toBe(4)
+  })
+})

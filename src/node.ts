@@ -250,6 +250,10 @@ async function respond(
   }
   const head: Record<string, string> = {}
   for (const [name, value] of response.headers) head[name] = value
+  // `connection: close` without a length: the body ends where the connection does (not chunked).
+  if (head.connection?.toLowerCase() === 'close' && head['content-length'] === undefined) {
+    res.useChunkedEncodingByDefault = false
+  }
   res.writeHead(response.status, head)
   res.flushHeaders()
   if (response.body === null) {

@@ -123,6 +123,22 @@ export const chaosScenarios: readonly ChaosScenario[] = [
       'half the answer, then a clean EOF with no end event: output went out, so an honest error (never a cut answer)',
   },
   {
+    name: 'eof-mid-frame',
+    script: ['eof-mid-frame', 'ok'],
+    expect: 'answer-or-error',
+    client: 'read',
+    summary:
+      'half the answer, then a clean end of the (chunked) body inside a frame: an honest error (never a cut answer)',
+  },
+  {
+    name: 'eof-mid-frame-close',
+    script: ['eof-mid-frame-close', 'ok'],
+    expect: 'answer-or-error',
+    client: 'read',
+    summary:
+      'half the answer, then the connection closes inside a frame of a close-delimited body: an honest error (never a cut answer)',
+  },
+  {
     name: 'reset-mid-frame',
     script: ['reset-mid-frame', 'ok'],
     expect: 'answer-or-error',

@@ -136,6 +136,8 @@ export interface DownstreamOptions {
 /** Why the pump wrote an error frame itself. */
 export type PumpErrorCause =
   | 'partial-eof'
+  /** The upstream's body ended (cleanly) inside a frame after output: a cut, told as one. */
+  | 'eof-mid-frame'
   | 'thinking-only'
   | 'empty'
   | 'read-error'
@@ -360,6 +362,8 @@ const endMessages = {
   'thinking-only': 'The upstream sent reasoning but no answer before the stream ended',
   empty: 'The upstream stream ended without any output',
   'read-error': 'The connection to the upstream was lost mid-stream; the answer is incomplete',
+  'eof-mid-frame':
+    "The upstream's stream ended in the middle of an event; the answer is incomplete",
   'frame-too-large': 'The upstream sent a frame larger than the relay accepts',
 } as const
 
@@ -391,10 +395,14 @@ async function endAtEof(
     onPartialEof: 'error' | 'synthesize-stop'
     onThinkingOnly: 'error' | 'promote-reasoning'
   },
+  cut: boolean,
 ): Promise<PumpEnd> {
   const { state } = tracker
-  const upstreamError = (cause: 'partial-eof' | 'thinking-only' | 'empty') =>
+  const upstreamError = (cause: 'partial-eof' | 'eof-mid-frame' | 'thinking-only' | 'empty') =>
     writeError(out, cause, { type: 'upstream_error', message: endMessages[cause] })
+  // Output, then the body ended inside an event: tokens were lost, whatever the policy says
+  // of a stream that merely stopped between events. After the terminal the answer was whole.
+  if (cut && eof.kind !== 'completed' && eof.kind !== 'empty') return upstreamError('eof-mid-frame')
   switch (eof.kind) {
     case 'completed':
       await out.close()
@@ -567,6 +575,33 @@ function pushRaw(
   return gate.failure === undefined ? undefined : written
 }
 
+const lf = 0x0a
+
+/**
+ * A last frame the end of the body cut before its blank line, made whole: its bytes with the
+ * line ends it lacked, when what it holds still reads as a frame (a sloppy upstream that
+ * left off the final blank line); `null` when the cut fell inside it (its data no longer
+ * parses): such a frame is dropped, never written glued to what follows.
+ */
+function terminatedFrame(frame: SseFrame, adapter: StreamAdapter): SseFrame | null {
+  let verdict: FrameVerdict
+  try {
+    verdict = adapter.inspect(frame)
+  } catch {
+    return null
+  }
+  if (verdict.kind === 'error' && verdict.error.code === 'MALFORMED_FRAME') return null
+  const { raw } = frame
+  const last = raw[raw.length - 1]
+  const tail = last === lf ? [lf] : [lf, lf]
+  const bytes = new Uint8Array(raw.length + tail.length)
+  bytes.set(raw)
+  bytes.set(tail, raw.length)
+  const splitter = new FrameSplitter(bytes.length)
+  splitter.push(bytes)
+  return splitter.take() ?? splitter.finish()
+}
+
 /** Writes spans one after another, each once the sink took the one before. */
 async function pushSpans(
   spans: readonly Uint8Array[],
@@ -718,9 +753,9 @@ async function pumpWith(
     adapter: encoder.adapter,
     state: encoder.state,
   }
-  const atEof = (): Promise<PumpEnd> => {
+  const atEof = (cut = false): Promise<PumpEnd> => {
     eof = classifyEof(tracker.state)
-    return endAtEof(out, tracker, eof, policy)
+    return endAtEof(out, tracker, eof, policy, cut)
   }
 
   /**
@@ -769,7 +804,10 @@ async function pumpWith(
 
   let previous = 0
   const run = async (): Promise<PumpEnd> => {
-    for (const frame of options.frames) await write(frame)
+    for (const frame of options.frames) {
+      // A peeked frame the body's end cut (the last one) still read as a frame: made whole.
+      await write(frame.terminated ? frame : (terminatedFrame(frame, tracker.adapter) ?? frame))
+    }
     previous = now()
     const fast = encoder.raw ? rawFrameReader(reader) : undefined
     if (fast !== undefined) {
@@ -791,6 +829,12 @@ async function pumpWith(
         return endAfterReadFailure(error, stop, reader, tracker, out, atEof)
       }
       if (frame === null) return atEof()
+      if (!frame.terminated) {
+        // The body ended inside this frame: it goes out whole, or not at all.
+        const whole = terminatedFrame(frame, tracker.adapter)
+        if (whole === null) return atEof(true)
+        frame = whole
+      }
       const arrived = now()
       recordGap(stalls, arrived - previous)
       previous = arrived

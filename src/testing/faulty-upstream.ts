@@ -40,6 +40,8 @@ export type FaultKind =
   | 'oversized-frame'
   | 'invalid-utf8'
   | 'no-final-blank-line'
+  | 'eof-mid-frame'
+  | 'eof-mid-frame-close'
   | 'streaming-unsupported'
   | 'context-overflow'
 
@@ -439,6 +441,17 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         const next = frames[frames.length - 1] ?? ''
         return [...frames.slice(0, -1), next.slice(0, 12), { reset: true }]
       }
+      case 'eof-mid-frame':
+      case 'eof-mid-frame-close': {
+        // Half the answer, then a clean end of the body inside the next frame's data line.
+        const frames = answerFrames()
+        const half = Math.max(wire.start().length + 1, Math.floor(frames.length / 2))
+        const next = frames[half] ?? ''
+        return spaced(
+          [...frames.slice(0, half), next.slice(0, next.indexOf('{') + 12)],
+          frameDelayMs,
+        )
+      }
       case 'oversized-frame':
         return [
           ...wire.start(),
@@ -526,6 +539,8 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
         'x-request-id': `req_faulty_${requests.length}`,
+        // Served over HTTP, the body is then delimited by the connection's close, not chunked.
+        ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
       },
     })
   }

@@ -157,6 +157,27 @@ describe('Anthropic Messages clients over an OpenAI Chat upstream (downstream ad
     })
   })
 
+  it('a clean EOF inside a frame after output: the Anthropic error event, the cut frame never written, the outcome a cut', async () => {
+    const cutFrame = chunk({ content: ', world' }).slice(0, 60)
+    const { client, gateway, outcomes } = await setup([
+      {
+        frames: [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), cutFrame],
+        end: 'eof',
+      },
+    ])
+    await expect(client.messages.stream(ask).finalMessage()).rejects.toThrow(
+      /ended in the middle of an event/,
+    )
+    expect(outcomes[0]).toMatchObject({
+      kind: 'committed',
+      end: { kind: 'error-written', cause: 'eof-mid-frame' },
+    })
+    const frames = await rawFrames(gateway.url)
+    expectAnthropicOnly(frames)
+    expect(frames.at(-1)?.event).toBe('error')
+    expect(frames.map((frame) => frame.event)).not.toContain('message_stop')
+  })
+
   it('an EOF without a finish reason ends in the Anthropic error event, after a closed block', async () => {
     const { gateway } = await setup([
       {

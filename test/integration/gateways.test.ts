@@ -163,6 +163,8 @@ function gatewaySuite(start: StartGateway) {
     it.each([
       ['partial-then-cut', /ended before its final event/],
       ['reset-mid-frame', /connection to the upstream was lost/],
+      ['eof-mid-frame', /ended in the middle of an event/],
+      ['eof-mid-frame-close', /ended in the middle of an event/],
     ] as const)('OpenAI Chat, %s: an APIError, never a normal finish', async (fault, text) => {
       const { openai, upstream } = await setup(start, [fault, 'ok'])
       const received = { text: '' }
@@ -181,6 +183,8 @@ function gatewaySuite(start: StartGateway) {
     it.each([
       ['partial-then-cut', /ended before its final event/],
       ['reset-mid-frame', /connection to the upstream was lost/],
+      ['eof-mid-frame', /ended in the middle of an event/],
+      ['eof-mid-frame-close', /ended in the middle of an event/],
     ] as const)('Anthropic Messages, %s: an error, never a final message', async (fault, text) => {
       const { anthropic, upstream } = await setup(start, [fault, 'ok'])
       await expect(message(anthropic)).rejects.toThrow(text)

@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'DEADLINE_EXCEEDED'
   | 'REDIS_UNAVAILABLE'
   | 'REQUEST_BODY_TOO_LARGE'
+  | 'USER_CODE_FAILED'
 
 /** Base class of every error this package creates. */
 export class StreamBoundaryError extends Error {
@@ -254,4 +255,27 @@ export class RequestBodyTooLargeError extends StreamBoundaryError {
 /** True when `value` is a {@link RequestBodyTooLargeError}. */
 export function isRequestBodyTooLargeError(value: unknown): value is RequestBodyTooLargeError {
   return hasCode(value, 'REQUEST_BODY_TOO_LARGE')
+}
+
+/**
+ * Code the host gave the library (an adapter method, a transform, a translator, a key pool)
+ * threw or returned something it must not. The relay ends the request honestly with it
+ * (before commit a 500 naming `component`, after commit the protocol's error frame) instead
+ * of leaving the client waiting. The message names the component, never what it threw
+ * (that stays in `cause`, which may hold anything, secrets included).
+ */
+export class UserCodeError extends StreamBoundaryError {
+  override readonly name = 'UserCodeError' as const
+  /** What failed: `adapter.inspect`, `downstream.transform`, `pool.acquire`… */
+  readonly component: string
+
+  constructor(component: string, cause: unknown, what = 'threw') {
+    super('USER_CODE_FAILED', `${component} ${what}`, { cause })
+    this.component = component
+  }
+}
+
+/** True when `value` is a {@link UserCodeError}. */
+export function isUserCodeError(value: unknown): value is UserCodeError {
+  return hasCode(value, 'USER_CODE_FAILED')
 }

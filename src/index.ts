@@ -65,6 +65,7 @@ export {
   isStreamBoundaryError,
   isStreamTimeoutError,
   isUpstreamReadError,
+  isUserCodeError,
   PeekOverflowError,
   ReaderBusyError,
   RequestBodyTooLargeError,
@@ -72,6 +73,7 @@ export {
   StreamBoundaryError,
   StreamTimeoutError,
   UpstreamReadError,
+  UserCodeError,
 } from './errors.js'
 // Key pools: the seam and the in-memory default.
 export type {
@@ -119,6 +121,7 @@ export {
   openaiChat,
   openaiResponses,
   redactSecrets,
+  redactValues,
   sanitizeMessage,
 } from './protocols/index.js'
 

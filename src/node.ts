@@ -32,7 +32,10 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
   const onClose = () => {
     if (!res.writableFinished) gone.abort(new Error('the client closed the connection'))
   }
-  res.once('close', onClose)
+  // A client that left before the sink was made (while the host read the body or worked)
+  // is gone already: its 'close' event has passed.
+  if ((res.destroyed || res.closed) && !res.writableFinished) onClose()
+  else res.once('close', onClose)
 
   function waitFor(event: 'drain' | 'finish'): Promise<void> {
     return new Promise<void>((resolve, reject) => {

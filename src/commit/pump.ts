@@ -22,6 +22,7 @@ import { followStops } from '../follow-signals.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { errorBodyFor } from '../protocols/common.js'
+import { redactValues } from '../protocols/sanitize.js'
 import type {
   FrameVerdict,
   RenderableError,
@@ -222,6 +223,12 @@ export interface PumpOptions extends PumpPolicy {
   readonly downstream?: DownstreamOptions | undefined
   /** Aborting ends the pump (the host gave up); the upstream is cancelled. */
   readonly signal?: AbortSignal | undefined
+  /**
+   * Credentials to redact by exact value from the upstream's error frames relayed after
+   * commit (`relay()` passes the request's keys): an error that quotes the key never reaches
+   * the client.
+   */
+  readonly secrets?: readonly string[] | undefined
 }
 
 const now = (): number => performance.now()
@@ -602,6 +609,26 @@ function terminatedFrame(frame: SseFrame, adapter: StreamAdapter): SseFrame | nu
   return splitter.take() ?? splitter.finish()
 }
 
+/** Bytes with every secret redacted by value; the same bytes when none is in them. */
+function redactBytes(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
+  const text = utf8.decode(bytes)
+  const redacted = redactValues(text, secrets)
+  return redacted === text ? bytes : textEncoder.encode(redacted)
+}
+
+/** Spans joined into one array. */
+function concat(spans: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(spans.reduce((sum, span) => sum + span.length, 0))
+  let offset = 0
+  for (const span of spans) {
+    out.set(span, offset)
+    offset += span.length
+  }
+  return out
+}
+
+const utf8 = new TextDecoder()
+
 /** Writes spans one after another, each once the sink took the one before. */
 async function pushSpans(
   spans: readonly Uint8Array[],
@@ -732,8 +759,12 @@ async function pumpWith(
   const send = (written: Promise<void>): Promise<void> =>
     gate.writePending ? watchdog.blocked(written) : written
 
+  const secrets =
+    options.secrets !== undefined && options.secrets.length > 0 ? options.secrets : undefined
   const write = async (frame: SseFrame, kind?: FrameVerdict['kind']) => {
-    const bytes = encoder.encode(frame, kind)
+    let bytes = encoder.encode(frame, kind)
+    if (kind === 'error' && bytes !== null && secrets !== undefined)
+      bytes = redactBytes(bytes, secrets)
     if (bytes !== null && bytes.length > 0) await send(gate.write(bytes))
     frames++
   }
@@ -769,12 +800,15 @@ async function pumpWith(
     recordGap(stalls, arrived - previous)
     previous = arrived
     let alive = false
+    let errors = false
     let span = first
     let length = 0
     /** Spans before `span`: only when a frame that spanned chunks was copied. */
     let before: Uint8Array[] | undefined
     for (let raw: Uint8Array | null = first; raw !== null; ) {
-      if (tracker.observeCommitted(view.point(raw)) !== 'keepalive') alive = true
+      const kind = tracker.observeCommitted(view.point(raw))
+      if (kind !== 'keepalive') alive = true
+      if (kind === 'error') errors = true
       frames++
       if (length === 0 && raw === span) {
         // The chunk's first frame (often its only one): nothing to compare.
@@ -797,6 +831,11 @@ async function pumpWith(
     if (alive) watchdog.activity(arrived)
     const last =
       length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
+    if (errors && secrets !== undefined) {
+      // An error frame may quote a key: the chunk goes out whole, redacted (rare, so a copy).
+      const whole = before === undefined ? last : concat([...before, last])
+      return pushRaw(redactBytes(whole, secrets), gate, encoder, watchdog)
+    }
     if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
     before.push(last)
     return pushSpans(before, gate, encoder, watchdog)
@@ -844,7 +883,8 @@ async function pumpWith(
           await write(batch[index] as SseFrame, kinds[index])
         }
       } else {
-        const joined = joinRaw(batch)
+        let joined = joinRaw(batch)
+        if (secrets !== undefined && kinds.includes('error')) joined = redactBytes(joined, secrets)
         encoder.sentRaw(joined)
         await send(gate.write(joined))
         frames += batch.length
@@ -861,7 +901,11 @@ async function pumpWith(
     else if (isDownstreamClosedError(error)) end = { kind: 'client-gone', error }
     else if (options.signal?.aborted && error === options.signal.reason) {
       end = { kind: 'aborted', reason: error }
-    } else throw error
+    } else {
+      // Code that threw (a transform, an adapter): the upstream is released all the same.
+      await reader.cancel(error).catch(() => {})
+      throw error
+    }
   } finally {
     unwatch()
   }
@@ -914,6 +958,8 @@ export interface DeliverOptions extends PumpPolicy {
   readonly signal?: AbortSignal | undefined
   /** Aborting ends the peek only (a pre-commit deadline); it is ignored once committed. */
   readonly peekSignal?: AbortSignal | undefined
+  /** See {@link PumpOptions.secrets}. */
+  readonly secrets?: readonly string[] | undefined
   /**
    * Asked once, when the first output arrived and before anything is written: `false` means
    * another attempt already won the client (a hedge), so nothing is written, the body is
@@ -979,7 +1025,13 @@ export async function deliverOn(
       await reader.cancel(error)
       throw error
     }
-    peeked = await peekUntil(reader, adapter, options.peek ?? {}, peekStop.controller)
+    try {
+      peeked = await peekUntil(reader, adapter, options.peek ?? {}, peekStop.controller)
+    } catch (error) {
+      // An adapter that threw mid-peek: the upstream is released before the throw goes on.
+      await reader.cancel(error).catch(() => {})
+      throw error
+    }
   } finally {
     peekStop.release()
   }
@@ -1001,6 +1053,7 @@ export async function deliverOn(
     transform: options.transform,
     downstream: options.downstream,
     signal: options.signal,
+    secrets: options.secrets,
   }
   const pumped = await pumpWith(pumpOptions, policy)
   return { kind: 'committed', peek: peeked, pump: pumped }

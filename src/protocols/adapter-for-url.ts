@@ -21,7 +21,7 @@ const shippedAdapters: readonly StreamAdapter[] = Object.freeze([
 /**
  * The first adapter whose `matchesUrl` accepts the URL, or `undefined`. By default the
  * shipped adapters are asked (`/chat/completions`, `/responses`, `/messages`,
- * `:streamGenerateContent`); pass your own list to include custom adapters. An adapter
+ * `:streamGenerateContent` and `:generateContent`); pass your own list to include custom adapters. An adapter
  * without `matchesUrl` is never picked.
  *
  * @example

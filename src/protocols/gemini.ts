@@ -172,8 +172,8 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     return { url: url.toString(), body: request.body }
   },
   credentialHeader: (secret: string): readonly [string, string] => ['x-goog-api-key', secret],
-  // Only the streaming method: a plain `:generateContent` call has no stream to guard.
-  matchesUrl: (url: URL): boolean => url.pathname.endsWith(':streamGenerateContent'),
+  // Both methods: a plain `:generateContent` call goes through the same engine as a stream.
+  matchesUrl: (url: URL): boolean => /:(?:stream)?generateContent$/i.test(url.pathname),
   // Gemini streams by method, not by a body flag.
   isStreamingRequest: (url: URL): boolean => url.pathname.endsWith(':streamGenerateContent'),
   fitOutputBudget: fitGeminiBudget,

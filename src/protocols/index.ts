@@ -11,7 +11,12 @@ export { isRetryableErrorType } from './common.js'
 export { geminiGenerateContent } from './gemini.js'
 export { openaiChat } from './openai-chat.js'
 export { openaiResponses } from './openai-responses.js'
-export { maxMessageLength, redactSecrets, sanitizeMessage } from './sanitize.js'
+export {
+  maxMessageLength,
+  redactSecrets,
+  redactValues,
+  sanitizeMessage,
+} from './sanitize.js'
 export type {
   BlockEdge,
   ErrorVerdict,

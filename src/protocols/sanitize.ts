@@ -30,6 +30,52 @@ export function redactSecrets(text: string): string {
   return out
 }
 
+/** The shortest secret redacted by value: a shorter one would blank out ordinary words. */
+export const minRedactedLength = 6
+
+/** A cut message may end in the first characters of a secret: this many or more are redacted. */
+const minRedactedPrefix = 4
+
+/** How a secret may appear in a body: as it is, and escaped inside a JSON string. */
+function formsOf(secret: string): readonly string[] {
+  const json = JSON.stringify(secret).slice(1, -1)
+  return json === secret ? [secret] : [secret, json]
+}
+
+/**
+ * Replaces every occurrence of each of `secrets` (the exact values the library put on an
+ * attempt: leased keys, a caller's credential), as it is or JSON-escaped, with `[redacted]`,
+ * and a message cut at its bound (`…`) that ends in the start of one. Secrets shorter than
+ * {@link minRedactedLength} characters are left alone.
+ *
+ * @example
+ * redactValues('bad key gsk_live_0123456789', ['gsk_live_0123456789']) // 'bad key [redacted]'
+ */
+export function redactValues(text: string, secrets: readonly string[]): string {
+  let out = text
+  for (const secret of secrets) {
+    if (secret.length < minRedactedLength) continue
+    for (const form of formsOf(secret)) {
+      if (out.includes(form)) out = out.split(form).join('[redacted]')
+    }
+    if (out.endsWith('…')) out = redactCutTail(out, secret)
+  }
+  return out
+}
+
+/** A message cut inside a secret: its tail before the ellipsis is the secret's start. */
+function redactCutTail(text: string, secret: string): string {
+  const body = text.slice(0, -1)
+  for (
+    let length = Math.min(secret.length - 1, body.length);
+    length >= minRedactedPrefix;
+    length--
+  ) {
+    if (body.endsWith(secret.slice(0, length))) return `${body.slice(0, -length)}[redacted]…`
+  }
+  return text
+}
+
 function looksLikeHtml(text: string): boolean {
   return /<(?:!doctype|html|head|body|title)\b/i.test(text)
 }

@@ -145,6 +145,8 @@ export interface AttemptInput {
   readonly deadline: AbortSignal
   /** Milliseconds left in the pre-commit budget when the attempt starts. */
   readonly budgetMs: number
+  /** The request's credentials, redacted by value from error frames relayed after commit. */
+  readonly secrets?: readonly string[] | undefined
   /** Called once at commit, before anything is written. */
   readonly onCommit: () => void
   /** The upstream side is over (before the lease is reported, which may be a round trip). */
@@ -462,7 +464,9 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
       verdict = { ...verdict, retryable: false, status }
     }
-    const upstream = { status, headers: response.headers, body: redactSecrets(text) }
+    // Only an error the upstream stated is passed on as it was; a redirect never is.
+    const upstream =
+      status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
     return failed(verdict, status, undefined, upstream)
   }
   if (mode === 'whole') return answerWhole(input, signals, response, sent.timer)
@@ -491,6 +495,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     downstream: policy.downstream,
     signal: input.stop,
     peekSignal: signals.stop,
+    ...(input.secrets === undefined ? {} : { secrets: input.secrets }),
     claim: () => {
       beaten = input.claim?.() === false
       if (beaten) return false
@@ -499,7 +504,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     },
     onCommit: () => {
       signals.detachDeadline()
-      input.lease?.commit()
+      commitLease(input.lease)
       input.onCommit()
     },
   })
@@ -555,7 +560,7 @@ async function answerWhole(
   const stopped = stoppedFailure(signals, 'whole', status)
   if (stopped !== undefined) return stopped
   signals.detachDeadline()
-  input.lease?.commit()
+  commitLease(input.lease)
   input.onCommit()
   const { gate } = input
   gate.setUpstreamHeaders(response.headers)
@@ -577,6 +582,15 @@ async function answerWhole(
     eof: null,
     bytes: read.bytes.length,
     stalls: noStalls(input.policy.pump.stallThresholdMs),
+  }
+}
+
+/** Tells the pool the key works; a pool that throws here does not end the request. */
+function commitLease(lease: KeyLease | undefined): void {
+  try {
+    lease?.commit()
+  } catch {
+    // The lease is still reported once, when the attempt ends.
   }
 }
 

@@ -281,8 +281,41 @@ function statusError(
     : { type: error.type, message: error.message, code: error.code, status }
 }
 
+/**
+ * A redirect (or a browser's opaque one, status 0): never followed with credentials, never
+ * passed to the client as if it were the client's answer. Another attempt would be sent the
+ * same way, so it is not retried; the message names the status and the target's origin only.
+ */
+function fromRedirect(status: number, location: string | null): FailureVerdict {
+  let target = 'a location it did not state'
+  if (location !== null) {
+    try {
+      target = new URL(location).origin
+    } catch {
+      target = 'a path on the same origin'
+    }
+  }
+  const code = status === 0 ? 'a redirect' : String(status)
+  const rule = giveUpStatus['upstream-fault']
+  return {
+    retryable: false,
+    key: { kind: 'protocol-fault' },
+    reason: `redirect-${status}`,
+    overload: false,
+    status: rule.status,
+    error: {
+      type: rule.errorType,
+      message: `the upstream answered ${code} redirecting to ${target}; credentials are never sent on a redirect, so it was not followed: check the base URL`,
+      status: rule.status,
+    },
+  }
+}
+
 function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): FailureVerdict {
   const { status, headers, error } = failure
+  if (status < 200 || (status >= 300 && status < 400)) {
+    return fromRedirect(status, headers.get('location'))
+  }
   const override = shouldRetryHeader(headers)
   const message = error?.message ?? `the upstream answered ${status}`
   const base = { reason: `status-${status}`, error: statusError(status, error, message) }

@@ -1,5 +1,5 @@
 import { failBeforeContent } from '../commit/pump.js'
-import { isStreamBoundaryError } from '../errors.js'
+import { isStreamBoundaryError, isUserCodeError } from '../errors.js'
 import { parseObject } from '../protocols/common.js'
 import type { UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
@@ -41,6 +41,7 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
   // The library spent its retries: SDKs that honour this header do not stack theirs on top.
   else headers.set('x-should-retry', 'false')
   const status = upstream?.status ?? verdict.status
+  run.gaveUp = true
   callHook(run.hooks.onGiveUp, {
     status,
     reason: verdict.reason,
@@ -60,7 +61,9 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
       )
     }
   } catch (error) {
-    if (!isStreamBoundaryError(error)) throw error
+    // Only a downstream failure means the client is gone; anything else (a renderer that
+    // threw) goes to the relay's net, which still answers.
+    if (run.gate.failure === undefined) throw error
     return { kind: 'client-gone', attempts: run.attempts, durationMs: now() - run.started }
   }
   return {
@@ -70,6 +73,60 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
     error: verdict.error,
     reason: verdict.reason,
     retryAfterMs,
+    durationMs: now() - run.started,
+  }
+}
+
+/** The status of an answer the gateway itself could not give: its own code failed. */
+const internalStatus = 500
+
+/**
+ * Ends a request whose code threw (a host's adapter, transform or key pool, or a bug): before
+ * commit a 500 naming the failing component, after commit the protocol's error frame. A
+ * renderer that throws again falls back to a plain JSON body, then to cutting the response:
+ * the client always gets an end. Never the thrown error's own words (they may hold anything).
+ */
+export async function giveUpAfterThrow(run: Run, error: unknown): Promise<RelayOutcome> {
+  const component = isUserCodeError(error) ? error.component : 'the relay'
+  const reason = `threw:${component}`
+  const rendered = {
+    type: 'internal_error',
+    message: `the gateway failed: ${component} threw`,
+    status: internalStatus,
+  }
+  const adapter = run.config.downstream.adapter ?? run.last?.adapter ?? run.options.adapter
+  // Told once: a give-up whose rendering threw was already told.
+  if (!run.gaveUp && run.gate.state === 'open') {
+    run.gaveUp = true
+    callHook(run.hooks.onGiveUp, { status: internalStatus, reason, attempts: run.attempts })
+  }
+  const gate = run.gate
+  const headers = { 'x-should-retry': 'false' }
+  try {
+    if (gate.state === 'open') {
+      try {
+        await failBeforeContent(gate, adapter, internalStatus, rendered, headers)
+      } catch (renderFailed) {
+        if (gate.state !== 'open' || isStreamBoundaryError(renderFailed)) throw renderFailed
+        await gate.respond(internalStatus, JSON.stringify({ error: rendered }), headers)
+      }
+    } else if (gate.state !== 'closed') {
+      await gate.write(adapter.renderError(rendered))
+      await gate.close()
+    }
+  } catch (failed) {
+    gate.abort(failed)
+    if (isStreamBoundaryError(failed) && gate.failure !== undefined) {
+      return { kind: 'client-gone', attempts: run.attempts, durationMs: now() - run.started }
+    }
+  }
+  return {
+    kind: 'failed',
+    attempts: run.attempts,
+    status: internalStatus,
+    error: rendered,
+    reason,
+    retryAfterMs: undefined,
     durationMs: now() - run.started,
   }
 }

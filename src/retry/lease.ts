@@ -5,7 +5,8 @@
  * @module
  */
 
-import type { KeyLease } from '../key-pool/types.js'
+import { UserCodeError } from '../errors.js'
+import type { KeyLease, KeyPool } from '../key-pool/types.js'
 import type { FailureVerdict } from './classify.js'
 import { deadlineVerdict, type NotLeased, planKeyWait } from './decide.js'
 import { now, type RouteRun, type Run } from './run.js'
@@ -20,8 +21,9 @@ export async function leaseNext(
   run: Run,
   route: RouteRun,
 ): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
-  const pool = route.route.pool
-  if (pool === undefined) return callerCredentials(run, route)
+  const given = route.route.pool
+  if (given === undefined) return callerCredentials(run, route)
+  const pool = guardedPool(given)
   const waitStarted = now()
   for (;;) {
     const { tried } = route.progress
@@ -57,6 +59,19 @@ export async function leaseNext(
 }
 
 export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
+
+/** A pool whose `acquire` failure names it (a wait the request ended rejects the same way). */
+function guardedPool(pool: KeyPool): Pick<KeyPool, 'acquire'> {
+  return {
+    acquire: async (options) => {
+      try {
+        return await pool.acquire(options)
+      } catch (error) {
+        throw new UserCodeError('pool.acquire', error)
+      }
+    },
+  }
+}
 
 /** Without a pool every attempt reuses the caller's credentials: after the backoff or `Retry-After`. */
 async function callerCredentials(

@@ -168,4 +168,11 @@ export interface RelayRequestOptions {
    * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`); `true` without `request`
    */
   readonly stream?: boolean
+  /**
+   * Credentials the host put on its attempts besides leased keys (a caller's own key, an
+   * Azure `api-key`): redacted by exact value, like every leased key, from everything the
+   * relay writes or reports (error bodies and frames, outcomes, hooks). Values shorter than
+   * 6 characters are not redacted.
+   */
+  readonly secrets?: readonly string[]
 }

@@ -5,13 +5,14 @@ import type { KeyPool } from '../key-pool/types.js'
 import { realSignal, type SignalLike, stopOf } from '../stop.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
-import { giveUp } from './give-up.js'
+import { giveUp, giveUpAfterThrow } from './give-up.js'
 import { countRequest } from './hedge.js'
 import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { initialRouteProgress } from './route-progress.js'
 import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
+import { guardAdapter, guardFunction } from './user-code.js'
 
 export type {
   AttemptContext,
@@ -70,6 +71,26 @@ function checkOptions(options: RelayOptions): void {
     throw new TypeError('sink must be a DownstreamSink')
   if (options.stream !== undefined && typeof options.stream !== 'boolean') {
     throw new TypeError(`stream must be a boolean, got ${typeof options.stream}`)
+  }
+  if (
+    options.secrets !== undefined &&
+    (!Array.isArray(options.secrets) || options.secrets.some((s) => typeof s !== 'string'))
+  ) {
+    throw new TypeError('secrets must be a list of strings')
+  }
+}
+
+/** The policy with the host's client-side adapter and translator guarded. */
+function guarded(config: NormalizedRelayPolicy): NormalizedRelayPolicy {
+  const { adapter, transform } = config.downstream
+  if (adapter === undefined && transform === undefined) return config
+  return {
+    ...config,
+    downstream: {
+      ...config.downstream,
+      adapter: guardAdapter(adapter),
+      transform: guardFunction('downstream.transform', transform),
+    },
   }
 }
 
@@ -193,24 +214,30 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const both = options.signal === undefined ? undefined : followStops([gone, options.signal])
   const stop = both?.controller ?? gone
   const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
+  // The host's adapters and translator are guarded: a throw names its component.
+  const adapter = guardAdapter(options.adapter)
   const routes: Route[] = [
     {
       name: options.name ?? 'primary',
-      adapter: options.adapter,
+      adapter,
       ...(options.pool === undefined
         ? { attempt: options.attempt }
         : { pool: options.pool, attempt: options.attempt }),
     } as Route,
-    ...(options.policy?.routes ?? []),
+    ...(options.policy?.routes ?? []).map((route) => ({
+      ...route,
+      adapter: guardAdapter(route.adapter),
+    })),
   ]
   const run: Run = {
-    options,
-    config,
+    options: { ...options, adapter },
+    config: guarded(config),
     hooks: options.hooks ?? {},
     gate,
     routes,
     attempts: [],
     whole,
+    secrets: [...(options.secrets ?? [])],
     stop,
     deadline,
     get waits() {
@@ -221,6 +248,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     attemptNumber: 0,
     last: undefined,
     freshConnection: false,
+    gaveUp: false,
   }
   const finish = (outcome: RelayOutcome): RelayOutcome => {
     callHook(run.hooks.onOutcome, outcome)
@@ -249,7 +277,8 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     if (gate.failure !== undefined || run.stop.aborted) {
       return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
     }
-    throw error
+    // Anything else is code that threw (the host's, or a bug): the client still gets an end.
+    return finish(await giveUpAfterThrow(run, error))
   } finally {
     release()
     both?.release()

@@ -29,7 +29,7 @@ export interface ResilientFetchOptions {
   fetch?: FetchFunction
   /**
    * The protocol; by default picked per request from its URL by `adapterForUrl`
-   * (`/chat/completions`, `/responses`, `/messages`, `:streamGenerateContent`). Requests it
+   * (`/chat/completions`, `/responses`, `/messages`, `:streamGenerateContent`, `:generateContent`). Requests it
    * cannot place pass through. With a `pool`, the adapter must have `credentialHeader`
    * (all shipped ones do), else creating the fetch throws a `TypeError`.
    */
@@ -61,6 +61,27 @@ export const resilientFetchDefaults: { readonly maxRequestBodyBytes: number } = 
 })
 
 const clientRequestIdHeader = 'x-client-request-id'
+
+/** Headers that carry a credential in the shipped protocols (and Azure's `api-key`). */
+const credentialHeaders = ['authorization', 'x-api-key', 'x-goog-api-key', 'api-key'] as const
+
+/**
+ * The caller's own credentials on a request (header values, a scheme word dropped, and a
+ * `key` query parameter): the library sends them on every attempt, so it redacts them too.
+ */
+function callerSecrets(headers: Headers, url: URL): string[] {
+  const found: string[] = []
+  for (const name of credentialHeaders) {
+    const value = headers.get(name)
+    if (value === null) continue
+    found.push(value)
+    const token = /^\S+\s+(\S+)$/.exec(value)?.[1]
+    if (token !== undefined) found.push(token)
+  }
+  const key = url.searchParams.get('key')
+  if (key !== null) found.push(key)
+  return found
+}
 
 function withCredential(headers: Headers, adapter: StreamAdapter, secret: string): Headers {
   const out = new Headers(headers)
@@ -146,6 +167,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
         headers: sentHeaders,
         ...(sentBody === undefined ? {} : { body: sentBody }),
         signal,
+        // A key never follows a redirect (to another origin or not): a 3xx is a failure.
+        redirect: 'manual',
         ...(fresh ? freshConnectionInit() : {}),
       })
     }
@@ -158,6 +181,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       adapter,
       signal: callerSignal,
       stream: isStreaming(adapter, url, body),
+      secrets: callerSecrets(headers, url),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
@@ -178,8 +202,18 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
             attempt: ({ key, signal, request, requestId, freshConnection }) =>
               send(key.secret, signal, request, requestId, freshConnection),
           })
-    // A relay that throws (a bug, never an upstream failure) must not leave the caller waiting.
-    relayed.then(options.onOutcome, (error: unknown) => sink.abort(error))
+    // A relay that throws (a bad option) must not leave the caller waiting, nor may a
+    // throwing onOutcome become an unhandled rejection.
+    relayed.then(
+      (outcome) => {
+        try {
+          options.onOutcome?.(outcome)
+        } catch {
+          // The caller's own callback: its failure is not the request's.
+        }
+      },
+      (error: unknown) => sink.abort(error),
+    )
     return response
   }
 }

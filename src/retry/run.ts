@@ -32,6 +32,11 @@ export interface Run {
   readonly attempts: AttemptRecord[]
   /** The client asked for a whole answer (not a stream): it gets the upstream's JSON as it is. */
   readonly whole: boolean
+  /**
+   * The exact credentials this request put on its attempts (the host's, then each leased
+   * key as it is leased): redacted by value from everything that leaves the relay.
+   */
+  readonly secrets: string[]
   /** Aborts when the client is gone or the host gave up. */
   readonly stop: SignalLike
   /** Aborts when the pre-commit budget ran out. */
@@ -53,6 +58,8 @@ export interface Run {
     | undefined
   /** The previous attempt died of a reset or broken pipe before any response. */
   freshConnection: boolean
+  /** `onGiveUp` was called (it is called at most once). */
+  gaveUp: boolean
 }
 
 /** How a route ended. */

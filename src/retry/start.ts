@@ -6,6 +6,7 @@
  */
 
 import type { KeyLease } from '../key-pool/types.js'
+import { redactValues } from '../protocols/sanitize.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import { recordFirstOutput } from './hedge.js'
 import type { AttemptRecord } from './outcome.js'
@@ -78,6 +79,34 @@ function attemptRecord(
   return record
 }
 
+/**
+ * A failed attempt's words with every credential of the request redacted by value: its
+ * reason, its error and the upstream's error body, before any of them is recorded, given to
+ * a hook or written to the client.
+ */
+function redactResult(result: AttemptResult, secrets: readonly string[]): AttemptResult {
+  if (result.kind === 'committed' || secrets.length === 0) return result
+  const { verdict, upstream } = result
+  const error = verdict.error
+  return {
+    ...result,
+    verdict: {
+      ...verdict,
+      reason: redactValues(verdict.reason, secrets),
+      error: {
+        ...error,
+        type: redactValues(error.type, secrets),
+        message: redactValues(error.message, secrets),
+        ...(typeof error.code === 'string' ? { code: redactValues(error.code, secrets) } : {}),
+      },
+    },
+    upstream:
+      upstream === undefined
+        ? undefined
+        : { ...upstream, body: redactValues(upstream.body, secrets) },
+  }
+}
+
 /** Runs one attempt on a leased key and records it. */
 export async function attemptOn(
   run: Run,
@@ -87,6 +116,15 @@ export async function attemptOn(
   race?: RaceEntry,
 ): Promise<Started> {
   const number = ++run.attemptNumber
+  if (lease !== undefined && !run.secrets.includes(lease.secret)) run.secrets.push(lease.secret)
+  let request: ReturnType<typeof requestFor>
+  try {
+    request = requestFor(route, mode)
+  } catch (error) {
+    // The adapter's request hook threw: the lease still ends, reported once.
+    await lease?.report({ kind: 'cancelled' }).catch(() => {})
+    throw error
+  }
   // Records name what went upstream: a whole request is a non-streaming one.
   const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null
@@ -127,44 +165,48 @@ export async function attemptOn(
   // The attempt's own time: up to the end of its upstream side, not the lease's report.
   let endedAt: number | undefined
   const durationMs = () => (endedAt ?? now()) - attemptStarted
-  const result = await runAttempt({
-    route: route.route,
-    routeName: route.name,
-    attemptNumber: number,
-    mode,
-    lease,
-    request: requestFor(route, mode),
-    requestId,
-    freshConnection,
-    gate: run.gate,
-    policy: run.config,
-    stop: run.stop,
-    deadline: run.deadline,
-    budgetMs: run.deadlineAt - now(),
-    lost: race?.lost,
-    claim: race?.claim,
-    onEnd: () => {
-      endedAt = now()
-    },
-    onCommit: () => {
-      const at = now()
-      timeToFirstOutputMs = at - run.started
-      if (run.config.hedge !== undefined && mode === 'stream') {
-        recordFirstOutput(run.config.hedge, route.name, at - attemptStarted)
-      }
-      callHook(run.hooks.onCommit, {
-        attemptNumber: number,
-        route: route.name,
-        keyId,
-        timeToFirstOutputMs,
-      })
-    },
-  }).catch((error: unknown) => {
-    // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
-    const gone = run.stop.aborted || run.gate.failure !== undefined
-    run.attempts[record] = recordOf(null, gone ? 'client-gone' : 'threw', false, durationMs())
-    throw error
-  })
+  const result = redactResult(
+    await runAttempt({
+      route: route.route,
+      routeName: route.name,
+      attemptNumber: number,
+      mode,
+      lease,
+      request,
+      requestId,
+      freshConnection,
+      gate: run.gate,
+      policy: run.config,
+      stop: run.stop,
+      deadline: run.deadline,
+      budgetMs: run.deadlineAt - now(),
+      secrets: run.secrets,
+      lost: race?.lost,
+      claim: race?.claim,
+      onEnd: () => {
+        endedAt = now()
+      },
+      onCommit: () => {
+        const at = now()
+        timeToFirstOutputMs = at - run.started
+        if (run.config.hedge !== undefined && mode === 'stream') {
+          recordFirstOutput(run.config.hedge, route.name, at - attemptStarted)
+        }
+        callHook(run.hooks.onCommit, {
+          attemptNumber: number,
+          route: route.name,
+          keyId,
+          timeToFirstOutputMs,
+        })
+      },
+    }).catch((error: unknown) => {
+      // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
+      const gone = run.stop.aborted || run.gate.failure !== undefined
+      run.attempts[record] = recordOf(null, gone ? 'client-gone' : 'threw', false, durationMs())
+      throw error
+    }),
+    run.secrets,
+  )
   run.attempts[record] = recordOf(
     result.status,
     result.kind === 'committed' ? 'committed' : result.verdict.reason,

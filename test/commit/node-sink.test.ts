@@ -152,6 +152,42 @@ const chatText = fixtures.find((f) => f.file === 'openai-chat/text.sse')?.text
 // --- tests --------------------------------------------------------------------------------
 
 describe('nodeSink over a real http.Server', () => {
+  it('a client that left before nodeSink(res) was made: relay() sees it at once, no attempt, client-gone', async () => {
+    const { createMemoryKeyPool, relay } = await import('../../src/index.js')
+    const outcome = deferred<Awaited<ReturnType<typeof relay>>>()
+    let attempts = 0
+    const left = deferred<void>()
+    const { url } = await serve(async (_req, res) => {
+      // The host reads the body and works; meanwhile the client leaves.
+      await new Promise<void>((resolve) => res.once('close', () => resolve()))
+      left.resolve()
+      const pool = createMemoryKeyPool([{ id: 'only', secret: 'sk-test-0123456789' }])
+      outcome.resolve(
+        await relay({
+          sink: nodeSink(res),
+          pool,
+          adapter: openaiChat,
+          attempt: async () => {
+            attempts++
+            return new Response(chatText)
+          },
+        }),
+      )
+    })
+    const client = new AbortController()
+    const request = fetch(url, { method: 'POST', body: '{}', signal: client.signal }).catch(
+      () => undefined,
+    )
+    setTimeout(() => client.abort(), 100)
+    await request
+    await left.promise
+    expect(await within(outcome.promise, 2_000, 'the outcome')).toMatchObject({
+      kind: 'client-gone',
+      attempts: [],
+    })
+    expect(attempts).toBe(0)
+  })
+
   it('sends the SSE head, the exact bytes of three frames, and ends the response', async () => {
     const { url, failures } = await serve(async (_req, res) => {
       const gate = createCommitGate(nodeSink(res), quiet)

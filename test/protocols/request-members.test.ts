@@ -55,7 +55,7 @@ describe('adapterForUrl asks matchesUrl', () => {
     ],
     [
       'https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent',
-      undefined,
+      'gemini',
     ],
     ['https://api.openai.com/v1/embeddings', undefined],
     ['https://api.openai.com/v1/chat/completions/extra', undefined],

@@ -46,6 +46,7 @@ const publicNames = {
       'isStreamBoundaryError',
       'isStreamTimeoutError',
       'isUpstreamReadError',
+      'isUserCodeError',
       'iterableResponse',
       'maxMessageLength',
       'memoryKeyPoolDefaults',
@@ -61,6 +62,7 @@ const publicNames = {
       'ReaderBusyError',
       'readRequestBody',
       'redactSecrets',
+      'redactValues',
       'relay',
       'relayDefaults',
       'requestBodyDefaults',
@@ -72,6 +74,7 @@ const publicNames = {
       'StreamTimeoutError',
       'streamTrackerDefaults',
       'UpstreamReadError',
+      'UserCodeError',
       'webSink',
     ],
     types: [

@@ -95,9 +95,12 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         })
       }
       const headers = new Headers()
+      // A header the client named in `Connection` is hop-by-hop: it ends here.
+      const connection = c.req.header('connection')?.toLowerCase().split(',') ?? []
+      const hopByHop = new Set(connection.map((token) => token.trim()))
       for (const name of forwardedHeaders) {
         const value = c.req.header(name)
-        if (value !== undefined) headers.set(name, value)
+        if (value !== undefined && !hopByHop.has(name)) headers.set(name, value)
       }
       const signal = c.req.raw.signal
       const json = parseBody(body)

@@ -195,6 +195,12 @@ function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
   return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
 }
 
+/** Whether a `Connection` header value (lowercased) names `header`. */
+function namedIn(connection: string | undefined, header: string): boolean {
+  if (connection === undefined || !connection.includes(header)) return false
+  return connection.split(',').some((token) => token.trim() === header)
+}
+
 /** One decoder for every request body (`decode` without `stream` keeps no state). */
 const utf8 = new TextDecoder()
 
@@ -328,9 +334,11 @@ export async function startGateway(config: GatewayConfig): Promise<{
     // Plain records, not `Headers` (whose checks cost more than the rest of the attempt's
     // set-up): the names are the client's, lowercased by node:http.
     const headers: Record<string, string> = {}
+    // A header the client named in `Connection` is hop-by-hop: it ends here.
+    const hopByHop = req.headers.connection?.toLowerCase()
     for (const name of forwardedHeaders) {
       const value = req.headers[name]
-      if (typeof value === 'string') headers[name] = value
+      if (typeof value === 'string' && !namedIn(hopByHop, name)) headers[name] = value
     }
     const json = parseBody(body)
     // Bounded before the first output only: a relayed stream gives its place up at commit (a

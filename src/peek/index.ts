@@ -66,12 +66,15 @@ export interface PeekOptions {
    */
   clockStartedAt?: number | undefined
   /**
-   * The most bytes of frames held before output; more is `peek-overflow`.
+   * The most bytes of frames held before output. Past it, a stream already showing reasoning
+   * (held under `commitOn: 'content'`) is committed (`trigger: 'bound'`); any other is
+   * `peek-overflow`, which `relay()` does not retry (another attempt would end the same way).
    * @default 1_048_576 (1 MiB)
    */
   maxPeekBytes?: number
   /**
-   * The most frames held before output; more is `peek-overflow`.
+   * The most frames held before output, keep-alive comments not counted; past it, as for
+   * `maxPeekBytes`.
    * @default 4096
    */
   maxPeekFrames?: number
@@ -111,8 +114,12 @@ interface PeekBase {
 export type PeekOutcome =
   | (PeekBase & {
       readonly kind: 'output'
-      /** `output` (per `commitOn`) or `terminal` (the upstream ended its answer before any). */
-      readonly trigger: 'output' | 'terminal'
+      /**
+       * `output` (per `commitOn`), `terminal` (the upstream ended its answer before any), or
+       * `bound` (a peek bound was reached by a stream already showing reasoning under
+       * `commitOn: 'content'`: committed rather than retried).
+       */
+      readonly trigger: 'output' | 'terminal' | 'bound'
       /** The verdict that ended the peek. */
       readonly verdict: FrameVerdict
     })
@@ -240,6 +247,8 @@ export async function peekUntil(
   const started = now()
   const frames: SseFrame[] = []
   let held = 0
+  // Keep-alive comments are held (the bytes stay lossless) but never count as frames.
+  let counted = 0
   const base = () => ({ frames, reader, tracker, elapsedMs: now() - started })
 
   const timers: ReturnType<typeof setTimeout>[] = []
@@ -285,6 +294,7 @@ export async function peekUntil(
       frames.push(frame)
       held += frame.raw.length
       const verdict = tracker.observe(frame)
+      if (verdict.kind !== 'keepalive') counted++
       if (verdict.kind === 'error') return { ...base(), kind: 'error-frame', error: verdict.error }
       if (countsAsOutput(verdict, commitOn)) {
         // Every request ends here: one literal, no spread.
@@ -292,19 +302,16 @@ export async function peekUntil(
         return { frames, reader, tracker, elapsedMs, kind: 'output', trigger: 'output', verdict }
       }
       if (terminalOf(verdict)) return { ...base(), kind: 'output', trigger: 'terminal', verdict }
-      if (held > maxPeekBytes) {
-        return {
-          ...base(),
-          kind: 'peek-overflow',
-          error: new PeekOverflowError('maxPeekBytes', maxPeekBytes),
+      const bound =
+        held > maxPeekBytes ? 'maxPeekBytes' : counted > maxPeekFrames ? 'maxPeekFrames' : undefined
+      if (bound !== undefined) {
+        // A stream showing progress (reasoning held under `commitOn: 'content'`) is committed
+        // at the bound: a retry would pay for all of it again and likely end the same way.
+        if (tracker.state.firstVisibleIndex !== null) {
+          return { ...base(), kind: 'output', trigger: 'bound', verdict }
         }
-      }
-      if (frames.length > maxPeekFrames) {
-        return {
-          ...base(),
-          kind: 'peek-overflow',
-          error: new PeekOverflowError('maxPeekFrames', maxPeekFrames),
-        }
+        const limit = bound === 'maxPeekBytes' ? maxPeekBytes : maxPeekFrames
+        return { ...base(), kind: 'peek-overflow', error: new PeekOverflowError(bound, limit) }
       }
     }
   } finally {

@@ -525,14 +525,15 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
       const reason = outcome.kind
       const message = peekMessages[outcome.kind]
       return {
-        retryable: true,
+        // Too much before any output: another attempt would be billed for as much and end
+        // the same way (a stream showing reasoning is committed at the bound instead).
+        retryable: outcome.kind !== 'peek-overflow',
         key: { kind: 'protocol-fault' },
         reason,
         overload: false,
         status: 502,
         error: { type: 'upstream_error', message },
-        // Too much before output is a big prefill, perhaps load; the rest say nothing of it.
-        recovery: outcome.kind === 'peek-overflow' ? 'backoff' : 'at-once',
+        recovery: 'at-once',
       }
     }
   }

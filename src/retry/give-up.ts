@@ -27,9 +27,10 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
   const client = run.config.downstream.adapter
   const adapter = client ?? run.last?.adapter ?? run.options.adapter
   const retryAfterMs = verdict.retryAfterMs
-  // An upstream body in another protocol than the client's is rendered in the client's.
-  const upstream =
-    client === undefined || client === run.last?.adapter ? passThrough(run, verdict) : undefined
+  const upstream = passThrough(run, verdict)
+  // An upstream body in another protocol than the client's is rendered in the client's, with
+  // the upstream's status and request ids kept all the same.
+  const asItWas = upstream !== undefined && (client === undefined || client === run.last?.adapter)
   const headers = new Headers()
   for (const [name, value] of upstream?.headers ?? []) {
     if (passedHeaders.test(name)) headers.set(name, value)
@@ -48,17 +49,12 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
     attempts: run.attempts,
   })
   try {
-    if (upstream !== undefined) {
+    if (asItWas) {
       if (!headers.has('content-type')) headers.set('content-type', 'application/json')
       await run.gate.respond(status, upstream.body, headers)
     } else {
-      await failBeforeContent(
-        run.gate,
-        adapter,
-        verdict.status,
-        { ...verdict.error, status: verdict.status },
-        headers,
-      )
+      headers.delete('content-type')
+      await failBeforeContent(run.gate, adapter, status, { ...verdict.error, status }, headers)
     }
   } catch (error) {
     // Only a downstream failure means the client is gone; anything else (a renderer that

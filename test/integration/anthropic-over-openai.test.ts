@@ -284,6 +284,24 @@ describe('Anthropic Messages clients over an OpenAI Chat upstream (downstream ad
     expect(JSON.parse(frames[0]?.data ?? '')).toMatchObject({ type: 'error', error: {} })
   })
 
+  it('an upstream 500 after every attempt: the client gets 500 (not 502), the request id, an Anthropic body', async () => {
+    const { gateway, upstream } = await setup([
+      { status: 500, json: { error: { message: 'the model crashed', type: 'server_error' } } },
+    ])
+    const response = await fetch(`${gateway.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...ask, stream: true }),
+    })
+    expect(response.status).toBe(500)
+    expect(response.headers.get('x-request-id')).toBe('req_upstream_1')
+    expect(await response.json()).toMatchObject({
+      type: 'error',
+      error: { message: expect.stringMatching(/the model crashed/) },
+    })
+    expect(upstream.requests).toBe(3)
+  })
+
   it('an upstream 400 before content reaches the client in Anthropic shape, with its status', async () => {
     const { client, upstream } = await setup([
       { status: 400, json: { error: { message: 'bad model', type: 'invalid_request_error' } } },

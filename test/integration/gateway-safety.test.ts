@@ -188,6 +188,43 @@ describe('example gateway: upstream headers clients see', () => {
   })
 })
 
+describe('example gateways: hop-by-hop request headers', () => {
+  it.each([
+    ['node:http', startGateway],
+    ['hono', startHonoGateway],
+  ] as const)(
+    '%s: a header the client named in Connection never reaches the upstream',
+    async (_, start) => {
+      const { gateway, upstream } = await setup(['ok'], {}, start)
+      const send = (connection: string) =>
+        new Promise<number>((resolve, reject) => {
+          const body = JSON.stringify({ model: 'm', max_tokens: 8, messages: [], stream: false })
+          const req = httpRequest(`${gateway.url}/v1/messages`, {
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              'x-fault-scenario': 's',
+              'anthropic-beta': 'tools-2024',
+              connection,
+            },
+          })
+          req.on('response', (res) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          })
+          req.on('error', reject)
+          req.end(body)
+        })
+      expect(await send('keep-alive, anthropic-beta')).toBe(200)
+      expect(await send('keep-alive')).toBe(200)
+      expect(upstream.requests.map((r) => r.headers['anthropic-beta'])).toEqual([
+        undefined,
+        'tools-2024',
+      ])
+    },
+  )
+})
+
 describe('example gateways: oversized request bodies', () => {
   it('a declared content-length past the bound gets 413 in OpenAI’s shape, and the upstream is never contacted', async () => {
     const { gateway, upstream } = await setup(['ok'], { maxRequestBodyBytes: 1024 })

@@ -186,7 +186,7 @@ describe('peekFirstOutput outcomes', () => {
   })
 
   it('fails with peek-overflow past maxPeekFrames or maxPeekBytes instead of growing', async () => {
-    const frames = await peekText(': a\n\n'.repeat(10), { maxPeekFrames: 3 })
+    const frames = await peekText(role.repeat(10), { maxPeekFrames: 3 })
     expect(frames.kind).toBe('peek-overflow')
     expect(frames.frames).toHaveLength(4)
     if (frames.kind === 'peek-overflow') expect(isPeekOverflowError(frames.error)).toBe(true)
@@ -197,6 +197,26 @@ describe('peekFirstOutput outcomes', () => {
       maxPeekFrames: 4096,
       commitOn: 'visible',
     })
+  })
+
+  it('keep-alive comments never count toward maxPeekFrames: 10,000 of them, then the answer', async () => {
+    const outcome = await peekText(`${': keep-alive\n\n'.repeat(10_000)}${text('Hi')}`)
+    expect(outcome).toMatchObject({ kind: 'output', trigger: 'output' })
+    expect(outcome.frames).toHaveLength(10_001)
+  })
+
+  it("reasoning held under commitOn: 'content' past a bound is committed (trigger 'bound'), never an overflow", async () => {
+    const bytes = await peekText(`${role}${reasoning.repeat(200)}${text('Hi')}`, {
+      commitOn: 'content',
+      maxPeekBytes: 4096,
+    })
+    expect(bytes).toMatchObject({ kind: 'output', trigger: 'bound' })
+    const frames = await peekText(`${role}${reasoning.repeat(200)}${text('Hi')}`, {
+      commitOn: 'content',
+      maxPeekFrames: 50,
+    })
+    expect(frames).toMatchObject({ kind: 'output', trigger: 'bound' })
+    expect(frames.frames).toHaveLength(51)
   })
 
   it('reports a frame too large for the reader as peek-overflow', async () => {

@@ -55,7 +55,10 @@ export async function startChatUpstream(scripts: readonly ChatScript[]) {
 
 async function answer(script: ChatScript, res: ServerResponse): Promise<void> {
   if (script.json !== undefined) {
-    res.writeHead(script.status ?? 500, { 'content-type': 'application/json' })
+    res.writeHead(script.status ?? 500, {
+      'content-type': 'application/json',
+      'x-request-id': 'req_upstream_1',
+    })
     res.end(JSON.stringify(script.json))
     return
   }

@@ -26,7 +26,7 @@ describe('discriminated unions narrow on kind', () => {
     const handle = (outcome: PeekOutcome): string => {
       switch (outcome.kind) {
         case 'output':
-          expectTypeOf(outcome.trigger).toEqualTypeOf<'output' | 'terminal'>()
+          expectTypeOf(outcome.trigger).toEqualTypeOf<'output' | 'terminal' | 'bound'>()
           expectTypeOf(outcome.verdict).toEqualTypeOf<FrameVerdict>()
           // @ts-expect-error only the EOF kinds carry `eof`
           void outcome.eof

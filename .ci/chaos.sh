@@ -19,7 +19,6 @@ tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
 app="$work/app"
 mkdir -p "$app/node_modules"
 printf '{ "name": "chaos-consumer", "private": true }\n' >"$app/package.json"
-ln -s "$repo/node_modules/p-retry" "$app/node_modules/p-retry"
 ln -s "$repo/node_modules/eventsource-parser" "$app/node_modules/eventsource-parser"
 (cd "$app" && npm install --offline --no-audit --no-fund --no-save --silent "$work/$tarball")
 [ -x "$app/node_modules/.bin/stream-boundary" ] || { echo 'the tarball installed no stream-boundary bin' >&2; exit 1; }
@@ -71,13 +70,14 @@ check "$work/gateway.json" "$code" \
 code=0
 chaos --protocol openai-chat --target "http://127.0.0.1:$gateway_port/v1" --gateway "$gateway" \
   --requests 2000 --concurrency 300 --fault-rate 0.2 --hang-ms 60000 --json >"$work/load.json" || code=$?
-# Honest errors are right for the faults no retry can fix (about 5 % of requests here: fatal
-# error frames, 404s, thinking-only streams: the example gateway answers 1,902 of 2,000 with
-# its bounded pending streams); fewer than 1,850 means retries that should have worked did
-# not (a retry storm: 13–670 answered with unbounded node:http attempts, 1,757–1,911 with
-# unbounded fetch).
+# Honest errors are right for the faults no retry can fix (about 7 % of requests here: fatal
+# error frames, 404s, thinking-only streams, cuts after output: partial-then-cut,
+# reset-mid-frame and the two eof-mid-frame scenarios; the example gateway answered 1,852 of
+# 2,000 with its bounded pending streams when the eof-mid-frame scenarios joined the mix,
+# 1,902 before); fewer than 1,800 means retries that should have worked did not (a retry
+# storm: 13–670 answered with unbounded node:http attempts, 1,757–1,911 with unbounded fetch).
 check "$work/load.json" "$code" \
-  'code === 0 && r.counts.requests === 2000 && r.counts.answered >= 1850 && r.load.gatewayMemory !== null &&
+  'code === 0 && r.counts.requests === 2000 && r.counts.answered >= 1800 && r.load.gatewayMemory !== null &&
    r.load.gatewayMemory.endRssBytes <= r.load.gatewayMemory.startRssBytes + 80 * 2 ** 20' \
   'example gateway under load (300 at once, 2,000 requests, 20 % faults): 0 silent, 0 duplicates, 0 hangs, RSS back near its start' ||
   status=1

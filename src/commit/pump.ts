@@ -833,8 +833,12 @@ async function pumpWith(
       length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
     if (errors && secrets !== undefined) {
       // An error frame may quote a key: the chunk goes out whole, redacted (rare, so a copy).
-      const whole = before === undefined ? last : concat([...before, last])
-      return pushRaw(redactBytes(whole, secrets), gate, encoder, watchdog)
+      return pushRaw(
+        redactBytes(concat([...(before ?? []), last]), secrets),
+        gate,
+        encoder,
+        watchdog,
+      )
     }
     if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
     before.push(last)
@@ -867,13 +871,11 @@ async function pumpWith(
       } catch (error) {
         return endAfterReadFailure(error, stop, reader, tracker, out, atEof)
       }
-      if (frame === null) return atEof()
-      if (!frame.terminated) {
-        // The body ended inside this frame: it goes out whole, or not at all.
-        const whole = terminatedFrame(frame, tracker.adapter)
-        if (whole === null) return atEof(true)
-        frame = whole
-      }
+      // A last frame the body's end cut goes out whole, or not at all (a cut, told).
+      const whole =
+        frame === null || frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
+      if (whole === null) return atEof(frame !== null)
+      frame = whole
       const arrived = now()
       recordGap(stalls, arrived - previous)
       previous = arrived

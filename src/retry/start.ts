@@ -21,6 +21,20 @@ function requestFor(route: RouteRun, mode: AttemptMode) {
   return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
 }
 
+/** The request to send; when the adapter's request hook throws, the lease still ends, once. */
+async function requestOrRelease(
+  route: RouteRun,
+  mode: AttemptMode,
+  lease: KeyLease | undefined,
+): Promise<ReturnType<typeof requestFor>> {
+  try {
+    return requestFor(route, mode)
+  } catch (error) {
+    await lease?.report({ kind: 'cancelled' }).catch(() => {})
+    throw error
+  }
+}
+
 /** An attempt's place in a hedged race. */
 export interface RaceEntry {
   /** Aborts when another attempt won the client. */
@@ -117,14 +131,7 @@ export async function attemptOn(
 ): Promise<Started> {
   const number = ++run.attemptNumber
   if (lease !== undefined && !run.secrets.includes(lease.secret)) run.secrets.push(lease.secret)
-  let request: ReturnType<typeof requestFor>
-  try {
-    request = requestFor(route, mode)
-  } catch (error) {
-    // The adapter's request hook threw: the lease still ends, reported once.
-    await lease?.report({ kind: 'cancelled' }).catch(() => {})
-    throw error
-  }
+  const request = await requestOrRelease(route, mode, lease)
   // Records name what went upstream: a whole request is a non-streaming one.
   const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null

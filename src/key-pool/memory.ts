@@ -7,7 +7,12 @@
  */
 
 import { positiveNumber as positive } from '../options.js'
-import { outcomeKinds, tellKeyState } from './outcomes.js'
+import {
+  type AuthFailureWithoutLease,
+  authFailedWithoutLease,
+  outcomeKinds,
+  tellKeyState,
+} from './outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -43,6 +48,17 @@ export interface MemoryKeyPoolOptions {
    * @default 10_000
    */
   defaultCooldownMs?: number
+  /**
+   * The longest cooldown a rate limit sets (1 hour by default), whatever the upstream said:
+   * one bad header (`retry-after: 31536000`, a date a year away) must not take a key out for
+   * a year. A key whose limit really lasts longer is tried again after this and cools again
+   * on its next 429.
+   * @default 3_600_000
+   * @example
+   * // Try a rate-limited key again within 15 minutes, whatever its headers say.
+   * createMemoryKeyPool(keys, { maxCooldownMs: 15 * 60_000 })
+   */
+  maxCooldownMs?: number
   /**
    * Server errors within `breakerWindowMs` needed (with `breakerFailureRatio`) to open a
    * key's circuit.
@@ -98,6 +114,7 @@ export const memoryKeyPoolDefaults = Object.freeze({
   selection: 'round-robin' as KeySelection,
   maxInflight: Number.POSITIVE_INFINITY,
   defaultCooldownMs: 10_000,
+  maxCooldownMs: 3_600_000,
   failureThreshold: 5,
   breakerWindowMs: 30_000,
   breakerFailureRatio: 0.5,
@@ -178,6 +195,7 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
       'defaultCooldownMs',
       options.defaultCooldownMs ?? d.defaultCooldownMs,
     ),
+    maxCooldownMs: positive('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
     failureThreshold: positive('failureThreshold', options.failureThreshold ?? d.failureThreshold),
     breakerWindowMs: positive('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
     breakerFailureRatio: ratio,
@@ -233,8 +251,8 @@ function restore(state: KeyState, saved: KeyStateSnapshot, now: number): void {
  * - A key at its in-flight cap is `busy`; with `waitMs`, `acquire` queues first come, first
  *   served and is woken by the `report` that frees a slot (no polling).
  * - `rate-limited` cools the key down for the time the upstream gave (else
- *   `defaultCooldownMs`); `cooling` says `rateLimited: true` only when every candidate
- *   cools for that reason.
+ *   `defaultCooldownMs`), at most `maxCooldownMs`; `cooling` says `rateLimited: true` only
+ *   when every candidate cools for that reason.
  * - `auth-failed` holds the key for `authDisableMs`, then admits one probe lease: its
  *   `commit()` (or a `success`/`rejected` report) re-enables the key, another auth failure
  *   holds it again. `disable(id)` holds it until `enable(id)`.
@@ -414,6 +432,15 @@ export function createMemoryKeyPool(
     tell(state, { state: 'circuit-open', reason, until: state.circuitUntil })
   }
 
+  /** An auth failure, with or without a lease: held for `authDisableMs`, then one probe. */
+  function holdForAuth(state: KeyState, now: number): void {
+    // An operator hold stays an operator hold.
+    if (state.disabled && state.disabledUntil === 0) return
+    state.disabled = true
+    state.disabledUntil = now + config.authDisableMs
+    tell(state, { state: 'disabled', reason: 'auth-failed', until: state.disabledUntil })
+  }
+
   function learn(state: KeyState, record: LeaseRecord, outcome: KeyOutcome, now: number): void {
     refresh(state, now)
     const kind = outcome.kind
@@ -424,18 +451,14 @@ export function createMemoryKeyPool(
     if (probe) state.probe = undefined
     if (state.authProbe === record.serial) state.authProbe = undefined
     if (kind === 'rate-limited') {
-      const until = now + (outcome.retryAfterMs ?? config.defaultCooldownMs)
+      const until =
+        now + Math.min(outcome.retryAfterMs ?? config.defaultCooldownMs, config.maxCooldownMs)
       if (until > state.cooldownUntil) {
         state.cooldownUntil = until
         tell(state, { state: 'cooling', reason: 'rate-limited', until })
       }
     } else if (kind === 'auth-failed') {
-      // An operator hold stays an operator hold.
-      if (!state.disabled || state.disabledUntil > 0) {
-        state.disabled = true
-        state.disabledUntil = now + config.authDisableMs
-        tell(state, { state: 'disabled', reason: 'auth-failed', until: state.disabledUntil })
-      }
+      holdForAuth(state, now)
     } else if (kind === 'server-error') {
       if (probe) openCircuit(state, now, 'probe-failed')
       else if (state.circuit === 'closed' && record.generation === state.generation) {
@@ -509,7 +532,7 @@ export function createMemoryKeyPool(
     if (!disabled) serveWaiters()
   }
 
-  return {
+  const pool: KeyPool & AuthFailureWithoutLease = {
     async acquire(acquireOptions: AcquireOptions = {}): Promise<AcquireResult> {
       const { signal } = acquireOptions
       if (signal?.aborted) throw signal.reason
@@ -550,5 +573,12 @@ export function createMemoryKeyPool(
         ),
       }
     },
+    [authFailedWithoutLease](keyId: string): void {
+      const state = byId.get(keyId)
+      if (state === undefined) return
+      state.outcomes['auth-failed']++
+      holdForAuth(state, config.now())
+    },
   }
+  return pool
 }

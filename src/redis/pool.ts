@@ -13,7 +13,12 @@ import {
   type MemoryKeyPoolOptions,
   memoryKeyPoolDefaults,
 } from '../key-pool/memory.js'
-import { outcomeKinds, tellKeyState } from '../key-pool/outcomes.js'
+import {
+  type AuthFailureWithoutLease,
+  authFailedWithoutLease,
+  outcomeKinds,
+  tellKeyState,
+} from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -188,8 +193,11 @@ interface Replay {
 interface SyncKey {
   /** Written only when Redis does not know the key (it restarted empty, or initialState). */
   seed: readonly [0 | 1, number, number, Circuit, number, number]
+  /** Any other change of the hold during the outage (disable, enable, a probe's): it wins. */
   disabled?: boolean
   disabledUntil?: number
+  /** An auth failure during the outage: merged as a report is, until this epoch ms. */
+  authHold?: number
   cooldownUntil?: number
   circuit?: readonly [number, Circuit, number]
   /** Cumulative for this outage: leases, then one count per outcome kind. */
@@ -207,6 +215,7 @@ interface SyncPayload {
 /** The options the scripts apply, sent as JSON. */
 interface ScriptConfig {
   readonly defaultCooldownMs: number
+  readonly maxCooldownMs: number
   readonly failureThreshold: number
   readonly breakerWindowMs: number
   readonly breakerFailureRatio: number
@@ -229,7 +238,7 @@ interface Known {
 /** The local pool of one outage, and what must go back to Redis when it ends. */
 interface Fallback {
   readonly id: string
-  readonly pool: KeyPool
+  readonly pool: KeyPool & AuthFailureWithoutLease
   /** The state when the outage began: only what changed since is pushed back. */
   readonly baseline: KeyPoolSnapshot
   /** Local leases taken on behalf of Redis leases that were open when the outage began. */
@@ -296,6 +305,49 @@ const maxAbandoned = 1024
 /** setTimeout/setInterval fire at once beyond this. */
 const maxDelay = 2 ** 31 - 1
 
+function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
+  return [
+    state.disabled ? 1 : 0,
+    state.cooldownUntil,
+    state.failures,
+    state.circuit,
+    state.circuitUntil,
+    state.disabledUntil ?? 0,
+  ]
+}
+
+/**
+ * What one key's state at the end of an outage pushes back to Redis: its seed, cooldown and
+ * cumulative counts, and what changed since `before`, the state when the outage began.
+ */
+function syncKeyOf(
+  state: KeyStateSnapshot,
+  before: KeyStateSnapshot,
+  counts: readonly number[],
+): SyncKey {
+  const entry: SyncKey = { seed: seedOf(state), cooldownUntil: state.cooldownUntil, counts }
+  const until = state.disabledUntil ?? 0
+  const untilBefore = before.disabledUntil ?? 0
+  if (state.disabled !== before.disabled || until !== untilBefore) {
+    // A timed hold that no local enable preceded is an auth failure: Redis merges it as a
+    // report, so an operator hold placed there meanwhile stays.
+    if (state.disabled && until > 0 && !(before.disabled && untilBefore === 0)) {
+      entry.authHold = until
+    } else {
+      entry.disabled = state.disabled
+      entry.disabledUntil = until
+    }
+  }
+  if (
+    state.failures !== before.failures ||
+    state.circuit !== before.circuit ||
+    state.circuitUntil !== before.circuitUntil
+  ) {
+    entry.circuit = [state.failures, state.circuit, state.circuitUntil]
+  }
+  return entry
+}
+
 function decode<T>(reply: unknown): T {
   if (typeof reply !== 'string') throw new TypeError('A key pool script returned no JSON')
   return JSON.parse(reply) as T
@@ -335,7 +387,9 @@ function callHook<A extends unknown[]>(hook: ((...args: A) => void) | undefined,
  *   from a local memory pool seeded with the last state it saw, calls `onDegraded`, and keeps
  *   probing. When Redis answers again it pushes back what changed locally (disables and
  *   enables, cooldowns, circuits, counters, the leases still open), calls `onRecovered`, and
- *   Redis is the source of truth again. A request never fails because Redis is down.
+ *   Redis is the source of truth again. A request never fails because Redis is down. An
+ *   auth failure during the outage is the same timed hold as with Redis up, locally and
+ *   after recovery (it keeps an operator hold another replica placed meanwhile).
  * - `toJSON()` is synchronous: the state as this replica last saw it.
  *
  * Every replica of a pool must be given the same keys (ids, in the same order) and options.
@@ -409,6 +463,7 @@ export function createRedisKeyPool(
   const d = redisKeyPoolDefaults
   const scriptConfig: ScriptConfig = {
     defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
+    maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
     failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
     breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
     breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
@@ -622,27 +677,17 @@ export function createRedisKeyPool(
     }
   }
 
-  function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
-    return [
-      state.disabled ? 1 : 0,
-      state.cooldownUntil,
-      state.failures,
-      state.circuit,
-      state.circuitUntil,
-      state.disabledUntil ?? 0,
-    ]
-  }
-
   /** Switches to the local fallback (once per outage) and returns it. */
   function degrade(error: RedisUnavailableError): Fallback {
     if (fallback !== undefined) return fallback
     stopRenewal()
     const baseline = snapshot()
+    // The memory pool has the lease-less auth failure; its public type does not say so.
     const pool = createMemoryKeyPool(keys, {
       ...memoryOptions,
       initialState: baseline,
       now: localNow,
-    })
+    }) as KeyPool & AuthFailureWithoutLease
     const current: Fallback = {
       id: nextId(),
       pool,
@@ -694,34 +739,17 @@ export function createRedisKeyPool(
     const release = [...current.release, ...abandoned]
     const payload: SyncPayload = {
       keys: local.map((state, index): SyncKey => {
-        const before = current.baseline.keys[index] ?? state
         const stats = counts[index]
-        const entry: SyncKey = {
-          seed: seedOf(state),
-          cooldownUntil: state.cooldownUntil,
-          counts:
-            stats === undefined
-              ? []
-              : [
-                  stats.leases - (current.shadows[index] ?? 0),
-                  ...outcomeKinds.map((kind) => stats.outcomes[kind]),
-                ],
-        }
-        if (
-          state.disabled !== before.disabled ||
-          (state.disabledUntil ?? 0) !== (before.disabledUntil ?? 0)
-        ) {
-          entry.disabled = state.disabled
-          entry.disabledUntil = state.disabledUntil ?? 0
-        }
-        if (
-          state.failures !== before.failures ||
-          state.circuit !== before.circuit ||
-          state.circuitUntil !== before.circuitUntil
-        ) {
-          entry.circuit = [state.failures, state.circuit, state.circuitUntil]
-        }
-        return entry
+        return syncKeyOf(
+          state,
+          current.baseline.keys[index] ?? state,
+          stats === undefined
+            ? []
+            : [
+                stats.leases - (current.shadows[index] ?? 0),
+                ...outcomeKinds.map((kind) => stats.outcomes[kind]),
+              ],
+        )
       }),
       release,
       replay: current.replay,
@@ -879,8 +907,15 @@ export function createRedisKeyPool(
       if (lease.inRedis) current.release.push(lease.id)
       return
     }
-    // A Redis lease with no local slot (its key was not usable locally when the outage began).
-    if (outcome.kind === 'auth-failed') await current.pool.disable(ids[lease.index] as string)
+    // A Redis lease with no local slot: its key was not usable locally when the outage began,
+    // or this report is what found Redis gone.
+    if (outcome.kind === 'auth-failed') {
+      // The timed hold a report gives, here and (with the local state) in Redis at recovery;
+      // disable() would be an operator hold that never ends.
+      current.pool[authFailedWithoutLease](ids[lease.index] as string)
+      current.release.push(lease.id)
+      return
+    }
     current.replay.push({
       key: lease.index + 1,
       lease: lease.id,

@@ -192,7 +192,7 @@ local function record(stateKey, s, leaseId, gen, kind, retryAfterMs, now, cfg, e
   if probe then s.trial = '' end
   if s.atrial ~= '' and s.atrial == leaseId then s.atrial = '' end
   if kind == 'rate-limited' then
-    local untilMs = now + (retryAfterMs or cfg.defaultCooldownMs)
+    local untilMs = now + math.min(retryAfterMs or cfg.defaultCooldownMs, cfg.maxCooldownMs)
     if untilMs > s.cooldownUntil then
       s.cooldownUntil = untilMs
       tell(events, i, 'cooling', 'rate-limited', untilMs)
@@ -451,13 +451,23 @@ for _, r in ipairs(p.replay) do
   end
 end
 
--- Merge toward caution: a disable/enable done during the outage wins, cooldowns take the
--- later end, circuits the more open state and the larger failure count.
+-- Merge toward caution: a disable/enable done during the outage wins, an auth failure
+-- during it holds the key as a report would, cooldowns take the later end, circuits the
+-- more open state and the larger failure count.
 for i = 1, n do
   local k = p.keys[i]
   local s = load(K(i, 1))
   local dirty = false
-  if k.disabled ~= nil then
+  if k.authHold then
+    -- As record() takes an auth failure: an operator hold (0) placed meanwhile stays, and of
+    -- two auth holds the later end wins.
+    if not (s.disabled and s.disabledUntil == 0) then
+      local held = s.disabled and s.disabledUntil or 0
+      s.disabled = true
+      s.disabledUntil = math.max(held, k.authHold)
+      dirty = true
+    end
+  elseif k.disabled ~= nil then
     s.disabled = k.disabled
     s.disabledUntil = k.disabledUntil or 0
     dirty = true

@@ -47,6 +47,7 @@ describe('createMemoryKeyPool', () => {
     expect(memoryKeyPoolDefaults).toMatchObject({
       selection: 'round-robin',
       defaultCooldownMs: 10_000,
+      maxCooldownMs: 3_600_000,
       failureThreshold: 5,
       breakerWindowMs: 30_000,
       breakerFailureRatio: 0.5,
@@ -61,6 +62,12 @@ describe('createMemoryKeyPool', () => {
     )
     expect(() => createMemoryKeyPool([], { authDisableMs: Number.POSITIVE_INFINITY })).toThrow(
       'authDisableMs must be a positive number, got Infinity',
+    )
+    expect(() => createMemoryKeyPool([], { maxCooldownMs: 0 })).toThrow(
+      'maxCooldownMs must be a positive number, got 0',
+    )
+    expect(() => createMemoryKeyPool([], { maxCooldownMs: Number.POSITIVE_INFINITY })).toThrow(
+      'maxCooldownMs must be a positive number, got Infinity',
     )
     expect(() =>
       createMemoryKeyPool([

@@ -59,6 +59,46 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       expect(snapshot?.cooldownUntil).toBe(1_000_000 + 20_000)
     })
 
+    it('caps every rate-limit cooldown at maxCooldownMs (1 hour by default), however long the upstream asked for', async () => {
+      const year = 365 * 24 * 3_600_000
+      const p = await pool(['a', 'b'])
+      const a = await leaseId(p)
+      if (!('keyId' in a)) throw new Error('expected a lease')
+      await a.report({ kind: 'rate-limited', retryAfterMs: year })
+      expect(p.toJSON().keys[0]?.cooldownUntil).toBe(clock + 3_600_000)
+      expect(await p.acquire({ exclude: new Set(['b']) })).toEqual({
+        kind: 'cooling',
+        retryInMs: 3_600_000,
+        rateLimited: true,
+      })
+
+      const capped = await pool(['a'], { maxCooldownMs: 60_000, defaultCooldownMs: 120_000 })
+      const first = await leaseId(capped)
+      if (!('keyId' in first)) throw new Error('expected a lease')
+      await first.report({ kind: 'rate-limited', retryAfterMs: year })
+      expect(capped.toJSON().keys[0]?.cooldownUntil).toBe(clock + 60_000)
+      expect(await capped.acquire()).toEqual({
+        kind: 'cooling',
+        retryInMs: 60_000,
+        rateLimited: true,
+      })
+      clock += 60_000
+      // The cap holds for the default cooldown too; shorter cooldowns are kept as given.
+      const second = await leaseId(capped)
+      if (!('keyId' in second)) throw new Error('expected a lease after maxCooldownMs')
+      await second.report({ kind: 'rate-limited' })
+      expect(capped.toJSON().keys[0]?.cooldownUntil).toBe(clock + 60_000)
+      clock += 60_000
+      const third = await leaseId(capped)
+      if (!('keyId' in third)) throw new Error('expected a lease after maxCooldownMs')
+      await third.report({ kind: 'rate-limited', retryAfterMs: 5000 })
+      expect(await capped.acquire()).toEqual({
+        kind: 'cooling',
+        retryInMs: 5000,
+        rateLimited: true,
+      })
+    })
+
     it('auth-failed holds the key (named in rejectedKeyIds) until enabled', async () => {
       const p = await pool(['a'])
       const a = await leaseId(p)

@@ -206,3 +206,127 @@ describe('Redis going away and coming back', () => {
     expect(await observer.zcard(`${tag}:l:a`)).toBe(0)
   })
 })
+
+describe('an auth failure during an outage', () => {
+  const authDisableMs = 400
+
+  it('holds the key for authDisableMs, not until enable(), locally and fleet-wide after recovery, then admits one probe', async () => {
+    const prefix = freshPrefix('auth-hold')
+    const { events, hooks } = watch()
+    let clock = Date.now()
+    const now = () => clock
+    const options = { redis, prefix, probeIntervalMs: 50, authDisableMs, now }
+    const pool = createRedisKeyPool(keys('a'), { ...options, ...hooks })
+    const held = await leased(pool)
+
+    // The report is what finds Redis gone: its lease never got a local slot.
+    await server.stop()
+    await held.report({ kind: 'auth-failed', status: 401 })
+    expect(pool.degraded).toBe(true)
+    const until = clock + authDisableMs
+    // The same timed hold as with Redis up, not an operator hold (disabledUntil 0).
+    expect(pool.toJSON().keys[0]).toMatchObject({ disabled: true, disabledUntil: until })
+    expect(await pool.acquire()).toEqual({
+      kind: 'unavailable',
+      reason: 'all-disabled',
+      rejectedKeyIds: ['a'],
+    })
+    expect((await pool.stats())[0]?.outcomes['auth-failed']).toBe(1)
+
+    await server.start()
+    // Activity lets the pool notice that Redis is back.
+    await eventually(
+      async () => {
+        await pool.stats()
+        return events.includes('recovered')
+      },
+      5000,
+      'recovery',
+    )
+    const tag = `{${prefix}}`
+    expect(
+      await observer.hmget(`${tag}:s:a`, 'disabled', 'disabledUntil', 'o:auth-failed'),
+    ).toEqual(['1', String(until), '1'])
+    expect(await observer.zcard(`${tag}:l:a`)).toBe(0)
+    expect(pool.toJSON().keys[0]).toMatchObject({ disabled: true, disabledUntil: until })
+
+    // Another replica (its own client) sees the same timed hold.
+    const other = await connected(server.port)
+    const replica = createRedisKeyPool(keys('a'), { ...options, redis: other })
+    expect(await replica.acquire()).toEqual({
+      kind: 'unavailable',
+      reason: 'all-disabled',
+      rejectedKeyIds: ['a'],
+    })
+    expect(replica.toJSON().keys[0]).toMatchObject({ disabled: true, disabledUntil: until })
+
+    // After authDisableMs: exactly one probe, whose success re-enables the key everywhere.
+    clock += authDisableMs
+    const probe = await leased(replica)
+    expect(probe.keyId).toBe('a')
+    expect(await pool.acquire()).toEqual({ kind: 'busy', retryInMs: undefined })
+    probe.commit()
+    await probe.report({ kind: 'success' })
+    expect((await leased(pool)).keyId).toBe('a')
+    expect(pool.toJSON().keys[0]).toMatchObject({ disabled: false, disabledUntil: 0 })
+    replica.close()
+    other.disconnect()
+    pool.close()
+  })
+
+  it('merges as a report would: an operator hold placed in Redis meanwhile stays, a local enable before the failure wins', async () => {
+    const prefix = freshPrefix('auth-operator')
+    const { events, hooks } = watch()
+    const own = await connected(server.port)
+    const options = { prefix, probeIntervalMs: 50, authDisableMs }
+    const pool = createRedisKeyPool(keys('a', 'b'), { ...options, redis: own, ...hooks })
+    const peer = createRedisKeyPool(keys('a', 'b'), { ...options, redis })
+    const held = await leased(pool)
+    expect(held.keyId).toBe('a')
+    await pool.disable('b')
+
+    // This replica loses Redis; the rest of the fleet does not.
+    const ended = new Promise((resolve) => own.once('end', resolve))
+    own.disconnect()
+    await ended
+    await peer.disable('a')
+    // Served locally: `held` takes a local slot of `a` and reports through it; `b` is enabled
+    // here, then fails auth.
+    await pool.enable('b')
+    expect(pool.degraded).toBe(true)
+    const b = await leased(pool, ['a'])
+    expect(b.keyId).toBe('b')
+    await b.report({ kind: 'auth-failed', status: 401 })
+    await held.report({ kind: 'auth-failed', status: 401 })
+    const until = (id: string) => pool.toJSON().keys.find((key) => key.id === id)?.disabledUntil
+    expect(until('a')).toBeGreaterThan(0)
+    const bUntil = until('b')
+    expect(bUntil).toBeGreaterThan(0)
+
+    await own.connect()
+    await eventually(
+      async () => {
+        await pool.stats()
+        return events.includes('recovered')
+      },
+      5000,
+      'recovery',
+    )
+    const tag = `{${prefix}}`
+    // `a`: as with Redis up, an auth failure keeps an operator hold (only enable() lifts it).
+    expect(await observer.hmget(`${tag}:s:a`, 'disabled', 'disabledUntil')).toEqual(['1', '0'])
+    // `b`: the local enable, then the failure's timed hold.
+    expect(await observer.hmget(`${tag}:s:b`, 'disabled', 'disabledUntil')).toEqual([
+      '1',
+      String(bUntil),
+    ])
+    expect(await peer.acquire()).toEqual({
+      kind: 'unavailable',
+      reason: 'all-disabled',
+      rejectedKeyIds: ['b'],
+    })
+    pool.close()
+    peer.close()
+    own.disconnect()
+  })
+})

@@ -368,6 +368,7 @@ describe('createRedisKeyPool', () => {
       commandTimeoutMs: 500,
       probeIntervalMs: 1000,
       failureThreshold: 5,
+      maxCooldownMs: 3_600_000,
     })
     expect(() => createRedisKeyPool([], { redis: {} as Redis, prefix: 'p' })).toThrow(
       'redis must be an ioredis client (new Redis() or new Cluster())',
@@ -385,6 +386,9 @@ describe('createRedisKeyPool', () => {
       createRedisKeyPool([], { redis, prefix: 'p', commandTimeoutMs: Number.NaN }),
     ).toThrow('commandTimeoutMs must be a positive number, got NaN')
     // The memory pool's own checks, with its messages; no secret in them.
+    expect(() => createRedisKeyPool([], { redis, prefix: 'p', maxCooldownMs: -1 })).toThrow(
+      'maxCooldownMs must be a positive number, got -1',
+    )
     expect(() =>
       createRedisKeyPool([{ id: 'a', secret: 'sk-live-abcdef', weight: -1 }], {
         redis,

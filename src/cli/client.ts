@@ -6,6 +6,7 @@
  */
 
 import { createStreamTracker } from '../classify/index.js'
+import { joinBytes } from '../protocols/bytes.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import { createFrameReader } from '../sse/reader.js'
 import type { ClientRequest } from './client-request.js'
@@ -33,16 +34,6 @@ export interface ClientOptions {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0))
-  let at = 0
-  for (const chunk of chunks) {
-    out.set(chunk, at)
-    at += chunk.length
-  }
-  return out
-}
 
 const messageOf = (error: unknown): string => {
   const cause = (error as { cause?: unknown })?.cause
@@ -111,7 +102,7 @@ export async function runClient(
   const observation: Observation = {
     status,
     contentType,
-    body: concat(chunks),
+    body: joinBytes(chunks),
     end,
     ...(error === undefined ? {} : { error }),
   }

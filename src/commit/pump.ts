@@ -21,6 +21,7 @@ import {
 import { followStops } from '../follow-signals.js'
 import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
+import { joinBytes } from '../protocols/bytes.js'
 import { errorBodyFor } from '../protocols/common.js'
 import { redactValues } from '../protocols/sanitize.js'
 import type {
@@ -616,17 +617,6 @@ function redactBytes(bytes: Uint8Array, secrets: readonly string[]): Uint8Array 
   return redacted === text ? bytes : textEncoder.encode(redacted)
 }
 
-/** Spans joined into one array. */
-function concat(spans: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(spans.reduce((sum, span) => sum + span.length, 0))
-  let offset = 0
-  for (const span of spans) {
-    out.set(span, offset)
-    offset += span.length
-  }
-  return out
-}
-
 const utf8 = new TextDecoder()
 
 /** Writes spans one after another, each once the sink took the one before. */
@@ -834,7 +824,7 @@ async function pumpWith(
     if (errors && secrets !== undefined) {
       // An error frame may quote a key: the chunk goes out whole, redacted (rare, so a copy).
       return pushRaw(
-        redactBytes(concat([...(before ?? []), last]), secrets),
+        redactBytes(joinBytes([...(before ?? []), last]), secrets),
         gate,
         encoder,
         watchdog,

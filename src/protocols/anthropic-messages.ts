@@ -43,6 +43,108 @@ const reasons: Readonly<Record<string, TerminalReason>> = {
   refusal: 'content_filter',
 }
 
+/** Anthropic's documented error types, by the HTTP status each comes with (API docs, "Errors"). */
+const typeByStatus = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+} as const
+
+/** One of Anthropic's documented error types, the only ones its clients know. */
+type AnthropicErrorType = (typeof typeByStatus)[keyof typeof typeByStatus]
+
+/** The error types the library writes itself that Anthropic does not document. */
+type LibraryErrorType =
+  | 'upstream_error'
+  | 'internal_error'
+  | 'client_closed'
+  | 'timeout'
+  | 'service_unavailable'
+  | 'malformed_frame'
+
+/**
+ * Error types an Anthropic client may be sent, and the documented type each becomes. The
+ * compiler checks that every documented type maps to itself and every library type is here.
+ * `service_unavailable` (every key busy or cooling, with `Retry-After`) is capacity, which is
+ * what `overloaded_error` tells a client, and clients back off and retry on it; `api_error`
+ * would report a fault inside the provider.
+ */
+const errorTypes = {
+  invalid_request_error: 'invalid_request_error',
+  authentication_error: 'authentication_error',
+  billing_error: 'billing_error',
+  permission_error: 'permission_error',
+  not_found_error: 'not_found_error',
+  request_too_large: 'request_too_large',
+  rate_limit_error: 'rate_limit_error',
+  api_error: 'api_error',
+  timeout_error: 'timeout_error',
+  overloaded_error: 'overloaded_error',
+  // The library's own.
+  upstream_error: 'api_error',
+  internal_error: 'api_error',
+  client_closed: 'api_error',
+  timeout: 'timeout_error',
+  service_unavailable: 'overloaded_error',
+  malformed_frame: 'api_error',
+  // OpenAI's types and codes (a gateway serving Anthropic clients from OpenAI upstreams).
+  server_error: 'api_error',
+  internal_server_error: 'api_error',
+  service_unavailable_error: 'overloaded_error',
+  rate_limit_exceeded: 'rate_limit_error',
+  insufficient_quota: 'billing_error',
+  invalid_api_key: 'authentication_error',
+  model_not_found: 'not_found_error',
+  context_length_exceeded: 'invalid_request_error',
+  invalid_prompt: 'invalid_request_error',
+  // Gemini's statuses.
+  INVALID_ARGUMENT: 'invalid_request_error',
+  FAILED_PRECONDITION: 'invalid_request_error',
+  UNAUTHENTICATED: 'authentication_error',
+  PERMISSION_DENIED: 'permission_error',
+  NOT_FOUND: 'not_found_error',
+  RESOURCE_EXHAUSTED: 'rate_limit_error',
+  INTERNAL: 'api_error',
+  UNAVAILABLE: 'overloaded_error',
+  DEADLINE_EXCEEDED: 'timeout_error',
+} as const satisfies { readonly [Type in AnthropicErrorType]: Type } & {
+  readonly [Type in LibraryErrorType]: AnthropicErrorType
+} & Readonly<Record<string, AnthropicErrorType>>
+
+const knownTypes: Readonly<Record<string, AnthropicErrorType>> = errorTypes
+
+function typeForStatus(status: number | null | undefined): AnthropicErrorType {
+  if (status == null) return 'api_error'
+  if (Object.hasOwn(typeByStatus, status)) return typeByStatus[status as keyof typeof typeByStatus]
+  if (status === 408) return 'timeout_error'
+  if (status === 503) return 'overloaded_error'
+  return status >= 400 && status < 500 ? 'invalid_request_error' : 'api_error'
+}
+
+/**
+ * The documented Anthropic error type to report for `error`: its type, else its code, through
+ * the table of known types; else the type of its HTTP-like status; else `api_error`.
+ *
+ * @example
+ * anthropicErrorType({ type: 'upstream_error', message: '' }) // 'api_error'
+ * anthropicErrorType({ type: 'oops', message: '', status: 403 }) // 'permission_error'
+ * @internal exported for tests
+ */
+export function anthropicErrorType(error: RenderableError): AnthropicErrorType {
+  for (const word of [error.type, error.code]) {
+    if (word != null && Object.hasOwn(knownTypes, word))
+      return knownTypes[word] as AnthropicErrorType
+  }
+  return typeForStatus(error.status)
+}
+
 function anthropicError(body: Record<string, unknown>): ErrorVerdict | undefined {
   const error = body.error
   if (typeof error !== 'object' || error === null) return undefined
@@ -122,6 +224,23 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
   }
 }
 
+/**
+ * How far the client got into a message. A `message_start` is an Anthropic stream's first event
+ * and the tracker keeps the first data frame: `started` when that frame is one, or when frames
+ * with output or blocks came and none was kept (each longer than `keepFirstDataChars`); `none`
+ * when no data frame came; `headless` when the stream began with something else (the SDK
+ * ignores every event before a `message_start`).
+ */
+function messageProgress(state: RenderState): 'none' | 'headless' | 'started' {
+  if (state.firstData !== undefined) {
+    const type = stringField(parseObject(state.firstData), 'type')
+    return type === 'message_start' ? 'started' : 'headless'
+  }
+  const { text, tool, reasoning, refusal } = state.counts
+  const dataCame = state.lastBlockIndex >= 0 || text + tool + reasoning + refusal > 0
+  return state.frames > 0 && dataCame ? 'started' : 'none'
+}
+
 function messageOf(state: RenderState | undefined): {
   id: string
   model: string
@@ -148,6 +267,23 @@ function estimatedOutputTokens(state: RenderState): number {
 
 function event(type: string, body: Record<string, unknown>): string {
   return sseFrameText(JSON.stringify({ type, ...body }), type)
+}
+
+/** A `message_start` for a message the library begins itself: ids and model as far as known. */
+function messageStart(state: RenderState): string {
+  const { id, model } = messageOf(state)
+  return event('message_start', {
+    message: {
+      id,
+      type: 'message',
+      role: 'assistant',
+      content: [],
+      model,
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 0, output_tokens: 0 },
+    },
+  })
 }
 
 function blockFrames(index: number, block: unknown): string {
@@ -230,8 +366,11 @@ function anthropicFromMessage(message: unknown): Uint8Array {
  * - `message_delta` with a `stop_reason`, and `message_stop`, are terminal.
  * - `event: error` is an error: `overloaded_error`, `rate_limit_error`, `api_error` are retryable.
  *
- * Rendered error: `event: error` (the official SDK raises it as an `APIError`). Rendered stop:
- * `content_block_stop` for each open block, `message_delta` with `end_turn`, `message_stop`.
+ * Rendered error: `event: error` after commit, `{"type":"error","error":{…}}` before (the
+ * official SDK raises either as an `APIError`), always with one of Anthropic's documented
+ * types ({@link anthropicErrorType}). Rendered stop: `content_block_stop` for each open block,
+ * `message_delta` with `end_turn`, `message_stop`. Promoted reasoning begins with a
+ * `message_start` when the client was sent none.
  */
 export const anthropicMessages: StreamAdapter = Object.freeze({
   name: 'anthropic-messages',
@@ -251,12 +390,12 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     return startsWith(frame.raw, deltaEvent) && endsWithObject(frame.raw)
   },
   renderError(error: RenderableError): Uint8Array {
-    const { type, message } = renderable(error)
-    return encode(event('error', { error: { type, message } }))
+    const { message } = renderable(error)
+    return encode(event('error', { error: { type: anthropicErrorType(error), message } }))
   },
   renderErrorBody(error: RenderableError): string {
-    const { type, message } = renderable(error)
-    return JSON.stringify({ type: 'error', error: { type, message } })
+    const { message } = renderable(error)
+    return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(error), message } })
   },
   nonStreamingRequest: (request: UpstreamRequest): UpstreamRequest => ({
     url: request.url,
@@ -268,22 +407,10 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   fitOutputBudget: fitAnthropicBudget,
   renderFromMessage: anthropicFromMessage,
   renderStop(state: RenderState): Uint8Array {
-    let out = ''
-    if (state.firstData === undefined) {
-      const { id, model } = messageOf(state)
-      out += event('message_start', {
-        message: {
-          id,
-          type: 'message',
-          role: 'assistant',
-          content: [],
-          model,
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 0, output_tokens: 0 },
-        },
-      })
-    }
+    // Not for a headless stream: there a start would follow renderReasoningAsText's (which the
+    // state cannot show, the first frame stays the first), or turn text the SDK ignored into an
+    // empty answer reported as complete.
+    let out = messageProgress(state) === 'none' ? messageStart(state) : ''
     for (const index of state.openBlocks) out += event('content_block_stop', { index })
     const stop = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_use' : 'end_turn'
     out += event('message_delta', {
@@ -295,8 +422,15 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   },
   renderReasoningAsText(state: RenderState): Uint8Array {
     let out = ''
-    for (const index of state.openBlocks) out += event('content_block_stop', { index })
-    const index = state.lastBlockIndex + 1
+    let index = 0
+    if (messageProgress(state) === 'started') {
+      for (const open of state.openBlocks) out += event('content_block_stop', { index: open })
+      index = state.lastBlockIndex + 1
+    } else {
+      // A new message: its blocks count from 0 (the SDK indexes its content by them), and
+      // blocks opened before it belong to no message the client has.
+      out += messageStart(state)
+    }
     out += event('content_block_start', { index, content_block: { type: 'text', text: '' } })
     out += event('content_block_delta', {
       index,

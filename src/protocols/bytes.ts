@@ -88,3 +88,15 @@ export function endsWithObject(raw: Uint8Array): boolean {
   while (end >= 0 && (raw[end] === 10 || raw[end] === 13)) end--
   return raw[end] === 0x7d
 }
+
+/** Byte arrays joined into one; a lone array is returned as it is. */
+export function joinBytes(chunks: readonly Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0] as Uint8Array
+  const out = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0))
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.length
+  }
+  return out
+}

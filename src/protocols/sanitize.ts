@@ -31,7 +31,7 @@ export function redactSecrets(text: string): string {
 }
 
 /** The shortest secret redacted by value: a shorter one would blank out ordinary words. */
-export const minRedactedLength = 6
+const minRedactedLength = 6
 
 /** A cut message may end in the first characters of a secret: this many or more are redacted. */
 const minRedactedPrefix = 4

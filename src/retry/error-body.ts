@@ -5,6 +5,7 @@
  * @module
  */
 
+import { joinBytes } from '../protocols/bytes.js'
 import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type { UpstreamErrorInfo } from '../protocols/types.js'
@@ -79,14 +80,7 @@ export async function readWhole(
     signal.removeEventListener('abort', stop)
     await reader.cancel().catch(() => {})
   }
-  if (chunks.length === 1) return { kind: 'read', bytes: chunks[0] as Uint8Array }
-  const bytes = new Uint8Array(size)
-  let offset = 0
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset)
-    offset += chunk.length
-  }
-  return { kind: 'read', bytes }
+  return { kind: 'read', bytes: joinBytes(chunks) }
 }
 
 /**

@@ -8,6 +8,7 @@
 
 import { RequestBodyTooLargeError } from '../errors.js'
 import { positiveInteger } from '../options.js'
+import { joinBytes } from '../protocols/bytes.js'
 
 /** Defaults of {@link ReadRequestBodyOptions}. */
 export const requestBodyDefaults: { readonly maxRequestBodyBytes: number } = Object.freeze({
@@ -64,12 +65,5 @@ export async function readRequestBody(
   } finally {
     reader.releaseLock()
   }
-  if (chunks.length === 1) return chunks[0]
-  const out = new Uint8Array(size)
-  let offset = 0
-  for (const chunk of chunks) {
-    out.set(chunk, offset)
-    offset += chunk.byteLength
-  }
-  return out
+  return chunks.length === 0 ? new Uint8Array(0) : joinBytes(chunks)
 }

@@ -153,7 +153,7 @@ describe('Anthropic Messages clients over an OpenAI Chat upstream (downstream ad
     expect(last?.event).toBe('error')
     expect(JSON.parse(last?.data ?? '')).toMatchObject({
       type: 'error',
-      error: { type: 'upstream_error', message: expect.stringMatching(/incomplete/) },
+      error: { type: 'api_error', message: expect.stringMatching(/incomplete/) },
     })
   })
 

@@ -10,6 +10,7 @@ import {
   type StreamAdapter,
   sanitizeMessage,
 } from '../../src/index.js'
+import { anthropicErrorType } from '../../src/protocols/anthropic-messages.js'
 import * as arbitraries from '../../src/testing/arbitraries.js'
 import { chunkings, concatBytes, sseStream } from '../../src/testing/arbitraries.js'
 import { runs } from '../support/runs.js'
@@ -128,7 +129,10 @@ describe.each(protocols)('%s adapter properties', (protocol) => {
           const verdict = adapter.inspect(frame)
           expect(verdict.kind).toBe('error')
           if (verdict.kind !== 'error') return
-          expect(verdict.error.type).toBe(error.type)
+          // Anthropic clients are sent only Anthropic's documented types.
+          expect(verdict.error.type).toBe(
+            protocol === 'anthropic-messages' ? anthropicErrorType(error) : error.type,
+          )
           expect(verdict.error.message).toBe(sanitizeMessage(error.message))
           expect(verdict.error.retryable).toBe(
             isRetryableErrorType(verdict.error.type, verdict.error.code, verdict.error.status),

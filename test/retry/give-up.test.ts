@@ -315,7 +315,7 @@ describe('relay: a proxy page served with 200', () => {
     expect(outcome).toMatchObject({ kind: 'failed', status: 502 })
     expect(JSON.parse(sink.text)).toMatchObject({
       type: 'error',
-      error: { type: 'upstream_error', message: '502 Bad Gateway' },
+      error: { type: 'api_error', message: '502 Bad Gateway' },
     })
   })
 

@@ -144,6 +144,7 @@ export type {
   FailureVerdict,
   FetchFunction,
   HedgeReport,
+  HedgeSkipReason,
   Hedging,
   HedgingOptions,
   HedgingSnapshot,

@@ -46,6 +46,22 @@ export interface HedgingOptions {
   /** The budget's sliding window. @default 60_000 */
   readonly budgetWindowMs?: number
   /**
+   * Hedges allowed per window whatever the traffic, on top of `budget` × requests (a retry
+   * budget's minimum allowance, as in Envoy and Finagle): without it a gateway with little
+   * traffic would almost never hedge, its first request never. `0` makes the budget purely
+   * proportional.
+   * @default 10
+   * @example { minHedgesPerWindow: 3 }
+   */
+  readonly minHedgesPerWindow?: number
+  /**
+   * Hedge on a key already in use by the request when no other key is free: an app with one
+   * key (or a relay without a pool, on the caller's own credential) can hedge only so. Off
+   * by default: a second request on the same key spends that key's rate limit twice.
+   * @default false
+   */
+  readonly sameKey?: boolean
+  /**
    * After a route sees an overload (429, 529, `overloaded_error`), no hedge starts on it for
    * this long: hedging must not amplify a capacity incident.
    * @default 30_000
@@ -84,6 +100,8 @@ export interface NormalizedHedging {
   readonly maxHedges: number
   readonly budget: number
   readonly budgetWindowMs: number
+  readonly minHedgesPerWindow: number
+  readonly sameKey: boolean
   readonly overloadPauseMs: number
   readonly adaptive: Required<AdaptiveHedgeOptions>
 }
@@ -94,6 +112,8 @@ export const hedgingDefaults = Object.freeze({
   maxHedges: 1,
   budget: 0.1,
   budgetWindowMs: 60_000,
+  minHedgesPerWindow: 10,
+  sameKey: false,
   overloadPauseMs: 30_000,
   adaptive: Object.freeze({
     percentile: 0.95,
@@ -157,6 +177,16 @@ function normalizeHedging(options: HedgingOptions): NormalizedHedging {
     'hedge.maxHedges',
     options.maxHedges ?? hedgingDefaults.maxHedges,
   )
+  const minHedgesPerWindow = options.minHedgesPerWindow ?? hedgingDefaults.minHedgesPerWindow
+  if (!Number.isInteger(minHedgesPerWindow) || minHedgesPerWindow < 0) {
+    throw new RangeError(
+      `hedge.minHedgesPerWindow must be an integer of 0 or more, got ${minHedgesPerWindow}`,
+    )
+  }
+  const sameKey = options.sameKey ?? hedgingDefaults.sameKey
+  if (typeof sameKey !== 'boolean') {
+    throw new TypeError(`hedge.sameKey must be a boolean, got ${typeof sameKey}`)
+  }
   return Object.freeze({
     afterMs,
     maxHedges,
@@ -165,6 +195,8 @@ function normalizeHedging(options: HedgingOptions): NormalizedHedging {
       'hedge.budgetWindowMs',
       options.budgetWindowMs ?? hedgingDefaults.budgetWindowMs,
     ),
+    minHedgesPerWindow,
+    sameKey,
     overloadPauseMs,
     adaptive: Object.freeze(adaptive),
   })
@@ -243,7 +275,7 @@ export function countRequest(state: HedgeState): void {
 
 /**
  * Takes one hedge from the budget when it allows one: hedges in the window (this one
- * included) stay at most `budget` × requests in the window.
+ * included) stay at most `minHedgesPerWindow` + `budget` × requests in the window.
  */
 export function takeHedge(state: HedgeState): boolean {
   if (!hedgeBudgetLeft(state)) return false
@@ -255,7 +287,8 @@ export function takeHedge(state: HedgeState): boolean {
 export function hedgeBudgetLeft(state: HedgeState): boolean {
   pruneWindow(state.window, clock(), state.options.budgetWindowMs)
   const { leases: requests, failures: hedges } = windowTotals(state.window)
-  return hedges + 1 <= state.options.budget * requests + 1e-9
+  const { budget, minHedgesPerWindow } = state.options
+  return hedges + 1 <= minHedgesPerWindow + budget * requests + 1e-9
 }
 
 /** The delay before a hedge on `route`, in milliseconds. */

@@ -20,7 +20,7 @@ export type {
   NormalizedHedging,
 } from './hedge.js'
 export { createHedging, hedgingDefaults } from './hedge.js'
-export type { HedgeReport } from './outcome.js'
+export type { HedgeReport, HedgeSkipReason } from './outcome.js'
 export { parseRetryAfter } from './rate-limit-headers.js'
 export type {
   AdjustRequestContext,

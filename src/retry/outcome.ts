@@ -37,6 +37,13 @@ export interface AttemptRecord {
   readonly hedgeOf?: number | undefined
 }
 
+/**
+ * Why a hedge slot passed without a hedge: the budget was spent, the route saw an overload
+ * (hedging pauses), or no key could be had (every other key busy or cooling; one key and no
+ * `sameKey`).
+ */
+export type HedgeSkipReason = 'budget' | 'overload' | 'no-free-key'
+
 /** What hedging did in a request (see `policy.hedge`). */
 export interface HedgeReport {
   /** Hedges started. */
@@ -47,6 +54,8 @@ export interface HedgeReport {
   readonly cancelledMs: number
   /** Whether the attempt that answered was a hedge. */
   readonly wonByHedge: boolean
+  /** Hedge slots that passed without a hedge, by reason. */
+  readonly skipped: Readonly<Record<HedgeSkipReason, number>>
 }
 
 /** How a relayed request ended. A discriminated union on `kind`. */
@@ -117,6 +126,18 @@ export interface RelayHooks {
     readonly route: string
     readonly keyId: string | null
     /** The delay that passed, fixed or adaptive. */
+    readonly afterMs: number
+  }): void
+  /**
+   * A hedge's moment came and no hedge started: the budget was spent, hedging is paused
+   * after an overload, or no key could be had.
+   */
+  onHedgeSkipped?(context: {
+    /** The attempts started so far. */
+    readonly attemptNumber: number
+    readonly route: string
+    readonly reason: HedgeSkipReason
+    /** Milliseconds since the race's first attempt started. */
     readonly afterMs: number
   }): void
   /** The first output arrived and the attempt commits, before anything is written. */

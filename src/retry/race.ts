@@ -7,9 +7,9 @@
  * @module
  */
 
-import type { KeyLease, KeyPool } from '../key-pool/types.js'
+import type { KeyLease } from '../key-pool/types.js'
 import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
-import type { HedgeReport } from './outcome.js'
+import type { HedgeReport, HedgeSkipReason } from './outcome.js'
 import { callHook, noteFailure, now, type RouteRun, type Run } from './run.js'
 import { attemptOn, type Started } from './start.js'
 
@@ -51,6 +51,7 @@ class Race {
   /** Hedge slots passed (a slot skipped for want of a key or budget is not retried). */
   slots = 0
   hedges = 0
+  readonly skipped: Record<HedgeSkipReason, number> = { budget: 0, overload: 0, 'no-free-key': 0 }
 
   constructor(
     readonly run: Run,
@@ -83,7 +84,7 @@ class Race {
     return true
   }
 
-  start(lease: KeyLease, hedgeOf: number | undefined): void {
+  start(lease: KeyLease | undefined, hedgeOf: number | undefined): void {
     const racer = {
       number: this.run.attemptNumber + 1,
       hedgeOf,
@@ -110,23 +111,50 @@ class Race {
     return this.winner !== undefined || this.run.stop.aborted || this.run.deadline.aborted
   }
 
-  /** Starts a hedge when everything allows one now: no winner, the budget, a free other key. */
+  /** A hedge slot passed without a hedge: counted, and told to `onHedgeSkipped`. */
+  #skip(reason: HedgeSkipReason): void {
+    this.skipped[reason]++
+    callHook(this.run.hooks.onHedgeSkipped, {
+      attemptNumber: this.run.attemptNumber,
+      route: this.route.name,
+      reason,
+      afterMs: Math.round(now() - this.started),
+    })
+  }
+
+  /**
+   * The key for a hedge: a free key the request has not used; with `sameKey`, any free key,
+   * or the caller's own credential when the route has no pool. `null` when none can be had.
+   */
+  async #hedgeKey(): Promise<{ lease: KeyLease | undefined } | null> {
+    const pool = this.route.route.pool
+    const { sameKey } = this.state.options
+    if (pool === undefined) return sameKey ? { lease: undefined } : null
+    try {
+      const other = await pool.acquire({ exclude: this.route.progress.tried })
+      if (other.kind === 'leased') return { lease: other.lease }
+      if (!sameKey) return null
+      const any = await pool.acquire()
+      return any.kind === 'leased' ? { lease: any.lease } : null
+    } catch {
+      return null // A hedge is optional: a pool that cannot answer now just means none.
+    }
+  }
+
+  /** Starts a hedge when everything allows one now: no winner, the budget, a free key. */
   async maybeHedge(): Promise<void> {
     this.slots++
     const { run, route, state } = this
     const running = this.running()
     if (this.#stopped() || running.length >= 1 + state.options.maxHedges) return
-    if (route.progress.overloads > 0 || hedgePaused(state, route.name) || !hedgeBudgetLeft(state))
-      return
-    let got: Awaited<ReturnType<KeyPool['acquire']>>
-    try {
-      got = await (route.route.pool as KeyPool).acquire({ exclude: route.progress.tried })
-    } catch {
-      return // A hedge is optional: a pool that cannot answer now just means none.
-    }
-    if (got.kind !== 'leased') return
+    if (route.progress.overloads > 0 || hedgePaused(state, route.name))
+      return this.#skip('overload')
+    if (!hedgeBudgetLeft(state)) return this.#skip('budget')
+    const got = await this.#hedgeKey()
+    if (got === null) return this.#skip('no-free-key')
     if (this.#stopped() || !takeHedge(state)) {
-      await got.lease.report({ kind: 'cancelled' }).catch(() => {})
+      await got.lease?.report({ kind: 'cancelled' }).catch(() => {})
+      if (!this.#stopped()) this.#skip('budget')
       return
     }
     this.hedges++
@@ -135,7 +163,7 @@ class Race {
       attemptNumber: run.attemptNumber + 1,
       hedgeOf: hedgeOf.number,
       route: route.name,
-      keyId: got.lease.keyId,
+      keyId: got.lease?.keyId ?? null,
       afterMs: Math.round(now() - this.started),
     })
     this.start(got.lease, hedgeOf.number)
@@ -151,7 +179,13 @@ class Race {
       cancelledMs += record.durationMs
     }
     const wonByHedge = this.winner?.hedgeOf !== undefined
-    return { started: this.hedges, cancelled, cancelledMs, wonByHedge }
+    return {
+      started: this.hedges,
+      cancelled,
+      cancelledMs,
+      wonByHedge,
+      skipped: Object.freeze({ ...this.skipped }),
+    }
   }
 }
 
@@ -175,7 +209,7 @@ async function nextEvent(race: Race, running: readonly Racer[]): Promise<'hedge'
 export async function raceAttempts(
   run: Run,
   route: RouteRun,
-  lease: KeyLease,
+  lease: KeyLease | undefined,
   state: HedgeState,
 ): Promise<RaceEnd> {
   const race = new Race(run, route, state)

@@ -109,6 +109,11 @@ function prepare(options: RelayOptions): {
     const config = normalizeRelayPolicy(options.policy)
     for (const route of options.policy?.routes ?? [])
       checkOptions({ ...options, ...route } as RelayOptions)
+    if (options.pool === undefined && config.hedge?.options.sameKey === false) {
+      throw new TypeError(
+        'policy.hedge cannot hedge a relay without a pool: a hedge needs another key, or the same credential again with createHedging({ sameKey: true })',
+      )
+    }
     const whole = !asksForStream(options)
     const client = config.downstream.adapter
     if (whole && client !== undefined && client !== options.adapter) {
@@ -249,6 +254,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     last: undefined,
     freshConnection: false,
     gaveUp: false,
+    hedges: undefined,
   }
   const finish = (outcome: RelayOutcome): RelayOutcome => {
     callHook(run.hooks.onOutcome, outcome)

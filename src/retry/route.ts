@@ -11,6 +11,7 @@ import type { FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
 import { leaseNext } from './lease.js'
+import type { HedgeReport, HedgeSkipReason } from './outcome.js'
 import { type RaceEnd, raceAttempts } from './race.js'
 import {
   advance,
@@ -114,6 +115,22 @@ function afterFailure(
   return decision
 }
 
+/** What hedging did over the request's races so far: `next` added to `sum`. */
+function addHedgeReports(sum: HedgeReport | undefined, next: HedgeReport): HedgeReport {
+  if (sum === undefined) return next
+  const skipped = { ...sum.skipped }
+  for (const reason of Object.keys(skipped) as HedgeSkipReason[]) {
+    skipped[reason] += next.skipped[reason]
+  }
+  return {
+    started: sum.started + next.started,
+    cancelled: sum.cancelled + next.cancelled,
+    cancelledMs: sum.cancelledMs + next.cancelledMs,
+    wonByHedge: next.wonByHedge,
+    skipped,
+  }
+}
+
 /** The route's attempts: stream attempts, then perhaps the non-streaming fallback. */
 export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
   const asked: AttemptMode = run.whole ? 'whole' : 'stream'
@@ -147,7 +164,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
     const ended: RaceEnd | (Awaited<ReturnType<typeof attemptOn>> & { keyId: string | null }) =
       mode === 'stream' &&
       hedge !== undefined &&
-      leased.lease !== undefined &&
+      (leased.lease !== undefined || hedge.options.sameKey) &&
       run.config.priority !== 'background'
         ? await raceAttempts(run, route, leased.lease, hedge)
         : {
@@ -155,6 +172,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
             keyId: leased.lease?.keyId ?? null,
           }
     const { result, timeToFirstOutputMs } = ended
+    if ('hedges' in ended) run.hedges = addHedgeReports(run.hedges, ended.hedges)
     if (result.kind === 'committed') {
       return {
         kind: 'committed',
@@ -170,7 +188,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           bytes: result.bytes,
           stalls: result.stalls,
           durationMs: now() - run.started,
-          ...('hedges' in ended ? { hedges: ended.hedges } : {}),
+          ...(run.hedges === undefined ? {} : { hedges: run.hedges }),
         },
       }
     }

@@ -4,7 +4,13 @@ import type { SignalLike } from '../stop.js'
 import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import { recordOverload } from './hedge.js'
-import type { AttemptRecord, RelayHooks, RelayOptions, RelayOutcome } from './outcome.js'
+import type {
+  AttemptRecord,
+  HedgeReport,
+  RelayHooks,
+  RelayOptions,
+  RelayOutcome,
+} from './outcome.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { nextRouteProgress, type RouteEvent, type RouteProgress } from './route-progress.js'
 
@@ -60,6 +66,8 @@ export interface Run {
   freshConnection: boolean
   /** `onGiveUp` was called (it is called at most once). */
   gaveUp: boolean
+  /** What hedging did over the request's races, when the policy hedges. */
+  hedges: HedgeReport | undefined
 }
 
 /** How a route ended. */

@@ -125,6 +125,7 @@ describe('hedged attempts (invariant 15)', () => {
             maxHedges: fc.integer({ min: 1, max: 3 }),
             afterMs: fc.integer({ min: 1, max: 10 }).map((n) => n * 100),
             budget: fc.constantFrom(0.1, 0.5, 1),
+            minHedgesPerWindow: fc.constantFrom(0, 0, 1, 10),
             maxAttempts: fc.integer({ min: 1, max: 3 }),
             overloadPauseMs: fc.constantFrom(0, 2_000, 30_000),
             // A shared store answers in its own time: attempts settle while the relay awaits it.
@@ -143,6 +144,7 @@ describe('hedged attempts (invariant 15)', () => {
               afterMs: setup.afterMs,
               maxHedges: setup.maxHedges,
               budget: setup.budget,
+              minHedgesPerWindow: setup.minHedgesPerWindow,
               budgetWindowMs: 3_600_000,
               overloadPauseMs: setup.overloadPauseMs,
             })
@@ -193,8 +195,11 @@ describe('hedged attempts (invariant 15)', () => {
                   onHedge: () => {
                     hedges++
                     hedgeStarts.push(performance.now())
-                    // The budget, at every hedge: hedges so far within budget × requests so far.
-                    expect(hedges).toBeLessThanOrEqual(setup.budget * counted + 1e-9)
+                    // The budget, at every hedge: hedges so far within the minimum allowance
+                    // plus budget × requests so far.
+                    expect(hedges).toBeLessThanOrEqual(
+                      setup.minHedgesPerWindow + setup.budget * counted + 1e-9,
+                    )
                     // Never while the route is paused after an overload seen earlier.
                     if (performance.now() > lastOverloadAt) {
                       expect(performance.now() - lastOverloadAt).toBeGreaterThanOrEqual(
@@ -288,7 +293,9 @@ describe('hedged attempts (invariant 15)', () => {
             const { inflight, leased, reported } = await leaseTotals(pool)
             expect(inflight).toBe(0)
             expect(reported).toBe(leased)
-            expect(hedges).toBeLessThanOrEqual(setup.budget * counted + 1e-9)
+            expect(hedges).toBeLessThanOrEqual(
+              setup.minHedgesPerWindow + setup.budget * counted + 1e-9,
+            )
             expect(hedging.snapshot().hedges).toBe(hedges)
             seen.hedges += hedges
             expect(vi.getTimerCount()).toBe(0)

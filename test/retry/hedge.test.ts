@@ -9,7 +9,7 @@ import {
   relay,
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
-import type { ScriptStep } from '../../src/testing/scripted-body.js'
+import { type ScriptStep, scriptedBody } from '../../src/testing/scripted-body.js'
 import { finish, role, text } from '../support/chat-frames.js'
 import { useFakeClock } from '../support/timers.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'
@@ -149,7 +149,13 @@ describe('hedged attempts', () => {
     expect(sink.text).toBe(role + text('fast') + finish)
     if (outcome.kind !== 'committed') return
     expect(outcome.keyId).toBe('fast')
-    expect(outcome.hedges).toEqual({ started: 1, cancelled: 1, cancelledMs: 250, wonByHedge: true })
+    expect(outcome.hedges).toEqual({
+      started: 1,
+      cancelled: 1,
+      cancelledMs: 250,
+      wonByHedge: true,
+      skipped: { budget: 0, overload: 0, 'no-free-key': 0 },
+    })
     expect(committedAt).toBe(250)
     expect(outcome.attempts.map((a) => [a.attemptNumber, a.keyId, a.result, a.hedgeOf])).toEqual([
       [1, 'slow', 'hedge-lost', undefined],
@@ -180,6 +186,7 @@ describe('hedged attempts', () => {
       cancelled: 1,
       cancelledMs: 200,
       wonByHedge: false,
+      skipped: { budget: 0, overload: 0, 'no-free-key': 0 },
     })
   })
 
@@ -260,26 +267,14 @@ describe('hedged attempts', () => {
     expect(hedging.snapshot().requests).toBe(0)
   })
 
-  it('never hedges without a pool: the caller owns one credential', async () => {
-    useFakeClock()
-    const upstream = scriptedUpstream([answer('own', 1_000)])
-    const onHedge = vi.fn()
-    const pending = relay({
-      sink: createRecordingSink(),
-      adapter: openaiChat,
-      attempt: (context) =>
-        upstream.attempt({ ...context, key: { id: 'own', secret: 'x', metadata: undefined } }),
-      hooks: { onHedge },
-      policy: { keepAliveIntervalMs: 0, hedge: createHedging({ afterMs: 100, budget: 1 }) },
-    })
-    await vi.advanceTimersByTimeAsync(5_000)
-    expect((await pending).kind).toBe('committed')
-    expect(onHedge).not.toHaveBeenCalled()
-  })
-
   it('the budget holds over its sliding window: at 0.5, one hedge per two requests, earned again as the window moves', async () => {
     useFakeClock()
-    const hedging = createHedging({ afterMs: 100, budget: 0.5, budgetWindowMs: 10_000 })
+    const hedging = createHedging({
+      afterMs: 100,
+      budget: 0.5,
+      budgetWindowMs: 10_000,
+      minHedgesPerWindow: 0,
+    })
     const hedges: number[] = []
     const once = async () => {
       const { outcome } = await hedged(
@@ -441,5 +436,96 @@ describe('a losing attempt that answers late', () => {
     expect(late.calls[0]?.body?.released).toBe(true)
     const stats = await pool.stats()
     expect(stats.reduce((n, s) => n + s.inflight, 0)).toBe(0)
+  })
+})
+
+describe('hedging from the first request', () => {
+  it('the first request of a fresh gateway at the default budget is hedged (the minimum allowance)', async () => {
+    useFakeClock()
+    const onHedge = vi.fn()
+    const { outcome, sink } = await hedged(
+      { a: stall, b: answer('b', 0) },
+      { hedge: createHedging({ afterMs: 400 }) },
+      { hooks: { onHedge } },
+    )
+    expect(outcome).toMatchObject({ kind: 'committed', keyId: 'b' })
+    expect(onHedge).toHaveBeenCalledTimes(1)
+    expect(sink.text).toContain('b')
+    expect(outcome.kind === 'committed' && outcome.hedges).toMatchObject({
+      started: 1,
+      wonByHedge: true,
+      skipped: { budget: 0, overload: 0, 'no-free-key': 0 },
+    })
+  })
+
+  it('past the minimum allowance the proportional budget rules, and a skipped hedge is counted and told with its reason', async () => {
+    useFakeClock()
+    const hedging = createHedging({ afterMs: 100, minHedgesPerWindow: 0 })
+    const onHedgeSkipped = vi.fn()
+    const { outcome } = await hedged(
+      { a: [stall, answer('a', 0)], b: answer('b', 0) },
+      { hedge: hedging, peek: { firstOutputTimeoutMs: 1_000 } },
+      { hooks: { onHedgeSkipped } },
+    )
+    expect(onHedgeSkipped).toHaveBeenCalledWith(
+      expect.objectContaining({ reason: 'budget', route: 'primary' }),
+    )
+    expect(outcome.kind === 'committed' && outcome.hedges?.skipped.budget).toBeGreaterThan(0)
+    expect(outcome.kind === 'committed' && outcome.hedges?.started).toBe(0)
+  })
+
+  it('one key: no other key is free, so the hedge is skipped as no-free-key; with sameKey it hedges on the same key', async () => {
+    useFakeClock()
+    const skipped = vi.fn()
+    const lone = await hedged(
+      { only: [stall, answer('only', 0)] },
+      { hedge: createHedging({ afterMs: 100 }), peek: { firstOutputTimeoutMs: 1_000 } },
+      { hooks: { onHedgeSkipped: skipped } },
+    )
+    expect(skipped).toHaveBeenCalledWith(expect.objectContaining({ reason: 'no-free-key' }))
+    expect(lone.outcome.kind === 'committed' && lone.outcome.hedges?.started).toBe(0)
+
+    const same = await hedged(
+      { only: [stall, answer('only', 0)] },
+      { hedge: createHedging({ afterMs: 100, sameKey: true }) },
+    )
+    expect(same.outcome).toMatchObject({ kind: 'committed', keyId: 'only' })
+    expect(same.outcome.kind === 'committed' && same.outcome.hedges).toMatchObject({
+      started: 1,
+      wonByHedge: true,
+    })
+    expect(same.upstream.calls.map((call) => call.keyId)).toEqual(['only', 'only'])
+    expect(same.upstream.calls[0]?.body?.released).toBe(true)
+  })
+
+  it('without a pool: a TypeError unless sameKey, then hedges on the caller’s own credential', async () => {
+    useFakeClock()
+    const behaviours = [stall, answer('caller', 0)]
+    let call = 0
+    const attempt = async () => {
+      const behaviour = behaviours[Math.min(call++, 1)] as Behaviour
+      const body = scriptedBody(behaviour.steps ?? [])
+      return new Response(body.stream, { headers: { 'content-type': 'text/event-stream' } })
+    }
+    await expect(
+      relay({
+        sink: createRecordingSink(),
+        adapter: openaiChat,
+        attempt,
+        policy: { hedge: createHedging({ afterMs: 100 }) },
+      }),
+    ).rejects.toThrow(/sameKey/)
+    expect(call).toBe(0)
+    const pending = relay({
+      sink: createRecordingSink(),
+      adapter: openaiChat,
+      attempt,
+      policy: { keepAliveIntervalMs: 0, hedge: createHedging({ afterMs: 100, sameKey: true }) },
+    })
+    await vi.advanceTimersByTimeAsync(5_000)
+    const outcome = await pending
+    expect(outcome).toMatchObject({ kind: 'committed', keyId: null })
+    expect(outcome.kind === 'committed' && outcome.hedges?.wonByHedge).toBe(true)
+    expect(call).toBe(2)
   })
 })

@@ -3,6 +3,7 @@ import OpenAI from 'openai'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   adapterForUrl,
+  createHedging,
   createMemoryKeyPool,
   createResilientFetch,
   type RelayOutcome,
@@ -60,6 +61,20 @@ describe('createResilientFetch inside the official SDKs', () => {
     expect(await chatText(openai)).toBe(answer)
     expect(upstream.requests.map((r) => r.fault)).toEqual(['empty', 'ok'])
     await vi.waitFor(() => expect(outcomes[0]).toMatchObject({ kind: 'committed' }))
+  })
+
+  it('an app with one key hedges a stalled first attempt on its own credential (sameKey), on the first request', async () => {
+    const { openai, upstream, outcomes } = clients(['role-only-then-stall', 'ok'], {
+      policy: { hedge: createHedging({ afterMs: 200, sameKey: true }) },
+    })
+    close = upstream.close
+    expect(await chatText(openai)).toBe(answer)
+    expect(upstream.requests.map((r) => r.fault)).toEqual(['role-only-then-stall', 'ok'])
+    await vi.waitFor(() => expect(outcomes[0]).toMatchObject({ kind: 'committed' }))
+    expect(outcomes[0]?.kind === 'committed' && outcomes[0].hedges).toMatchObject({
+      started: 1,
+      wonByHedge: true,
+    })
   })
 
   it('new Anthropic({ fetch }): a keep-alive-only first attempt is invisible with a first-output timeout', async () => {

@@ -125,6 +125,7 @@ const publicNames = {
       'KeyStats',
       'AdaptiveHedgeOptions',
       'HedgeReport',
+      'HedgeSkipReason',
       'Hedging',
       'HedgingOptions',
       'HedgingSnapshot',

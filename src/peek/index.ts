@@ -42,8 +42,10 @@ export interface PeekOptions {
   /**
    * Give up when the upstream body has sent no byte at all after this many milliseconds.
    * `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
-   * @default 120_000 (2 minutes: an open body that sends not one byte for that long is dead,
-   *   while a slow connect plus a long queue for capacity still fits)
+   * @default 30_000 (30 s: covers most prefill times and a queue for capacity; a stream that
+   *   sends not one byte for that long is almost always dead. Raise it for an upstream that
+   *   may send nothing at all while a reasoning model thinks, such as OpenAI Chat Completions
+   *   with o-series models; keep-alive comments count as bytes here, never as output)
    * @example { firstByteTimeoutMs: 10_000 }
    */
   firstByteTimeoutMs?: number | undefined
@@ -89,7 +91,7 @@ export interface PeekOptions {
 /** Defaults of {@link PeekOptions}. */
 export const peekDefaults = Object.freeze({
   commitOn: 'visible' as CommitOn,
-  firstByteTimeoutMs: 120_000,
+  firstByteTimeoutMs: 30_000,
   firstOutputTimeoutMs: 600_000,
   maxPeekBytes: 1_048_576,
   maxPeekFrames: 4096,

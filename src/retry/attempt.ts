@@ -297,7 +297,8 @@ function timeoutVerdict(error: StreamTimeoutError, mode: AttemptMode) {
       },
     } satisfies FailureVerdict
   }
-  return peekTimeoutVerdict('first-byte-timeout', error.timeoutMs)
+  const kind = error.timeout === 'first-byte' ? 'first-byte-timeout' : 'first-output-timeout'
+  return peekTimeoutVerdict(kind, error.timeoutMs)
 }
 
 function invalidResultVerdict(value: unknown): FailureVerdict {
@@ -361,17 +362,12 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
 async function send(
   input: AttemptInput,
   signals: AttemptSignals,
-): Promise<
-  | { response: Response; timer: ReturnType<typeof setTimeout> | undefined }
-  | { failure: AttemptResult }
-> {
+): Promise<{ response: Response; clear: () => void } | { failure: AttemptResult }> {
   const { mode, lease } = input
-  const firstByteMs = input.policy.peek.firstByteTimeoutMs ?? Number.POSITIVE_INFINITY
-  const bound =
-    mode === 'non-streaming'
-      ? Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs)
-      : firstByteMs
-  const timer = signals.arm(mode === 'non-streaming' ? 'first-output' : 'first-byte', bound)
+  const timers = armSendClocks(input, signals)
+  const clear = () => {
+    for (const timer of timers) clearTimeout(timer)
+  }
   let response: unknown
   try {
     response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({
@@ -395,7 +391,31 @@ async function send(
     await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
     return { failure: failed(invalidResultVerdict(response), null) }
   }
-  return { response, timer }
+  return { response, clear }
+}
+
+/**
+ * The clocks that run from the moment an attempt is sent. A stream: the first-byte bound and
+ * the first-output bound, so the one timeout a user sets bounds connecting and the response
+ * headers too (the peek takes both over with what is left of them). A whole answer: the
+ * first-output bound over connect, headers and body (its output is the whole answer; its
+ * headers come when it is ready, so no first-byte bound applies). The fallback: its own.
+ */
+function armSendClocks(input: AttemptInput, signals: AttemptSignals) {
+  const { firstByteTimeoutMs = Number.POSITIVE_INFINITY, firstOutputTimeoutMs } = input.policy.peek
+  const output = firstOutputTimeoutMs ?? Number.POSITIVE_INFINITY
+  const armed =
+    input.mode === 'non-streaming'
+      ? [
+          signals.arm(
+            'first-output',
+            Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs),
+          ),
+        ]
+      : input.mode === 'whole'
+        ? [signals.arm('first-output', output)]
+        : [signals.arm('first-byte', firstByteTimeoutMs), signals.arm('first-output', output)]
+  return armed.filter((timer) => timer !== undefined)
 }
 
 /** The failure of an attempt whose body read was cut because the request or a timer stopped it. */
@@ -445,7 +465,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   if ('failure' in sent) return sent.failure
   const { response } = sent
   const { status } = response
-  // The first-byte bound (or the fallback's) stays armed while an error body is read.
+  // The send clocks (first byte and first output, or the fallback's) stay armed while an error body is read.
   const fallbackWanted = policy.fallbackTimeoutMs !== undefined && input.request !== undefined
   if ((status === 404 || status === 405) && mode === 'stream' && fallbackWanted) {
     await readBounded(response.body, 0, signals.stop.real)
@@ -469,7 +489,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
       status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
     return failed(verdict, status, undefined, upstream)
   }
-  if (mode === 'whole') return answerWhole(input, signals, response, sent.timer)
+  if (mode === 'whole') return answerWhole(input, signals, response, sent.clear)
   let body: FrameSource
   const source = frameSourceOf(response)
   if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
@@ -479,8 +499,8 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
     body = whole.body
   }
-  // The streaming attempt's first-byte clock goes on in the peek, with what is left of it.
-  if (sent.timer !== undefined) clearTimeout(sent.timer)
+  // The streaming attempt's clocks go on in the peek, with what is left of them.
+  sent.clear()
   // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
   if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers)
   let beaten = false
@@ -542,11 +562,11 @@ async function answerWhole(
   input: AttemptInput,
   signals: AttemptSignals,
   response: Response,
-  timer: ReturnType<typeof setTimeout> | undefined,
+  clearClocks: () => void,
 ): Promise<AttemptResult> {
   const { status } = response
   const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real)
-  if (timer !== undefined) clearTimeout(timer)
+  clearClocks()
   if (read.kind !== 'read') {
     const stopped = stoppedFailure(signals, 'whole', status)
     if (stopped !== undefined) return stopped

@@ -69,9 +69,11 @@ export interface RelayPolicy extends PumpPolicy {
   backoff?: BackoffOptions
   /**
    * Peek options per attempt, merged with their defaults (setting one keeps the others).
-   * `firstByteTimeoutMs` runs from the moment the attempt is sent, so it bounds connecting,
-   * the response headers and the first body byte.
-   * @default { firstByteTimeoutMs: 120_000, firstOutputTimeoutMs: 600_000 }
+   * Both clocks run from the moment the attempt is sent, so each bounds connecting and the
+   * response headers too: `firstOutputTimeoutMs` alone bounds the whole pre-output phase.
+   * For a non-streaming request `firstOutputTimeoutMs` bounds the whole answer (headers and
+   * body) and `firstByteTimeoutMs` does not apply.
+   * @default { firstByteTimeoutMs: 30_000, firstOutputTimeoutMs: 600_000 }
    */
   peek?: Omit<PeekOptions, 'signal' | 'tracker' | 'clockStartedAt'>
   /**
@@ -186,7 +188,7 @@ export const relayDefaults = Object.freeze({
   maxAttempts: 3,
   maxWaitMs: 60_000,
   backoff: Object.freeze({ baseMs: 500, factor: 2, maxMs: 8_000, jitter: 0.25 }),
-  peek: Object.freeze({ firstByteTimeoutMs: 120_000, firstOutputTimeoutMs: 600_000 }),
+  peek: Object.freeze({ firstByteTimeoutMs: 30_000, firstOutputTimeoutMs: 600_000 }),
   overloadFallbackAfter: 3,
   priority: 'interactive' as const,
   earlyHeaders: false,

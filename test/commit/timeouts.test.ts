@@ -36,7 +36,7 @@ const message = (name: string, value: number) =>
 
 describe('timeout defaults', () => {
   it('are finite and documented in the defaults objects', () => {
-    expect(peekDefaults.firstByteTimeoutMs).toBe(120_000)
+    expect(peekDefaults.firstByteTimeoutMs).toBe(30_000)
     expect(peekDefaults.firstOutputTimeoutMs).toBe(600_000)
     expect(pumpDefaults.idleTimeoutMs).toBe(300_000)
     expect(pumpDefaults.writeStallTimeoutMs).toBe(60_000)
@@ -72,7 +72,7 @@ describe('timeout defaults', () => {
     const pending = peekFirstOutput(createFrameReader(body.stream), openaiChat)
     await vi.advanceTimersByTimeAsync(peekDefaults.firstByteTimeoutMs)
     const outcome = await pending
-    expect(outcome).toMatchObject({ kind: 'first-byte-timeout', error: { timeoutMs: 120_000 } })
+    expect(outcome).toMatchObject({ kind: 'first-byte-timeout', error: { timeoutMs: 30_000 } })
     await outcome.reader.cancel()
     expect(vi.getTimerCount()).toBe(0)
   })
@@ -82,7 +82,7 @@ describe('the peek clocks can start before the peek', () => {
   it('clockStartedAt: time already spent connecting counts against the first-byte bound', async () => {
     useFakeClock()
     const sentAt = performance.now()
-    await vi.advanceTimersByTimeAsync(100_000) // connect and headers took 100 s
+    await vi.advanceTimersByTimeAsync(20_000) // connect and headers took 20 s
     const body = scriptedBody([{ hang: true }])
     let settled = false
     const pending = peekFirstOutput(createFrameReader(body.stream), openaiChat, {
@@ -90,11 +90,11 @@ describe('the peek clocks can start before the peek', () => {
     }).finally(() => {
       settled = true
     })
-    await vi.advanceTimersByTimeAsync(19_999)
+    await vi.advanceTimersByTimeAsync(9_999)
     expect(settled).toBe(false)
     await vi.advanceTimersByTimeAsync(1)
     const outcome = await pending
-    expect(outcome).toMatchObject({ kind: 'first-byte-timeout', error: { timeoutMs: 120_000 } })
+    expect(outcome).toMatchObject({ kind: 'first-byte-timeout', error: { timeoutMs: 30_000 } })
     await outcome.reader.cancel()
     expect(vi.getTimerCount()).toBe(0)
   })

@@ -53,6 +53,31 @@ describe('an upstream that never sends its response headers', () => {
   })
 })
 
+describe('the one timeout a user sets bounds the whole pre-output phase', () => {
+  it.each([
+    ['a stream', true],
+    ['a non-streaming request', false],
+  ] as const)('%s: firstOutputTimeoutMs alone ends a hang before headers', async (_, stream) => {
+    let requests = 0
+    const url = await listen((req) => {
+      requests++
+      req.resume() // accept the request, never answer
+    })
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      pool: createMemoryKeyPool(keys('a')),
+      adapter: openaiChat,
+      stream,
+      attempt: ({ signal }) => fetch(url, { method: 'POST', body: '{}', signal }),
+      // The first-byte bound is the default (30 s): only the first-output bound can end it.
+      policy: { maxAttempts: 1, peek: { firstOutputTimeoutMs: 300 } },
+    })
+    expect(requests).toBe(1)
+    expect(outcome).toMatchObject({ kind: 'failed', status: 504, reason: 'first-output-timeout' })
+    expect(outcome.durationMs).toBeLessThan(5_000)
+  })
+})
+
 describe('an upstream that ignored stream: true and sent the whole answer as JSON', () => {
   const cases: [string, StreamAdapter, unknown, string][] = [
     [

@@ -39,14 +39,49 @@ export type AttemptFailure =
   /** The stream opened but peek found no output. */
   | { readonly kind: 'peek'; readonly outcome: Exclude<PeekOutcome, { kind: 'output' }> }
 
+/**
+ * Why an attempt failed, or why the request gave up without one: a closed set, the HTTP
+ * status, connection code or error type carried in the template parts. A request the
+ * relay's `adjustRequest` or context-window fit changed says so with `:request-adjusted`.
+ */
+export type BaseFailureReason =
+  | `status-${number}`
+  | `redirect-${number}`
+  | `connection-${string}`
+  | 'connection-error'
+  | `error-frame:${string}`
+  | 'malformed-frame'
+  | 'not-sse'
+  | 'empty'
+  | 'thinking-only'
+  | 'first-byte-timeout'
+  | 'first-output-timeout'
+  | 'peek-overflow'
+  | 'read-error'
+  | 'answer-too-large'
+  | 'fallback-timeout'
+  | 'deadline'
+  | 'streaming-unsupported'
+  | 'invalid-attempt-result'
+  | 'client-gone'
+  | 'hedge-lost'
+  | 'all-keys-busy'
+  | 'all-keys-rate-limited'
+  | 'all-keys-cooling'
+  | 'all-keys-rejected'
+  | `no-key:${'no-keys' | 'all-disabled' | 'all-excluded'}`
+
+/** A {@link BaseFailureReason}, or one for a request the relay changed and tried again. */
+export type FailureReason = BaseFailureReason | `${BaseFailureReason}:request-adjusted`
+
 /** What follows from a failed attempt. */
 export interface FailureVerdict {
   /** Whether another attempt may succeed. */
   readonly retryable: boolean
   /** What the key pool is told. */
   readonly key: KeyOutcome
-  /** A short stable reason: `status-429`, `empty`, `first-output-timeout`, `error-frame`… */
-  readonly reason: string
+  /** A short stable reason: `status-429`, `empty`, `first-output-timeout`, `error-frame:…`… */
+  readonly reason: FailureReason
   /** Counts toward the route's consecutive-overload budget (429, 529, overload frames). */
   readonly overload: boolean
   /** The status to answer with if no attempt succeeds. */
@@ -318,7 +353,10 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
   }
   const override = shouldRetryHeader(headers)
   const message = error?.message ?? `the upstream answered ${status}`
-  const base = { reason: `status-${status}`, error: statusError(status, error, message) }
+  const base = {
+    reason: `status-${status}` as const,
+    error: statusError(status, error, message),
+  }
   const verdict = ((): FailureVerdict => {
     if (status === 429) {
       const retryAfterMs = rateLimitDelay(headers)
@@ -387,7 +425,7 @@ function fromErrorFrame(error: UpstreamErrorInfo): FailureVerdict {
     code: error.code,
     status: error.status,
   }
-  const reason = `error-frame:${error.type}`
+  const reason = `error-frame:${error.type}` as const
   if (isOverloaded(error) || error.status === 529) {
     return {
       retryable: true,
@@ -458,7 +496,7 @@ function isRateLimit(error: UpstreamErrorInfo): boolean {
 function fromNotSse(failure: Extract<AttemptFailure, { kind: 'not-sse' }>): FailureVerdict {
   const { error } = failure
   if (error !== undefined && (isOverloaded(error) || isRateLimit(error))) {
-    const verdict = { ...fromErrorFrame(error), reason: 'not-sse' }
+    const verdict: FailureVerdict = { ...fromErrorFrame(error), reason: 'not-sse' }
     const retryAfterMs = failure.headers === undefined ? undefined : rateLimitDelay(failure.headers)
     if (retryAfterMs === undefined || verdict.key.kind !== 'rate-limited') return verdict
     return { ...verdict, key: { kind: 'rate-limited', retryAfterMs }, retryAfterMs }
@@ -689,7 +727,7 @@ function waitSeconds(ms: number): number {
 /** A verdict for a pool-level answer: no key was leased, so nothing is reported against one. */
 function poolVerdict(
   kind: 'busy' | 'rate-limited' | 'cooling' | 'credentials-rejected' | 'no-key',
-  reason: string,
+  reason: FailureReason,
   message: string,
   retryAfterMs?: number,
   code?: string,

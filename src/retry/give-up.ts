@@ -84,7 +84,7 @@ const internalStatus = 500
  */
 export async function giveUpAfterThrow(run: Run, error: unknown): Promise<RelayOutcome> {
   const component = isUserCodeError(error) ? error.component : 'the relay'
-  const reason = `threw:${component}`
+  const reason = `threw:${component}` as const
   const rendered = {
     type: 'internal_error',
     message: `the gateway failed: ${component} threw`,

@@ -4,7 +4,13 @@
  * @module
  */
 
-export type { AttemptFailure, ConnectionErrorVerdict, FailureVerdict } from './classify.js'
+export type {
+  AttemptFailure,
+  BaseFailureReason,
+  ConnectionErrorVerdict,
+  FailureReason,
+  FailureVerdict,
+} from './classify.js'
 export { classifyAttemptFailure, classifyConnectionError } from './classify.js'
 export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
 export {
@@ -20,7 +26,12 @@ export type {
   NormalizedHedging,
 } from './hedge.js'
 export { createHedging, hedgingDefaults } from './hedge.js'
-export type { HedgeReport, HedgeSkipReason } from './outcome.js'
+export type {
+  AttemptResultName,
+  HedgeReport,
+  HedgeSkipReason,
+  RelayFailureReason,
+} from './outcome.js'
 export { parseRetryAfter } from './rate-limit-headers.js'
 export type {
   AdjustRequestContext,

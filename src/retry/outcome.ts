@@ -10,6 +10,7 @@ import type { DownstreamSink } from '../commit/gate.js'
 import type { PumpEnd, StallStats } from '../commit/pump.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import type { Credentials } from './attempt.js'
+import type { FailureReason } from './classify.js'
 import type { RelayPolicy } from './policy.js'
 
 /** One attempt, as reported in outcomes and hooks. Never holds a secret. */
@@ -23,8 +24,11 @@ export interface AttemptRecord {
   readonly requestId: string | undefined
   /** The upstream's HTTP status, when it answered. */
   readonly status: number | null
-  /** `committed`, or the failure reason (`empty`, `status-429`, `first-output-timeout`…). */
-  readonly result: string
+  /**
+   * `running` while it runs, `committed`, `threw` (code threw under it), or the failure
+   * reason (`empty`, `status-429`, `first-output-timeout`…).
+   */
+  readonly result: AttemptResultName
   /** Whether another attempt followed this one's failure (`false` for the committed one). */
   readonly retryable: boolean
   /** When the attempt started, in milliseconds from the start of the request. */
@@ -43,6 +47,12 @@ export interface AttemptRecord {
  * `sameKey`).
  */
 export type HedgeSkipReason = 'budget' | 'overload' | 'no-free-key'
+
+/** What an {@link AttemptRecord} says of its attempt: a closed set, switchable exhaustively. */
+export type AttemptResultName = 'running' | 'committed' | 'threw' | FailureReason
+
+/** Why a request failed: an attempt's failure, the pool's answer, or code that threw. */
+export type RelayFailureReason = FailureReason | `threw:${string}`
 
 /** What hedging did in a request (see `policy.hedge`). */
 export interface HedgeReport {
@@ -84,7 +94,7 @@ export type RelayOutcome =
       /** The status the client got (or the in-band error's status with early headers). */
       readonly status: number
       readonly error: RenderableError
-      readonly reason: string
+      readonly reason: RelayFailureReason
       readonly retryAfterMs: number | undefined
       readonly durationMs: number
     }

@@ -7,7 +7,7 @@
 
 import type { UpstreamRequest } from '../protocols/types.js'
 import type { AttemptMode, AttemptResult } from './attempt.js'
-import type { FailureVerdict } from './classify.js'
+import type { BaseFailureReason, FailureVerdict } from './classify.js'
 import { fitContextWindow } from './context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from './decide.js'
 import { leaseNext } from './lease.js'
@@ -54,7 +54,9 @@ function adjustRefused(
   }
   advance(route, { kind: 'adjusted', request: adjusted, fitted: fit })
   if (adjusted === undefined) return verdict
-  return { ...verdict, retryable: true, reason: `${verdict.reason}:request-adjusted` }
+  // A refusal is a fresh verdict from one attempt: never one already adjusted.
+  const refused = verdict.reason as BaseFailureReason
+  return { ...verdict, retryable: true, reason: `${refused}:request-adjusted` }
 }
 
 /** What follows a failed attempt on this route, with the route's state brought up to date. */

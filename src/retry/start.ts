@@ -8,8 +8,9 @@
 import type { KeyLease } from '../key-pool/types.js'
 import { redactValues } from '../protocols/sanitize.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
+import type { FailureReason } from './classify.js'
 import { recordFirstOutput } from './hedge.js'
-import type { AttemptRecord } from './outcome.js'
+import type { AttemptRecord, AttemptResultName } from './outcome.js'
 import { advance, callHook, now, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */
@@ -72,7 +73,7 @@ interface RecordBase {
 function attemptRecord(
   base: RecordBase,
   status: number | null,
-  result: string,
+  result: AttemptResultName,
   retryable: boolean,
   durationMs: number,
 ): AttemptRecord {
@@ -106,7 +107,7 @@ function redactResult(result: AttemptResult, secrets: readonly string[]): Attemp
     ...result,
     verdict: {
       ...verdict,
-      reason: redactValues(verdict.reason, secrets),
+      reason: redactValues(verdict.reason, secrets) as FailureReason,
       error: {
         ...error,
         type: redactValues(error.type, secrets),
@@ -163,8 +164,12 @@ export async function attemptOn(
     startedMs: attemptStarted - run.started,
     hedgeOf,
   }
-  const recordOf = (status: number | null, result: string, retryable: boolean, ms: number) =>
-    attemptRecord(base, status, result, retryable, ms)
+  const recordOf = (
+    status: number | null,
+    result: AttemptResultName,
+    retryable: boolean,
+    ms: number,
+  ) => attemptRecord(base, status, result, retryable, ms)
   run.attempts.push(recordOf(null, 'running', false, 0))
   const freshConnection = run.freshConnection
   run.freshConnection = false

@@ -653,9 +653,7 @@ export function mangledStream(
   const retype = fc
     .record({ at: pick, node: pick, value: wrongValue() })
     .map((c): Mangle => ({ kind: 'retype', ...c }))
-  const cut = fc
-    .record({ at: pick, cut: pick })
-    .map((c): Mangle => ({ kind: 'truncate', ...c }))
+  const cut = fc.record({ at: pick, cut: pick }).map((c): Mangle => ({ kind: 'truncate', ...c }))
   const change = fc.oneof(
     { weight: 3, arbitrary: insert },
     { weight: 4, arbitrary: retype },

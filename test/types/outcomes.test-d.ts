@@ -1,5 +1,8 @@
 import type {
   AcquireResult,
+  AttemptRecord,
+  AttemptResultName,
+  FailureReason,
   EofClass,
   FrameTooLargeError,
   FrameVerdict,
@@ -159,5 +162,16 @@ describe('discriminated unions narrow on kind', () => {
       }
     }
     expectTypeOf(handle).returns.toBeNumber()
+  })
+})
+
+describe('closed sets of strings are unions, not string', () => {
+  it('AttemptRecord.result and the failure reasons', () => {
+    expectTypeOf<AttemptRecord['result']>().toEqualTypeOf<AttemptResultName>()
+    expectTypeOf<string>().not.toMatchTypeOf<AttemptResultName>()
+    expectTypeOf<'status-429'>().toMatchTypeOf<FailureReason>()
+    expectTypeOf<'empty:request-adjusted'>().toMatchTypeOf<FailureReason>()
+    expectTypeOf<'emptyy'>().not.toMatchTypeOf<FailureReason>()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'failed' }>['reason']>().not.toEqualTypeOf<string>()
   })
 })

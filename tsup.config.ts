@@ -25,7 +25,18 @@ function isSubpathCode(file: string): boolean {
  * anything checks with `instanceof`, so two copies cannot disagree. Everything else from the
  * core is imported from the root.
  */
-const copyable = new Set(['options.ts', 'key-pool/outcomes.ts', 'stop.ts'])
+const copyable = new Set([
+  'options.ts',
+  'key-pool/outcomes.ts',
+  'stop.ts',
+  'retry/user-code.ts',
+  'protocols/bytes.ts',
+  // The sync frame splitter, for the testing kit's generators (no async reader, no state
+  // shared with the root's).
+  'sse/splitter.ts',
+  'sse/frame.ts',
+  'sse/index-of.ts',
+])
 
 /**
  * One copy of the core for every entry: a subpath entry's import of a core module becomes an

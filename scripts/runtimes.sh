@@ -2,7 +2,9 @@
 # Runs test/runtimes/core-suite.mjs against the built package (dist/) on every runtime a
 # gateway runs on: Node 20 (the machine's), Node 22 and 24 (the npm package `node`, installed
 # into .runtimes/ so its `node` binary never shadows the machine's in node_modules/.bin),
-# Bun and Deno (npm packages bun, deno). Fails when any runtime fails. Run after `npm run build`.
+# Bun and Deno (the npm packages bun and deno at the versions pinned in scripts/runtime-bin.mjs,
+# installed on first use into .runtimes/ too: they are not devDependencies, so `npm ci` does not
+# fetch them). Fails when any runtime fails. Run after `npm run build`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,8 @@ for major in 22 24; do
     npm install --prefix ".runtimes/node$major" "node@$major" --no-audit --no-fund --no-save --silent >/dev/null
   fi
 done
+bun=$(node scripts/runtime-bin.mjs bun) || bun=
+deno=$(node scripts/runtime-bin.mjs deno) || deno=
 suite=test/runtimes/core-suite.mjs
 
 if [ ! -f dist/index.js ]; then
@@ -24,16 +28,21 @@ run() {
   local name=$1
   shift
   printf '\n--- %s\n' "$name"
+  if [ -z "$1" ]; then
+    echo "$name: not installed (see the error above)"
+    failed+=("$name")
+    return
+  fi
   if ! timeout 120 "$@" "$suite"; then failed+=("$name"); fi
 }
 
 run "node (system)" "$system_node"
 run "node 22" .runtimes/node22/node_modules/node/bin/node
 run "node 24" .runtimes/node24/node_modules/node/bin/node
-run "bun" node_modules/.bin/bun
+run "bun" "$bun"
 # Deno reads package.json and resolves bare specifiers from the existing node_modules/;
 # --cached-only keeps it off the network, --no-lock from writing deno.lock.
-run "deno" node_modules/.bin/deno run --allow-all --node-modules-dir=manual --cached-only --no-lock
+run "deno" "$deno" run --allow-all --node-modules-dir=manual --cached-only --no-lock
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf '\nruntimes failed: %s\n' "${failed[*]}"

@@ -15,8 +15,12 @@ import { build } from 'esbuild'
  * delay) and the Node-streams attempt path (`iterableResponse`, raw frame reads): 38,442 B.
  * 39,500 → 40,000 with the library's own stops in place of per-request `AbortController`s
  * (`Stop`, signals made on demand; +0.5 KB, a quarter less CPU per request): 39,463 B.
+ * 40,000 → 44,000 with one engine for non-streaming requests (whole answers judged and
+ * relayed), redaction by value, guards around user code, a cut told, the strict option
+ * tables (every option name of every options object) and Anthropic's error-type tables
+ * (+3.4 KB): 42,873 B.
  */
-const budgetGzipBytes = 40_000
+const budgetGzipBytes = 44_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

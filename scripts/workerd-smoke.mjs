@@ -2,6 +2,8 @@
 // the BUILT root entry (dist/index.js) relays, with relay() + webSink(), a faulty upstream on
 // 127.0.0.1 that answers the first attempt with an empty stream and the second with a normal
 // one. Node drives it over HTTP and checks the client got the whole answer from one retry.
+// workerd is the npm package at the version pinned in scripts/runtime-bin.mjs, installed on first
+// use into .runtimes/workerd/ (not a devDependency, so `npm ci` does not fetch it).
 // Run after `npm run build`: node scripts/workerd-smoke.mjs
 
 import { execFileSync, spawn } from 'node:child_process'
@@ -13,9 +15,10 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { classifyEof, createFrameReader, createStreamTracker, openaiChat } from '../dist/index.js'
 import { createFaultyUpstream } from '../dist/testing.js'
+import { runtimeBin } from './runtime-bin.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-const workerd = join(root, 'node_modules/.bin/workerd')
+const workerd = runtimeBin('workerd')
 const answer = 'The quick brown fox jumps over the lazy dog.'
 const budgetMs = 60_000
 

@@ -50,3 +50,60 @@ export function timeoutMilliseconds(name: string, value: number): number {
   }
   return value
 }
+
+/** Edit distance between two short names, case-insensitive (for "did you mean"). */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase()
+  const y = b.toLowerCase()
+  let previous = Array.from({ length: y.length + 1 }, (_, i) => i)
+  for (let i = 1; i <= x.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= y.length; j++) {
+      const cost = x[i - 1] === y[j - 1] ? 0 : 1
+      current[j] = Math.min(
+        (previous[j] as number) + 1,
+        (current[j - 1] as number) + 1,
+        (previous[j - 1] as number) + cost,
+      )
+    }
+    previous = current
+  }
+  return previous[y.length] as number
+}
+
+/**
+ * `; did you mean "x"?` for the known name closest to `name` (a typo, a wrong case: at most
+ * 2 edits, case-insensitive), or `''` when none is close.
+ */
+export function didYouMean(name: string, known: readonly string[]): string {
+  const close = nearest(name, known)
+  return close === undefined ? '' : `; did you mean "${close}"?`
+}
+
+/** The known name closest to `name`, when one is close (a typo, a wrong case). */
+function nearest(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined
+  let bestDistance = 3
+  for (const candidate of known) {
+    const d = distance(name, candidate)
+    if (d < bestDistance) {
+      best = candidate
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+/**
+ * Throws a `TypeError` for a key of `options` that is not one of `known` (a misspelled
+ * option would otherwise be ignored in silence), naming it and the nearest valid name:
+ * `relay: unknown option "maxAtempts"; did you mean "maxAttempts"?`. `undefined` options
+ * pass; a value that is not an object is left to the caller's own check.
+ */
+export function rejectUnknownKeys(where: string, options: unknown, known: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) return
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue
+    throw new TypeError(`${where}: unknown option "${key}"${didYouMean(key, known)}`)
+  }
+}

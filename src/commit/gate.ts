@@ -12,7 +12,7 @@ import {
   RetryAfterCommitError,
   StreamTimeoutError,
 } from '../errors.js'
-import { maxTimerDelayMs, timeoutMilliseconds } from '../options.js'
+import { maxTimerDelayMs, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
 import {
   type ForwardHeadersPolicy,
@@ -178,7 +178,18 @@ export interface CommitGate {
   abort(reason?: unknown): void
 }
 
+const optionKeys = Object.keys({
+  status: true,
+  headers: true,
+  earlyHeaders: true,
+  keepAliveIntervalMs: true,
+  keepAliveAfterContent: true,
+  forwardHeaders: true,
+  writeStallTimeoutMs: true,
+} satisfies Record<keyof CommitGateOptions, true>)
+
 function normalize(options: CommitGateOptions) {
+  rejectUnknownKeys('createCommitGate', options, optionKeys)
   const status = options.status ?? commitGateDefaults.status
   if (!Number.isInteger(status) || status < 200 || status > 599) {
     throw new RangeError(`status must be an HTTP status from 200 to 599, got ${String(status)}`)

@@ -19,7 +19,7 @@ import {
   StreamTimeoutError,
 } from '../errors.js'
 import { followStops } from '../follow-signals.js'
-import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
+import { positiveMilliseconds, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
 import { joinBytes } from '../protocols/bytes.js'
 import { errorBodyFor } from '../protocols/common.js'
@@ -978,12 +978,33 @@ function isReader(body: FrameSource | FrameReader): body is FrameReader {
   )
 }
 
+const deliverKeys = Object.keys({
+  gate: true,
+  body: true,
+  adapter: true,
+  peek: true,
+  maxFrameBytes: true,
+  transform: true,
+  downstream: true,
+  signal: true,
+  peekSignal: true,
+  secrets: true,
+  claim: true,
+  onCommit: true,
+  onPartialEof: true,
+  onThinkingOnly: true,
+  idleTimeoutMs: true,
+  writeStallTimeoutMs: true,
+  stallThresholdMs: true,
+} satisfies Record<keyof DeliverOptions, true>)
+
 /**
  * One attempt over one upstream body: (with `earlyHeaders`, commit headers first,) peek for
  * the first output, and on output commit and pump to the end. On any other peek outcome
  * nothing reaches the client and the upstream body is released: the caller may retry.
  */
 export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
+  rejectUnknownKeys('deliver', options, deliverKeys)
   return deliverOn(options)
 }
 

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { positiveInteger } from '../options.js'
+import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { ownStop, Stop } from '../stop.js'
 import type { DownstreamSink } from './gate.js'
 
@@ -38,6 +38,7 @@ export interface WebSink {
  * })
  */
 export function webSink(options: WebSinkOptions = {}): WebSink {
+  rejectUnknownKeys('webSink', options, ['highWaterMark'] satisfies (keyof WebSinkOptions)[])
   const highWaterMark = positiveInteger('highWaterMark', options.highWaterMark ?? 65_536)
   // The client-gone abort; `sink.signal` is made from it only when the host asks.
   const gone = new Stop()

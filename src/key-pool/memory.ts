@@ -6,7 +6,7 @@
  * @module
  */
 
-import { positiveNumber as positive } from '../options.js'
+import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
 import {
   type AuthFailureWithoutLease,
   authFailedWithoutLease,
@@ -166,7 +166,24 @@ interface LeaseRecord {
   reported: boolean
 }
 
+/** Every option of {@link MemoryKeyPoolOptions}: a table the compiler keeps complete. */
+const optionKeys = Object.keys({
+  selection: true,
+  maxInflight: true,
+  defaultCooldownMs: true,
+  maxCooldownMs: true,
+  failureThreshold: true,
+  breakerWindowMs: true,
+  breakerFailureRatio: true,
+  circuitOpenMs: true,
+  authDisableMs: true,
+  onKeyState: true,
+  initialState: true,
+  now: true,
+} satisfies Record<keyof MemoryKeyPoolOptions, true>)
+
 function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
+  rejectUnknownKeys('createMemoryKeyPool', options, optionKeys)
   const ids = new Set<string>()
   for (const key of keys) {
     if (typeof key.id !== 'string' || key.id === '')

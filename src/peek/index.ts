@@ -20,7 +20,7 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
-import { positiveInteger, timeoutMilliseconds } from '../options.js'
+import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextFrameOn } from '../sse/reader.js'
@@ -141,8 +141,21 @@ export type PeekOutcome =
   | (PeekBase & { readonly kind: 'read-error'; readonly error: UpstreamReadError })
   | (PeekBase & { readonly kind: 'aborted'; readonly reason: unknown })
 
+const optionKeys = Object.keys({
+  commitOn: true,
+  firstByteTimeoutMs: true,
+  firstOutputTimeoutMs: true,
+  clockStartedAt: true,
+  maxPeekBytes: true,
+  maxPeekFrames: true,
+  signal: true,
+  tracker: true,
+  trackerOptions: true,
+} satisfies Record<keyof PeekOptions, true>)
+
 /** Validates peek options and fills in their defaults; throws a `RangeError` naming a bad one. */
 export function normalizePeekOptions(options: PeekOptions) {
+  rejectUnknownKeys('peek', options, optionKeys)
   const commitOn = options.commitOn ?? peekDefaults.commitOn
   if (commitOn !== 'visible' && commitOn !== 'content' && commitOn !== 'first-frame') {
     throw new RangeError(

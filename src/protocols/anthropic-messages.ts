@@ -368,7 +368,7 @@ function anthropicFromMessage(message: unknown): Uint8Array {
  *
  * Rendered error: `event: error` after commit, `{"type":"error","error":{…}}` before (the
  * official SDK raises either as an `APIError`), always with one of Anthropic's documented
- * types ({@link anthropicErrorType}). Rendered stop: `content_block_stop` for each open block,
+ * types (`anthropicErrorType`). Rendered stop: `content_block_stop` for each open block,
  * `message_delta` with `end_turn`, `message_stop`. Promoted reasoning begins with a
  * `message_start` when the client was sent none.
  */

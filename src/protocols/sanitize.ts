@@ -46,7 +46,7 @@ function formsOf(secret: string): readonly string[] {
  * Replaces every occurrence of each of `secrets` (the exact values the library put on an
  * attempt: leased keys, a caller's credential), as it is or JSON-escaped, with `[redacted]`,
  * and a message cut at its bound (`…`) that ends in the start of one. Secrets shorter than
- * {@link minRedactedLength} characters are left alone.
+ * 6 characters are left alone.
  *
  * @example
  * redactValues('bad key gsk_live_0123456789', ['gsk_live_0123456789']) // 'bad key [redacted]'

@@ -31,7 +31,7 @@ import type {
   KeyStats,
   PoolKey,
 } from '../key-pool/types.js'
-import { positiveNumber as positive } from '../options.js'
+import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
 import { luaScripts } from './scripts.js'
 
 /** Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives. */
@@ -361,6 +361,29 @@ function callHook<A extends unknown[]>(hook: ((...args: A) => void) | undefined,
   }
 }
 
+/** Every option of {@link RedisKeyPoolOptions}: a table the compiler keeps complete. */
+const redisOptionKeys = Object.keys({
+  redis: true,
+  prefix: true,
+  leaseTtlMs: true,
+  commandTimeoutMs: true,
+  probeIntervalMs: true,
+  onDegraded: true,
+  onRecovered: true,
+  now: true,
+  selection: true,
+  maxInflight: true,
+  defaultCooldownMs: true,
+  maxCooldownMs: true,
+  failureThreshold: true,
+  breakerWindowMs: true,
+  breakerFailureRatio: true,
+  circuitOpenMs: true,
+  authDisableMs: true,
+  onKeyState: true,
+  initialState: true,
+} satisfies Record<keyof RedisKeyPoolOptions, true>)
+
 /**
  * Creates a {@link KeyPool} whose state lives in Redis, shared by every gateway replica that
  * uses the same `prefix`: a 429 seen by one replica cools the key for all, a 401 disables it
@@ -410,6 +433,7 @@ export function createRedisKeyPool(
   keys: readonly PoolKey[],
   options: RedisKeyPoolOptions,
 ): RedisKeyPool {
+  rejectUnknownKeys('createRedisKeyPool', options, redisOptionKeys)
   const {
     redis,
     prefix,

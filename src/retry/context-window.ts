@@ -7,7 +7,7 @@
  * @module
  */
 
-import { positiveInteger } from '../options.js'
+import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { shippedAdapterNamed } from '../protocols/adapter-for-url.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 
@@ -50,6 +50,11 @@ export function normalizeContextWindowFit(
   options: ContextWindowFitOptions = {},
   name = 'fitContextWindow',
 ): Readonly<Required<ContextWindowFitOptions>> {
+  rejectUnknownKeys(name, options, [
+    'marginTokens',
+    'floorTokens',
+    'minThinkingTokens',
+  ] satisfies (keyof ContextWindowFitOptions)[])
   const merged = { ...contextWindowFitDefaults, ...definedOnly(options) }
   // A margin of 0 is allowed: the caller trusts the upstream's count exactly.
   if (!Number.isSafeInteger(merged.marginTokens) || merged.marginTokens < 0) {

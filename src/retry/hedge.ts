@@ -8,7 +8,7 @@
  */
 
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from '../key-pool/window.js'
-import { positiveInteger, positiveMilliseconds } from '../options.js'
+import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 
 /** The adaptive delay: a percentile of the route's recent times to first output. */
 export interface AdaptiveHedgeOptions {
@@ -148,12 +148,33 @@ function fraction(name: string, value: number, low: number, high: number): numbe
   return value
 }
 
+const optionKeys = {
+  afterMs: true,
+  maxHedges: true,
+  budget: true,
+  budgetWindowMs: true,
+  minHedgesPerWindow: true,
+  sameKey: true,
+  overloadPauseMs: true,
+  adaptive: true,
+} satisfies Record<keyof HedgingOptions, true>
+
+const adaptiveKeys = {
+  percentile: true,
+  samples: true,
+  warmUp: true,
+  initialMs: true,
+  minMs: true,
+} satisfies Record<keyof AdaptiveHedgeOptions, true>
+
 function normalizeHedging(options: HedgingOptions): NormalizedHedging {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(
       `createHedging() options must be an object, got ${options === null ? 'null' : typeof options}`,
     )
   }
+  rejectUnknownKeys('createHedging', options, Object.keys(optionKeys))
+  rejectUnknownKeys('createHedging: adaptive', options.adaptive, Object.keys(adaptiveKeys))
   const afterMs = options.afterMs ?? hedgingDefaults.afterMs
   if (afterMs !== 'adaptive') positiveMilliseconds('hedge.afterMs', afterMs)
   const adaptive = { ...hedgingDefaults.adaptive, ...options.adaptive }

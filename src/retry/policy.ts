@@ -9,7 +9,7 @@
 import { commitGateDefaults } from '../commit/gate.js'
 import type { ForwardHeadersPolicy } from '../commit/headers.js'
 import { type DownstreamOptions, normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
-import { positiveInteger, positiveMilliseconds } from '../options.js'
+import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
 import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
@@ -233,6 +233,59 @@ export interface NormalizedRelayPolicy {
   readonly hedge: HedgeState | undefined
 }
 
+/** Every option of {@link RelayPolicy}: a table the compiler keeps complete. */
+const policyKeys = Object.keys({
+  maxAttempts: true,
+  deadlineMs: true,
+  maxWaitMs: true,
+  backoff: true,
+  peek: true,
+  retryOn: true,
+  passThroughErrors: true,
+  routes: true,
+  overloadFallbackAfter: true,
+  priority: true,
+  earlyHeaders: true,
+  keepAliveIntervalMs: true,
+  downstream: true,
+  headers: true,
+  forwardHeaders: true,
+  maxFrameBytes: true,
+  maxErrorBodyBytes: true,
+  correlationIds: true,
+  adjustRequest: true,
+  fitContextWindow: true,
+  nonStreamingFallback: true,
+  hedge: true,
+  onPartialEof: true,
+  onThinkingOnly: true,
+  idleTimeoutMs: true,
+  writeStallTimeoutMs: true,
+  stallThresholdMs: true,
+} satisfies Record<keyof RelayPolicy, true>)
+
+const peekKeys = Object.keys({
+  commitOn: true,
+  firstByteTimeoutMs: true,
+  firstOutputTimeoutMs: true,
+  maxPeekBytes: true,
+  maxPeekFrames: true,
+  trackerOptions: true,
+} satisfies Record<keyof NonNullable<RelayPolicy['peek']>, true>)
+
+const backoffKeys = Object.keys({
+  baseMs: true,
+  factor: true,
+  maxMs: true,
+  jitter: true,
+} satisfies Record<keyof BackoffOptions, true>)
+
+const downstreamKeys = Object.keys({
+  adapter: true,
+  transform: true,
+  keepAlive: true,
+} satisfies Record<keyof DownstreamOptions, true>)
+
 function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) {
     const list = allowed.map((each) => `'${each}'`).join(', ')
@@ -335,6 +388,13 @@ function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn
 export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayPolicy {
   if (typeof policy !== 'object' || policy === null) {
     throw new TypeError(`policy must be an object, got ${policy === null ? 'null' : typeof policy}`)
+  }
+  rejectUnknownKeys('policy', policy, policyKeys)
+  rejectUnknownKeys('policy.peek', policy.peek, peekKeys)
+  rejectUnknownKeys('policy.backoff', policy.backoff, backoffKeys)
+  rejectUnknownKeys('policy.downstream', policy.downstream, downstreamKeys)
+  if (typeof policy.nonStreamingFallback === 'object') {
+    rejectUnknownKeys('policy.nonStreamingFallback', policy.nonStreamingFallback, ['timeoutMs'])
   }
   const peek = { ...relayDefaults.peek, ...policy.peek }
   normalizePeekOptions(peek)

@@ -2,12 +2,13 @@ import { type CommitGate, createCommitGate } from '../commit/gate.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals, followStops } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
+import { rejectUnknownKeys } from '../options.js'
 import { realSignal, type SignalLike, stopOf } from '../stop.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
 import { giveUp, giveUpAfterThrow } from './give-up.js'
 import { countRequest } from './hedge.js'
-import type { RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
+import type { RelayHooks, RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { initialRouteProgress } from './route-progress.js'
@@ -56,10 +57,37 @@ function asksForStream(options: RelayRequestOptions): boolean {
   return options.adapter.isStreamingRequest(url, undefined)
 }
 
+/** Every option of `relay()`: a table the compiler keeps complete. */
+const relayKeys = Object.keys({
+  sink: true,
+  adapter: true,
+  name: true,
+  policy: true,
+  signal: true,
+  hooks: true,
+  request: true,
+  stream: true,
+  secrets: true,
+  pool: true,
+  attempt: true,
+} satisfies Record<keyof RelayRequestOptions | 'pool' | 'attempt', true>)
+
+const hookKeys = Object.keys({
+  onAttempt: true,
+  onRetry: true,
+  onHedge: true,
+  onHedgeSkipped: true,
+  onCommit: true,
+  onGiveUp: true,
+  onOutcome: true,
+} satisfies Record<keyof RelayHooks, true>)
+
 function checkOptions(options: RelayOptions): void {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError('relay() needs an options object')
   }
+  rejectUnknownKeys('relay', options, relayKeys)
+  rejectUnknownKeys('relay: hooks', options.hooks, hookKeys)
   if (typeof options.attempt !== 'function') throw new TypeError('attempt must be a function')
   if (options.pool !== undefined && typeof options.pool.acquire !== 'function') {
     throw new TypeError('pool must be a KeyPool (or left out when the caller owns the credentials)')

@@ -8,7 +8,7 @@
 
 import { webSink } from '../commit/web-sink.js'
 import type { KeyPool } from '../key-pool/types.js'
-import { positiveInteger } from '../options.js'
+import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { parseObject } from '../protocols/common.js'
 import { streamFlagInBody } from '../protocols/request.js'
@@ -114,6 +114,17 @@ function freshConnectionInit(): Record<string, unknown> {
   return { dispatcher: new (Dispatcher as DispatcherConstructor)({ pipelining: 0 }) }
 }
 
+/** Every option of {@link createResilientFetch}: a table the compiler keeps complete. */
+const optionKeys = Object.keys({
+  fetch: true,
+  adapter: true,
+  pool: true,
+  policy: true,
+  hooks: true,
+  onOutcome: true,
+  maxRequestBodyBytes: true,
+} satisfies Record<keyof ResilientFetchOptions, true>)
+
 /**
  * Creates a `fetch` that retries streaming LLM requests inside the pre-output window. The
  * request body is buffered once so it can be sent again, up to `maxRequestBodyBytes` (past it
@@ -131,6 +142,7 @@ function freshConnectionInit(): Record<string, unknown> {
  * const client = new OpenAI({ fetch: createResilientFetch({ policy: { peek: { firstOutputTimeoutMs: 20_000 } } }) })
  */
 export function createResilientFetch(options: ResilientFetchOptions = {}): FetchFunction {
+  rejectUnknownKeys('createResilientFetch', options, optionKeys)
   const inner: FetchFunction = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
   const maxRequestBodyBytes = positiveInteger(
     'maxRequestBodyBytes',

@@ -7,7 +7,7 @@
  */
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
-import { positiveInteger } from '../options.js'
+import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { realSignal, type SignalLike } from '../stop.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
@@ -179,6 +179,9 @@ function toPuller(source: FrameSource): Puller {
 }
 
 function normalizeOptions(options: FrameReaderOptions | undefined): Required<FrameReaderOptions> {
+  rejectUnknownKeys('createFrameReader', options, [
+    'maxFrameBytes',
+  ] satisfies (keyof FrameReaderOptions)[])
   const maxFrameBytes = options?.maxFrameBytes ?? frameReaderDefaults.maxFrameBytes
   return { maxFrameBytes: positiveInteger('maxFrameBytes', maxFrameBytes) }
 }

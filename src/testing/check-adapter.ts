@@ -9,7 +9,7 @@
 import fc from 'fast-check'
 import { classifyEof, createStreamTracker, type StreamTracker } from '../classify/index.js'
 import { isUserCodeError } from '../errors.js'
-import { positiveInteger } from '../options.js'
+import { didYouMean, positiveInteger } from '../options.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type {
   FrameVerdict,
@@ -150,34 +150,6 @@ interface NormalizedOptions {
   readonly parameters: RunParameters
 }
 
-/** Levenshtein distance between two strings. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) {
-      const replace = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1)
-      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, replace)
-    }
-    previous = current
-  }
-  return previous[b.length] as number
-}
-
-/** `; did you mean "x"?` for the name closest to `word` (case-insensitive, at most 2 edits). */
-function suggestion(word: string, names: readonly string[]): string {
-  let best: string | undefined
-  let bestDistance = 3
-  for (const name of names) {
-    const distance = editDistance(word.toLowerCase(), name.toLowerCase())
-    if (distance < bestDistance) {
-      best = name
-      bestDistance = distance
-    }
-  }
-  return best === undefined ? '' : `; did you mean "${best}"?`
-}
-
 /** Options checked up front, with exact messages, and merged with their defaults. */
 function normalize(options: CheckAdapterOptions): NormalizedOptions {
   if (typeof options !== 'object' || options === null)
@@ -185,7 +157,7 @@ function normalize(options: CheckAdapterOptions): NormalizedOptions {
   const known = Object.keys(optionNames)
   for (const key of Object.keys(options)) {
     if (!Object.hasOwn(optionNames, key))
-      throw new TypeError(`checkAdapter: unknown option "${key}"${suggestion(key, known)}`)
+      throw new TypeError(`checkAdapter: unknown option "${key}"${didYouMean(key, known)}`)
   }
   const { streams, seed, path, property } = options
   if (typeof (streams as { generate?: unknown } | undefined)?.generate !== 'function')
@@ -195,7 +167,7 @@ function normalize(options: CheckAdapterOptions): NormalizedOptions {
     throw new RangeError(`seed must be an integer, got ${String(seed)}`)
   if (property !== undefined && !(propertyNames as readonly string[]).includes(property)) {
     throw new TypeError(
-      `checkAdapter: unknown property "${property}"${suggestion(property, propertyNames)}`,
+      `checkAdapter: unknown property "${property}"${didYouMean(property, propertyNames)}`,
     )
   }
   if (path !== undefined) {
@@ -481,7 +453,7 @@ function renderStopCompletes(adapter: StreamAdapter, inputs: Inputs): Conformanc
 
 function quickOutputIsOutput(adapter: StreamAdapter, inputs: Inputs): Conformance {
   return conformance(
-    // Cheap byte checks cannot tell JSON cut short (the shipped adapters' cannot either).
+    // No data cut short: a cheap byte check cannot see JSON end early (the shipped ones do not).
     inputs.uncut,
     async (bytes) => {
       if (adapter.quickOutput === undefined) return

@@ -13,6 +13,7 @@
  * @module
  */
 
+import { rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
@@ -375,6 +376,13 @@ function statusAnswer(
  *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
  */
 export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
+  rejectUnknownKeys('createFaultyUpstream', options, [
+    'scenarios',
+    'text',
+    'reasoning',
+    'frameDelayMs',
+    'keepAliveMs',
+  ] satisfies (keyof FaultyUpstreamOptions)[])
   const scenarios = options.scenarios ?? {}
   const baseAnswer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
   const baseThought = options.reasoning ?? 'Let me think about this step by step.'

@@ -37,6 +37,13 @@ export interface ChaosOptions {
   readonly headers: Readonly<Record<string, string>>
   /** Print JSON instead of a table. @default false */
   readonly json: boolean
+  /**
+   * What fails the run: `any` ✗ (a scenario whose client did not get what it should), or
+   * only `silent` failures, duplicates and hangs. Load mode has no expectations: both mean
+   * the latter there.
+   * @default 'any'
+   */
+  readonly failOn: 'any' | 'silent'
 }
 
 /** Defaults of {@link ChaosOptions}. */
@@ -49,6 +56,7 @@ const chaosDefaults = Object.freeze({
   hangMs: 4000,
   startTimeoutMs: 20_000,
   json: false,
+  failOn: 'any' as const,
 })
 
 /** A command line the command cannot run; exit code 2. */
@@ -75,9 +83,13 @@ client in front of it judges what came out.
   --start-timeout-ms <ms> how long the started gateway may take to listen (default: 20000)
   --header <name: value>  an extra request header (repeatable)
   --json                  print JSON instead of a table
+  --fail-on <any|silent>  fail on any ✗, or only on silent failures, duplicates and hangs
+                          (default: any)
 
-Exit code: 0 all good, 1 a silent failure, duplicate output or hang was seen, 2 bad arguments
-or the gateway could not be reached.`
+Exit code: 0 all good; 1 a ✗ (with --fail-on silent: a silent failure, duplicate output or
+hang); 2 bad arguments or the gateway could not be reached; 3 nothing was judged (every
+scenario n/a: the gateway never called the upstream, so the target path or protocol is
+likely wrong).`
 
 function integer(
   flag: string,
@@ -93,6 +105,13 @@ function integer(
     throw new UsageError(`--${flag} must be an integer ${range}, got "${value}"`)
   }
   return n
+}
+
+function failOn(value: string | undefined): 'any' | 'silent' {
+  if (value === undefined) return chaosDefaults.failOn
+  if (value !== 'any' && value !== 'silent')
+    throw new UsageError(`--fail-on must be any or silent, got "${value}"`)
+  return value
 }
 
 function parseHeaders(values: readonly string[]): Record<string, string> {
@@ -132,6 +151,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         'start-timeout-ms': { type: 'string' },
         header: { type: 'string', multiple: true },
         json: { type: 'boolean' },
+        'fail-on': { type: 'string' },
       },
     }).values
   } catch (error) {
@@ -192,5 +212,6 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     ),
     headers: parseHeaders((values.header as string[] | undefined) ?? []),
     json: values.json === true,
+    failOn: failOn(text('fail-on')),
   }
 }

@@ -92,6 +92,9 @@ async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> 
     eof: '',
   }
   for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
+    // The official SDKs act on frames with data only, and Anthropic's on known events only:
+    // an HTML page or bare JSON sent as an event stream is no error event to them.
+    if (frame.data === undefined || adapter.clientIgnores?.(frame) === true) continue
     const verdict = tracker.observe(frame)
     if (verdict.kind === 'text' || verdict.kind === 'refusal') read.text += verdict.text
     else if (verdict.kind === 'reasoning') read.reasoning += verdict.text
@@ -114,8 +117,14 @@ const decoder = new TextDecoder()
 const short = (text: string, max = 60) =>
   text.length > max ? `${text.slice(0, max - 1)}…` : text.replace(/\s+/g, ' ')
 
-/** A 2xx body that is not an event stream: a JSON error, the whole answer as JSON, or junk. */
-function judgeNonStream(observation: Observation, options: JudgeOptions): Judgement {
+/**
+ * A 2xx body that is not an event stream, for a request that asked for one. The official
+ * SDKs read it as a stream with no events: their raw iteration yields nothing and raises
+ * nothing, whether it held the whole answer as JSON, a JSON error or a page. So it is a
+ * silent failure (the judge follows raw iteration; `messages.stream()` helpers that throw on
+ * an empty stream would have told, their users are the minority).
+ */
+function judgeNonStream(observation: Observation): Judgement {
   const body = decoder.decode(observation.body)
   const attemptsSeen = tagsOf(body)
   const type = observation.contentType ?? 'no content-type'
@@ -126,28 +135,21 @@ function judgeNonStream(observation: Observation, options: JudgeOptions): Judgem
       attemptsSeen,
       textChars: body.length,
     }
-  if (attemptsSeen.length === 1 && body.includes(JSON.stringify(options.answer).slice(1, -1)))
-    return {
-      kind: 'full',
-      reason: `the answer as one ${type} body, not a stream`,
-      attemptsSeen,
-      textChars: options.answer.length,
-    }
+  let what = `${observation.body.length} bytes`
   try {
     const parsed = JSON.parse(body) as Record<string, unknown>
-    if (parsed.error !== undefined || parsed.type === 'error')
-      return {
-        kind: 'honest-error',
-        reason: `${observation.status} with a JSON error body`,
-        attemptsSeen,
-        textChars: 0,
-      }
+    what =
+      parsed.error !== undefined || parsed.type === 'error'
+        ? 'a JSON error body'
+        : attemptsSeen.length === 1
+          ? 'the answer as one JSON body'
+          : 'a JSON body'
   } catch {
-    // Not JSON: judged below.
+    // Not JSON: a page or junk.
   }
   return {
     kind: 'silent-empty',
-    reason: `${observation.status} ${type}, ${observation.body.length} bytes, no stream and no error`,
+    reason: `${observation.status} ${type} with ${what}, not a stream: the SDK's stream yields nothing and raises nothing`,
     attemptsSeen,
     textChars: 0,
   }
@@ -178,7 +180,7 @@ export async function judgeObservation(
   const sse =
     (observation.contentType ?? '').includes('text/event-stream') ||
     /^(data|event|id|retry)?:/.test(decoder.decode(observation.body.subarray(0, 16)))
-  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation, options)
+  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation)
   const read = await readSse(observation.body, options.adapter)
   const attemptsSeen = tagsOf(read.text + read.reasoning)
   const textChars = read.text.replace(tagPattern, '').length

@@ -82,11 +82,21 @@ function loadRows(report: ChaosReport): string[] {
   return table([['load', ''], ...rows])
 }
 
-/** The one-line verdict that ends the output. */
-function summaryLine(report: ChaosReport): string {
-  const { counts } = report
+/** The one-line verdict that ends the output (and a hint when nothing was judged). */
+function summaryLines(report: ChaosReport): string[] {
+  const { counts, marks } = report
   const verdict = report.exitCode === 0 ? 'PASS' : 'FAIL'
-  return `${verdict}: ${counts.requests} requests, ${counts.answered} answered, ${counts.honestErrors} honest errors, ${counts.silentFailures} silent failures, ${counts.duplicates} duplicates, ${counts.hangs} hangs (${(report.durationMs / 1000).toFixed(1)} s)`
+  const scored =
+    report.mode === 'scenarios' ? `${marks['✓']} ✓, ${marks['✗']} ✗, ${marks['n/a']} n/a; ` : ''
+  const lines = [
+    `${verdict}: ${scored}${counts.requests} requests, ${counts.answered} answered, ${counts.honestErrors} honest errors, ${counts.silentFailures} silent failures, ${counts.duplicates} duplicates, ${counts.hangs} hangs (${(report.durationMs / 1000).toFixed(1)} s)`,
+  ]
+  if (report.exitCode === 3) {
+    lines.push(
+      'nothing was judged: the gateway never called the upstream. Check the target path (OpenAI bases end in /v1, Anthropic and Gemini take the bare host) and --protocol.',
+    )
+  }
+  return lines
 }
 
 /** The scorecard, as lines. */
@@ -102,6 +112,6 @@ export function formatReport(report: ChaosReport): string {
     ...body,
     ...legend,
     '',
-    summaryLine(report),
+    ...summaryLines(report),
   ].join('\n')
 }

@@ -83,8 +83,31 @@ export interface ChaosReport {
   readonly load: LoadResult | null
   readonly counts: OutcomeCounts
   readonly durationMs: number
-  /** 0: no silent failure, duplicate or hang; 1: at least one. */
-  readonly exitCode: 0 | 1
+  /** Scenario mode: how many scenarios got each mark. */
+  readonly marks: Readonly<Record<'✓' | '✗' | 'n/a', number>>
+  /**
+   * 0: nothing that fails the run (see `failOn`); 1: a ✗ (or, with `failOn: 'silent'` and in
+   * load mode, a silent failure, duplicate or hang); 3: nothing was judged (every scenario
+   * n/a).
+   */
+  readonly exitCode: 0 | 1 | 3
+}
+
+/**
+ * The run's exit code: a ✗ fails it (with `failOn: 'any'`, in scenario mode), as does any
+ * silent failure, duplicate or hang; a scenario run in which nothing could be judged is its
+ * own failure, since a PASS over nothing would hide a wrong target.
+ */
+function exitCodeOf(
+  options: ChaosOptions,
+  counts: OutcomeCounts,
+  marks: Readonly<Record<'✓' | '✗' | 'n/a', number>>,
+  scenarios: number,
+): 0 | 1 | 3 {
+  if (counts.silentFailures + counts.duplicates + counts.hangs > 0) return 1
+  if (options.requests !== undefined) return 0
+  if (options.failOn === 'any' && marks['✗'] > 0) return 1
+  return scenarios > 0 && marks['n/a'] === scenarios ? 3 : 0
 }
 
 /** Where progress lines go (stderr by the command). */
@@ -424,7 +447,10 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
       judged = result.judged
     }
     const counts = count(judged)
+    const marks = { '✓': 0, '✗': 0, 'n/a': 0 }
+    for (const result of scenarios) marks[result.mark]++
     return {
+      marks,
       mode: options.requests === undefined ? 'scenarios' : 'load',
       target: options.target,
       protocol: options.protocol,
@@ -433,7 +459,7 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
       load,
       counts,
       durationMs: Math.round(performance.now() - started),
-      exitCode: counts.silentFailures + counts.duplicates + counts.hangs > 0 ? 1 : 0,
+      exitCode: exitCodeOf(options, counts, marks, scenarios.length),
     }
   } finally {
     process.off('SIGINT', interrupt)

@@ -358,6 +358,19 @@ function anthropicFromMessage(message: unknown): Uint8Array {
   return encode(out)
 }
 
+/** The events the official SDK's stream reads; it skips every other frame. */
+const clientEvents: ReadonlySet<string> = new Set([
+  'message_start',
+  'message_delta',
+  'message_stop',
+  'content_block_start',
+  'content_block_delta',
+  'content_block_stop',
+  'ping',
+  'error',
+  'completion',
+])
+
 /**
  * The Anthropic Messages adapter.
  *
@@ -406,6 +419,9 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitAnthropicBudget,
   renderFromMessage: anthropicFromMessage,
+  // The SDK's stream acts on these events only (a frame without `event:` is skipped).
+  clientIgnores: (frame: SseFrame): boolean =>
+    frame.event === undefined || !clientEvents.has(frame.event),
   renderStop(state: RenderState): Uint8Array {
     // Not for a headless stream: there a start would follow renderReasoningAsText's (which the
     // state cannot show, the first frame stays the first), or turn text the SDK ignored into an

@@ -164,6 +164,13 @@ export interface StreamAdapter {
    * afterwards: do not keep it.
    */
   quickOutput?(frame: SseFrame): boolean
+  /**
+   * Optional: `true` for a frame the protocol's official client skips when it reads a stream
+   * (Anthropic's SDK acts only on frames with a known event name), so a judge of what a
+   * client experienced (`stream-boundary chaos`) reads the stream as that client does.
+   * Without it, every frame with data counts.
+   */
+  clientIgnores?(frame: SseFrame): boolean
   /** An honest terminal error frame, written after commit. */
   renderError(error: RenderableError, state?: RenderState): Uint8Array
   /**
@@ -184,7 +191,8 @@ export interface StreamAdapter {
   /**
    * The header that carries an API key in this protocol (`['authorization', 'Bearer …']`,
    * `['x-api-key', …]`). Without it, `createResilientFetch` refuses a `pool` for this adapter
-   * with a `TypeError` when the fetch is made: no header is guessed.
+   * with a `TypeError` at creation (when `createResilientFetch(...)` is called, before any
+   * request): no header is guessed.
    */
   credentialHeader?(secret: string): readonly [name: string, value: string]
   /**

@@ -264,8 +264,55 @@ describe('stream-boundary chaos: the report', () => {
     expect(out).toMatch(/✓ +ok +answer +1 /)
     expect(out).toMatch(/✗ +thinking-only .*reasoning only: no answer, no error/)
     expect(out.split('\n').at(-1)).toMatch(
-      /^FAIL: 2 requests, 1 answered, 0 honest errors, 1 silent failures, 0 duplicates, 0 hangs \(\d+\.\d s\)$/,
+      /^FAIL: 1 ✓, 1 ✗, 0 n\/a; 2 requests, 1 answered, 0 honest errors, 1 silent failures, 0 duplicates, 0 hangs \(\d+\.\d s\)$/,
     )
+  })
+
+  it('PASS is impossible over a ✗: honest errors where a retry would have helped fail the run, unless --fail-on silent', async () => {
+    const upstreamPort = await freePort()
+    const relay = await startPlainRelay(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => relay.close())
+    const args = [
+      '--target',
+      `${relay.url}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--upstream-port',
+      String(upstreamPort),
+      '--scenarios',
+      'ok,rate-limited,overloaded',
+    ]
+    const strict = await chaos(args)
+    expect(strict.report.counts.silentFailures).toBe(0)
+    expect(strict.report.marks).toEqual({ '✓': 1, '✗': 2, 'n/a': 0 })
+    expect(strict.code).toBe(1)
+    const lenient = await chaos([...args, '--fail-on', 'silent'])
+    expect(lenient.code).toBe(0)
+  })
+
+  it('nothing judged (a wrong target path: every scenario n/a) is exit 3 with a hint, never PASS', async () => {
+    const upstreamPort = await freePort()
+    const gateway = await startChaosGateway(`http://127.0.0.1:${upstreamPort}`)
+    closers.push(() => gateway.close())
+    const io = capture()
+    const code = await runCli(
+      [
+        'chaos',
+        '--target',
+        `${gateway.url}/v1/v1`,
+        '--protocol',
+        'openai-chat',
+        '--upstream-port',
+        String(upstreamPort),
+        '--scenarios',
+        'empty,rate-limited',
+      ],
+      io,
+    )
+    expect(code).toBe(3)
+    const out = io.stdout.join('\n')
+    expect(out).toMatch(/^FAIL: 0 ✓, 0 ✗, 2 n\/a; /m)
+    expect(out).toMatch(/nothing was judged: the gateway never called the upstream/)
   })
 
   it('load mode: counts every request and reports attempts and first-token percentiles', async () => {

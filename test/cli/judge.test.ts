@@ -183,10 +183,10 @@ describe('judge on bodies that are not a stream', () => {
       end: 'eof',
     })
     expect(judged.kind).toBe('silent-empty')
-    expect(judged.reason).toMatch(/200 text\/html, \d+ bytes, no stream and no error/)
+    expect(judged.reason).toMatch(/200 text\/html with \d+ bytes, not a stream/)
   })
 
-  it('a 200 JSON error body is an honest error', async () => {
+  it("a 200 JSON error body to a streaming request is silent: the SDK's stream yields nothing", async () => {
     const body = encoder.encode(wireFor(anthropicMessages).errorBody('api_error', 'boom', 500))
     const judged = await judge(anthropicMessages, {
       status: 200,
@@ -194,7 +194,8 @@ describe('judge on bodies that are not a stream', () => {
       body,
       end: 'eof',
     })
-    expect(judged.kind).toBe('honest-error')
+    expect(judged.kind).toBe('silent-empty')
+    expect(judged.reason).toMatch(/a JSON error body, not a stream/)
   })
 
   it('a connection refused before any response is an honest error', async () => {

@@ -17,8 +17,12 @@ export interface GatewayProcess {
   rssBytes(): number | null
   /** The largest resident memory a process of the group reached (VmHWM), in bytes. */
   peakRssBytes(): number | null
-  /** The output it wrote, last 4 KiB (shown when it fails to start). */
+  /** The output it wrote, last 4 KiB (shown when it fails to start or dies). */
   readonly output: () => string
+  /** The exit code (or the signal) once the command has exited, else `undefined`. */
+  exited(): number | string | undefined
+  /** Resolves when the command exits, or after `ms`, whichever comes first. */
+  exitWithin(ms: number): Promise<void>
   /** Kills the process group at once, synchronously (for an interrupted run). */
   killNow(): void
   /** Stops the process group: SIGTERM, then SIGKILL after `graceMs`. */
@@ -89,10 +93,17 @@ export function startGatewayProcess(command: string): GatewayProcess {
   }
   child.stdout?.on('data', keep)
   child.stderr?.on('data', keep)
+  let exit: number | string | undefined
   const exited = new Promise<void>((resolve) => {
     if (child.exitCode !== null) resolve()
-    child.once('exit', () => resolve())
-    child.once('error', () => resolve())
+    child.once('exit', (code, signal) => {
+      exit = code ?? signal ?? 'unknown'
+      resolve()
+    })
+    child.once('error', () => {
+      exit = 'failed to start'
+      resolve()
+    })
   })
   const pid = child.pid ?? -1
   const signalGroup = (signal: NodeJS.Signals) => {
@@ -107,6 +118,15 @@ export function startGatewayProcess(command: string): GatewayProcess {
     rssBytes: () => sumOver(pid, 'VmRSS', 'sum'),
     peakRssBytes: () => sumOver(pid, 'VmHWM', 'max'),
     output: () => output,
+    exited: () => exit,
+    async exitWithin(ms) {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([
+        exited,
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))),
+      ])
+      clearTimeout(timer)
+    },
     killNow: () => signalGroup('SIGKILL'),
     async stop(graceMs = 2000) {
       if (pid < 0) return
@@ -129,6 +149,24 @@ export function startGatewayProcess(command: string): GatewayProcess {
   }
 }
 
+/** Whether `url`'s host and port accept a TCP connection now. */
+export function portOpen(url: string): Promise<boolean> {
+  const { hostname, port, protocol } = new URL(url)
+  const host = hostname.replace(/^\[|\]$/g, '')
+  const portNumber = Number(port || (protocol === 'https:' ? 443 : 80))
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(portNumber, host)
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => {
+      socket.destroy()
+      resolve(false)
+    })
+  })
+}
+
 /** Resolves once `url`'s host and port accept a TCP connection; rejects after `timeoutMs`. */
 export async function waitForPort(url: string, timeoutMs: number): Promise<void> {
   const { hostname, port, protocol } = new URL(url)
@@ -136,18 +174,7 @@ export async function waitForPort(url: string, timeoutMs: number): Promise<void>
   const portNumber = Number(port || (protocol === 'https:' ? 443 : 80))
   const deadline = performance.now() + timeoutMs
   for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(portNumber, host)
-      socket.once('connect', () => {
-        socket.destroy()
-        resolve(true)
-      })
-      socket.once('error', () => {
-        socket.destroy()
-        resolve(false)
-      })
-    })
-    if (open) return
+    if (await portOpen(url)) return
     if (performance.now() > deadline)
       throw new Error(`the target ${host}:${portNumber} accepted no connection in ${timeoutMs} ms`)
     await new Promise((resolve) => setTimeout(resolve, 100))

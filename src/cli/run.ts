@@ -15,7 +15,12 @@ import {
 import type { ChaosOptions } from './args.js'
 import { type ClientRun, runClient } from './client.js'
 import { buildClientRequest, protocolAdapters } from './client-request.js'
-import { type GatewayProcess, startGatewayProcess, waitForPort } from './gateway-process.js'
+import {
+  type GatewayProcess,
+  portOpen,
+  startGatewayProcess,
+  waitForPort,
+} from './gateway-process.js'
 import { badOutcomes, type Judgement, judgeObservation, type OutcomeKind } from './judge.js'
 import {
   type ChaosScenario,
@@ -169,6 +174,18 @@ interface Harness {
   readonly options: ChaosOptions
   readonly upstream: FaultyUpstream
   readonly runId: string
+  /** The gateway the command started, if it did. */
+  readonly gateway: GatewayProcess | undefined
+}
+
+/** Stops the run when the started gateway exited: nothing after would be its answer. */
+function checkGateway(harness: Harness): void {
+  const exit = harness.gateway?.exited()
+  if (exit === undefined) return
+  const output = redactSecrets(harness.gateway?.output().trim() ?? '')
+  throw new TargetUnreachableError(
+    `the gateway exited mid-run (${typeof exit === 'number' ? `exit code ${exit}` : exit})${output ? `\ngateway output (last lines):\n${output.split('\n').slice(-20).join('\n')}` : ''}`,
+  )
 }
 
 async function play(
@@ -176,6 +193,7 @@ async function play(
   scenario: ChaosScenario,
   requestId: string,
 ): Promise<{ run: ClientRun; judgement: Judgement }> {
+  checkGateway(harness)
   const { options } = harness
   const adapter = protocolAdapters[options.protocol]
   const request = buildClientRequest(
@@ -190,6 +208,12 @@ async function play(
     action: scenario.client,
     pauseMs: Math.min(1000, Math.round(options.hangMs / 4)),
   })
+  // No response from a gateway the command started: it may be dying. Its exit, not a row of
+  // refused connections, is what the run reports.
+  if (run.observation.status === null && harness.gateway !== undefined) {
+    await harness.gateway.exitWithin(1_000)
+    checkGateway(harness)
+  }
   const judgement = await judgeObservation(run.observation, {
     adapter,
     answer: chaosAnswer,
@@ -421,6 +445,12 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
       `faulty upstream: ${upstreamUrl}  (OpenAI base ${upstreamUrl}/v1, Anthropic and Gemini base ${upstreamUrl})`,
     )
     if (options.gateway !== undefined) {
+      // Something already listening would be scored in the started gateway's place.
+      if (await portOpen(options.target)) {
+        throw new TargetUnreachableError(
+          `the target ${new URL(options.target).host} is already in use before the gateway was started: stop what listens there, or point --target at another port`,
+        )
+      }
       const command = options.gateway.replaceAll('{upstream}', upstreamUrl)
       gateway = startGatewayProcess(command)
       log(`gateway: started pid ${gateway.pid}: ${redactCommand(command)}`)
@@ -433,7 +463,12 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
         `${(error as Error).message}${output ? `\ngateway output:\n${output}` : ''}`,
       )
     }
-    const harness: Harness = { options, upstream, runId: `c${Date.now().toString(36)}` }
+    const harness: Harness = {
+      options,
+      upstream,
+      runId: `c${Date.now().toString(36)}`,
+      gateway,
+    }
     log(`target: ${options.target} (${options.protocol})`)
     let scenarios: ScenarioResult[] = []
     let load: LoadResult | null = null
@@ -446,6 +481,7 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
       load = result.load
       judged = result.judged
     }
+    checkGateway(harness)
     const counts = count(judged)
     const marks = { '✓': 0, '✗': 0, 'n/a': 0 }
     for (const result of scenarios) marks[result.mark]++

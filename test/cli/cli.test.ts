@@ -142,6 +142,57 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
   })
 })
 
+describe('stream-boundary chaos: it scores the gateway it started, and only that', () => {
+  it('a target port already in use before --gateway starts is refused (exit 2), nothing is scored', async () => {
+    const stale = createServer((socket) => socket.destroy())
+    await new Promise<void>((resolve) => stale.listen(0, '127.0.0.1', resolve))
+    closers.push(() => new Promise<void>((resolve) => stale.close(() => resolve())))
+    const port = (stale.address() as { port: number }).port
+    const io = capture()
+    const code = await runCli(
+      [
+        'chaos',
+        '--target',
+        `http://127.0.0.1:${port}/v1`,
+        '--protocol',
+        'openai-chat',
+        '--gateway',
+        'sleep 30',
+      ],
+      io,
+    )
+    expect(code).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(/already in use before the gateway was started/)
+    expect(io.stdout).toEqual([])
+  })
+
+  it('a gateway that exits mid-run stops the run (exit 2) with its exit code and the tail of its output', async () => {
+    const port = await freePort()
+    // Answers one request (the warm-up) with a 500, then dies with exit code 7.
+    const gateway = `node -e "require('http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(500).end(()=>{console.error('gateway-crashing-now');process.exit(7)})})}).listen(${port},'127.0.0.1')"`
+    const io = capture()
+    const code = await runCli(
+      [
+        'chaos',
+        '--target',
+        `http://127.0.0.1:${port}/v1`,
+        '--protocol',
+        'openai-chat',
+        '--gateway',
+        gateway,
+        '--scenarios',
+        'ok,empty,html-500,html-200',
+      ],
+      io,
+    )
+    expect(code).toBe(2)
+    const stderr = io.stderr.join('\n')
+    expect(stderr).toMatch(/the gateway exited mid-run \(exit code 7\)/)
+    expect(stderr).toMatch(/gateway-crashing-now/)
+    expect(io.stdout).toEqual([])
+  })
+})
+
 describe('stream-boundary chaos: the report', () => {
   it('against the plain relay: exit 1, silent failures counted, the --json shape', async () => {
     const upstreamPort = await freePort()

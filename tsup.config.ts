@@ -29,12 +29,8 @@ const copyable = new Set([
   'options.ts',
   'key-pool/outcomes.ts',
   'stop.ts',
-  'retry/user-code.ts',
+  'guard-methods.ts',
   'protocols/bytes.ts',
-  // The sync frame splitter, for the testing kit's generators (no async reader, no state
-  // shared with the root's).
-  'sse/splitter.ts',
-  'sse/frame.ts',
   'sse/index-of.ts',
 ])
 

@@ -8,7 +8,11 @@
 
 const brand: unique symbol = Symbol.for('stream-boundary.error')
 
-/** Stable codes of every error this package throws or reports. */
+/**
+ * Stable codes of every error this package throws or reports.
+ *
+ * @group Errors
+ */
 export type ErrorCode =
   | 'FRAME_TOO_LARGE'
   | 'UPSTREAM_READ_FAILED'
@@ -26,7 +30,11 @@ export type ErrorCode =
   | 'REQUEST_BODY_TOO_LARGE'
   | 'USER_CODE_FAILED'
 
-/** Base class of every error this package creates. */
+/**
+ * Base class of every error this package creates.
+ *
+ * @group Errors
+ */
 export class StreamBoundaryError extends Error {
   /** A stable, documented code; match on this rather than on the message. */
   readonly code: ErrorCode
@@ -45,7 +53,11 @@ function hasCode(value: unknown, code?: ErrorCode): value is StreamBoundaryError
   return code === undefined || (value as { code?: unknown }).code === code
 }
 
-/** True for any error created by stream-boundary (any copy of the package). */
+/**
+ * True for any error created by stream-boundary (any copy of the package).
+ *
+ * @group Errors
+ */
 export function isStreamBoundaryError(value: unknown): value is StreamBoundaryError {
   return hasCode(value)
 }
@@ -53,6 +65,8 @@ export function isStreamBoundaryError(value: unknown): value is StreamBoundaryEr
 /**
  * A single SSE frame grew past `maxFrameBytes`. The reader stops instead of buffering more;
  * frames before this one were delivered intact.
+ *
+ * @group Errors
  */
 export class FrameTooLargeError extends StreamBoundaryError {
   override readonly name = 'FrameTooLargeError' as const
@@ -71,7 +85,11 @@ export class FrameTooLargeError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link FrameTooLargeError}. */
+/**
+ * True when `value` is a {@link FrameTooLargeError}.
+ *
+ * @group Errors
+ */
 export function isFrameTooLargeError(value: unknown): value is FrameTooLargeError {
   return hasCode(value, 'FRAME_TOO_LARGE')
 }
@@ -79,6 +97,8 @@ export function isFrameTooLargeError(value: unknown): value is FrameTooLargeErro
 /**
  * Reading the upstream body failed (a reset connection, an undici `terminated`). Bytes that
  * arrived before the failure stay buffered in the reader.
+ *
+ * @group Errors
  */
 export class UpstreamReadError extends StreamBoundaryError {
   override readonly name = 'UpstreamReadError' as const
@@ -92,12 +112,20 @@ export class UpstreamReadError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is an {@link UpstreamReadError}. */
+/**
+ * True when `value` is an {@link UpstreamReadError}.
+ *
+ * @group Errors
+ */
 export function isUpstreamReadError(value: unknown): value is UpstreamReadError {
   return hasCode(value, 'UPSTREAM_READ_FAILED')
 }
 
-/** `next()` was called on a frame reader while an earlier `next()` was still pending. */
+/**
+ * `next()` was called on a frame reader while an earlier `next()` was still pending.
+ *
+ * @group Errors
+ */
 export class ReaderBusyError extends StreamBoundaryError {
   override readonly name = 'ReaderBusyError' as const
 
@@ -109,12 +137,20 @@ export class ReaderBusyError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link ReaderBusyError}. */
+/**
+ * True when `value` is a {@link ReaderBusyError}.
+ *
+ * @group Errors
+ */
 export function isReaderBusyError(value: unknown): value is ReaderBusyError {
   return hasCode(value, 'READER_BUSY')
 }
 
-/** Which of the library's watchdogs fired. */
+/**
+ * Which of the library's watchdogs fired.
+ *
+ * @group Errors
+ */
 export type TimeoutKind = 'first-byte' | 'first-output' | 'idle' | 'write-stall' | 'deadline'
 
 const timeoutCodes = {
@@ -139,6 +175,8 @@ const timeoutMessages: Record<TimeoutKind, string> = {
  * time spent waiting on a slow client does not count), a client that took no bytes for too
  * long (`write-stall`: a downstream failure, never the upstream's fault), or the relay's
  * whole pre-commit budget ran out (`deadline`).
+ *
+ * @group Errors
  */
 export class StreamTimeoutError extends StreamBoundaryError {
   override readonly name = 'StreamTimeoutError' as const
@@ -154,12 +192,20 @@ export class StreamTimeoutError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link StreamTimeoutError}, whichever watchdog fired. */
+/**
+ * True when `value` is a {@link StreamTimeoutError}, whichever watchdog fired.
+ *
+ * @group Errors
+ */
 export function isStreamTimeoutError(value: unknown): value is StreamTimeoutError {
   return Object.values(timeoutCodes).some((code) => hasCode(value, code))
 }
 
-/** Peeking held more than `maxPeekBytes` or `maxPeekFrames` before any output. */
+/**
+ * Peeking held more than `maxPeekBytes` or `maxPeekFrames` before any output.
+ *
+ * @group Errors
+ */
 export class PeekOverflowError extends StreamBoundaryError {
   override readonly name = 'PeekOverflowError' as const
   /** Which bound was crossed. */
@@ -173,7 +219,11 @@ export class PeekOverflowError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link PeekOverflowError}. */
+/**
+ * True when `value` is a {@link PeekOverflowError}.
+ *
+ * @group Errors
+ */
 export function isPeekOverflowError(value: unknown): value is PeekOverflowError {
   return hasCode(value, 'PEEK_OVERFLOW')
 }
@@ -181,6 +231,8 @@ export function isPeekOverflowError(value: unknown): value is PeekOverflowError 
 /**
  * The downstream side ended the request: the client went away, or a write/flush failed. It
  * is terminal and never the upstream's fault (no key is penalised for it).
+ *
+ * @group Errors
  */
 export class DownstreamClosedError extends StreamBoundaryError {
   override readonly name = 'DownstreamClosedError' as const
@@ -197,12 +249,20 @@ export class DownstreamClosedError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link DownstreamClosedError}. */
+/**
+ * True when `value` is a {@link DownstreamClosedError}.
+ *
+ * @group Errors
+ */
 export function isDownstreamClosedError(value: unknown): value is DownstreamClosedError {
   return hasCode(value, 'DOWNSTREAM_CLOSED')
 }
 
-/** Something tried to start over after content reached the client: refused, never attempted. */
+/**
+ * Something tried to start over after content reached the client: refused, never attempted.
+ *
+ * @group Errors
+ */
 export class RetryAfterCommitError extends StreamBoundaryError {
   override readonly name = 'RetryAfterCommitError' as const
 
@@ -214,12 +274,20 @@ export class RetryAfterCommitError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link RetryAfterCommitError}. */
+/**
+ * True when `value` is a {@link RetryAfterCommitError}.
+ *
+ * @group Errors
+ */
 export function isRetryAfterCommitError(value: unknown): value is RetryAfterCommitError {
   return hasCode(value, 'RETRY_AFTER_COMMIT')
 }
 
-/** A status response was asked for after the headers were already sent. */
+/**
+ * A status response was asked for after the headers were already sent.
+ *
+ * @group Errors
+ */
 export class HeadersSentError extends StreamBoundaryError {
   override readonly name = 'HeadersSentError' as const
 
@@ -228,7 +296,11 @@ export class HeadersSentError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link HeadersSentError}. */
+/**
+ * True when `value` is a {@link HeadersSentError}.
+ *
+ * @group Errors
+ */
 export function isHeadersSentError(value: unknown): value is HeadersSentError {
   return hasCode(value, 'HEADERS_SENT')
 }
@@ -237,6 +309,8 @@ export function isHeadersSentError(value: unknown): value is HeadersSentError {
  * A request body grew past `maxRequestBodyBytes`. Reading stopped at the bound (the rest was
  * never read or buffered) and nothing was sent upstream. The message names the bound, never
  * the body.
+ *
+ * @group Errors
  */
 export class RequestBodyTooLargeError extends StreamBoundaryError {
   override readonly name = 'RequestBodyTooLargeError' as const
@@ -252,7 +326,11 @@ export class RequestBodyTooLargeError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link RequestBodyTooLargeError}. */
+/**
+ * True when `value` is a {@link RequestBodyTooLargeError}.
+ *
+ * @group Errors
+ */
 export function isRequestBodyTooLargeError(value: unknown): value is RequestBodyTooLargeError {
   return hasCode(value, 'REQUEST_BODY_TOO_LARGE')
 }
@@ -263,6 +341,8 @@ export function isRequestBodyTooLargeError(value: unknown): value is RequestBody
  * (before commit a 500 naming `component`, after commit the protocol's error frame) instead
  * of leaving the client waiting. The message names the component, never what it threw
  * (that stays in `cause`, which may hold anything, secrets included).
+ *
+ * @group Errors
  */
 export class UserCodeError extends StreamBoundaryError {
   override readonly name = 'UserCodeError' as const
@@ -275,7 +355,11 @@ export class UserCodeError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link UserCodeError}. */
+/**
+ * True when `value` is a {@link UserCodeError}.
+ *
+ * @group Errors
+ */
 export function isUserCodeError(value: unknown): value is UserCodeError {
   return hasCode(value, 'USER_CODE_FAILED')
 }

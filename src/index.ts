@@ -1,13 +1,26 @@
 /**
- * stream-boundary: make LLM streaming reliable. Retry inside the window before the first
- * byte a client can see, commit once, and end honestly in the client's own protocol.
- * This entry is runtime-agnostic (Web standards only).
+ * `stream-boundary`: make LLM streaming reliable. Retry inside the window before the first
+ * byte a client can see, commit once, and end honestly in the client's own protocol. Web
+ * standards only: it runs on Node, Bun, Deno and Cloudflare Workers.
  *
- * The list below is the public API, name by name (test/types/exports.test.ts pins it):
- * a name a module exports is not public until it is added here.
+ * Where to start:
  *
- * @module
+ * - a gateway route: {@link relay}, with {@link webSink} (or `nodeSink` from
+ *   `stream-boundary/node`) and a key pool from {@link createMemoryKeyPool};
+ * - an app on the official `openai` or `@anthropic-ai/sdk` clients:
+ *   {@link createResilientFetch}, passed as their `fetch`;
+ * - another upstream protocol: implement {@link StreamAdapter} and test it with `checkAdapter`
+ *   from `stream-boundary/testing`.
+ *
+ * The groups below are the pieces those are made of, each usable alone: reading SSE
+ * {@link createFrameReader | frames}, protocol adapters, the peek before the first output,
+ * the downstream side (commit gate, sinks, pump), key pools, hedging, and the errors.
+ *
+ * @module stream-boundary
  */
+
+// The list below is the public API, name by name (test/types/exports.test.ts pins it): a
+// name a module exports is not public until it is added here.
 
 // What a stream showed, and how it ended.
 export type {

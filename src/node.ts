@@ -3,7 +3,7 @@
  * `node:http`, Express, Fastify's `reply.raw`), and `serveFetch` to serve a fetch-style
  * handler on Node. The only `node:http` code in the package.
  *
- * @module
+ * @module stream-boundary/node
  */
 
 import { Buffer } from 'node:buffer'
@@ -25,6 +25,8 @@ const nodeReadable = Symbol.for('stream-boundary.nodeReadable')
  * http.createServer(async (req, res) => {
  *   await relay({ sink: nodeSink(res), attempt, pool, adapter: openaiChat })
  * })
+ *
+ * @group Downstream
  */
 export function nodeSink(res: ServerResponse): DownstreamSink {
   // The client-gone abort; `sink.signal` is made from it only when the host asks.
@@ -115,6 +117,8 @@ const nullBodyStatuses = new Set([101, 204, 205, 304])
  *     req.once('error', reject)
  *     req.end(body)
  *   })
+ *
+ * @group Relay
  */
 export function nodeResponse(res: IncomingMessage): Response {
   // Name and value pairs as they came: the Response makes its Headers once, from these.
@@ -160,7 +164,11 @@ function bodyOf(res: IncomingMessage): AsyncIterable<Uint8Array> {
   } as AsyncIterable<Uint8Array>
 }
 
-/** A running {@link serveFetch} server. */
+/**
+ * A running {@link serveFetch} server.
+ *
+ * @group Serving
+ */
 export interface ServedFetch {
   /** The base URL, `http://127.0.0.1:<port>`. */
   readonly url: string
@@ -169,7 +177,11 @@ export interface ServedFetch {
   close(): Promise<void>
 }
 
-/** Options of {@link serveFetch}. */
+/**
+ * Options of {@link serveFetch}.
+ *
+ * @group Serving
+ */
 export interface ServeFetchOptions {
   /** @default 0 (an ephemeral port) */
   readonly port?: number
@@ -185,6 +197,8 @@ export interface ServeFetchOptions {
  *
  * @example
  * const { url, close } = await serveFetch((request) => new Response('ok'))
+ *
+ * @group Serving
  */
 export async function serveFetch(
   handler: (request: Request) => Response | Promise<Response>,
@@ -307,6 +321,8 @@ async function respond(
  *   const signal = clientSignal(c.env.incoming, c.env.outgoing)
  *   // relay({ sink, signal, ... })
  * })
+ *
+ * @group Downstream
  */
 export function clientSignal(req: IncomingMessage, res: ServerResponse): AbortSignal {
   const controller = new AbortController()

@@ -2,7 +2,7 @@
  * `stream-boundary/redis`: a key pool whose state is shared by many gateway replicas through
  * Redis (ioredis, an optional peer dependency), with a local fallback while Redis is down.
  *
- * @module
+ * @module stream-boundary/redis
  */
 
 export type { RedisKeyPool, RedisKeyPoolOptions, RedisPoolOperation } from './redis/pool.js'

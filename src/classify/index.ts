@@ -14,7 +14,11 @@ import type {
 } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 
-/** Options of {@link createStreamTracker}. */
+/**
+ * Options of {@link createStreamTracker}.
+ *
+ * @group Peek and classify
+ */
 export interface StreamTrackerOptions {
   /**
    * Keep reasoning text, up to this many characters, for the thinking-only fallback
@@ -34,14 +38,22 @@ export interface StreamTrackerOptions {
   keepFirstDataChars?: number
 }
 
-/** Defaults of {@link StreamTrackerOptions}. */
+/**
+ * Defaults of {@link StreamTrackerOptions}.
+ *
+ * @group Peek and classify
+ */
 export const streamTrackerDefaults: Readonly<Required<StreamTrackerOptions>> = Object.freeze({
   keepReasoningChars: 65_536,
   keepTextChars: 0,
   keepFirstDataChars: 16_384,
 })
 
-/** What a stream has shown so far. */
+/**
+ * What a stream has shown so far.
+ *
+ * @group Peek and classify
+ */
 export interface StreamState extends RenderState {
   /** Bytes of all frames observed. */
   readonly bytes: number
@@ -62,7 +74,11 @@ export interface StreamState extends RenderState {
   readonly firstError: UpstreamErrorInfo | null
 }
 
-/** How a stream ended. A discriminated union on `kind`. */
+/**
+ * How a stream ended. A discriminated union on `kind`.
+ *
+ * @group Peek and classify
+ */
 export type EofClass =
   | { readonly kind: 'completed'; readonly terminal: TerminalInfo }
   | { readonly kind: 'partial' }
@@ -70,7 +86,11 @@ export type EofClass =
   | { readonly kind: 'error-only'; readonly error: UpstreamErrorInfo }
   | { readonly kind: 'empty' }
 
-/** Tracks one stream: every frame goes through {@link StreamTracker.observe}. */
+/**
+ * Tracks one stream: every frame goes through {@link StreamTracker.observe}.
+ *
+ * @group Peek and classify
+ */
 export interface StreamTracker {
   /** Classifies `frame` with the adapter, records it, and returns the verdict. */
   observe(frame: SseFrame): FrameVerdict
@@ -153,6 +173,8 @@ const maxOpenBlocks = 256
  * const tracker = createStreamTracker(openaiChat)
  * for (let frame = await reader.next(); frame; frame = await reader.next()) tracker.observe(frame)
  * classifyEof(tracker.state) // { kind: 'completed', terminal: { reason: 'stop', raw: 'stop' } }
+ *
+ * @group Peek and classify
  */
 export function createStreamTracker(
   adapter: StreamAdapter,
@@ -260,6 +282,8 @@ export function createStreamTracker(
  * `completed` (a terminal frame was seen), `partial` (text, tool or refusal output, no
  * terminal), `thinking-only` (reasoning only, no terminal), `error-only` (an error frame and
  * nothing visible), `empty` (nothing visible: meta frames and keep-alives don't count).
+ *
+ * @group Peek and classify
  */
 export function classifyEof(state: StreamState): EofClass {
   if (state.terminalSeen && state.terminal !== null)

@@ -24,6 +24,8 @@ import {
 /**
  * The seam between the library and a host's response object (Node `ServerResponse`, a Web
  * `Response` under construction, a test double). See `webSink()` and `nodeSink()`.
+ *
+ * @group Downstream
  */
 export interface DownstreamSink {
   /** Sends the status line and headers. */
@@ -40,10 +42,18 @@ export interface DownstreamSink {
   readonly signal: AbortSignal
 }
 
-/** Where a gate stands. Only ever moves forward. */
+/**
+ * Where a gate stands. Only ever moves forward.
+ *
+ * @group Downstream
+ */
 export type GateState = 'open' | 'headers-committed' | 'content-committed' | 'closed'
 
-/** Options of {@link createCommitGate}. */
+/**
+ * Options of {@link createCommitGate}.
+ *
+ * @group Downstream
+ */
 export interface CommitGateOptions {
   /**
    * The status sent when the stream commits.
@@ -96,7 +106,11 @@ export interface CommitGateOptions {
   writeStallTimeoutMs?: number
 }
 
-/** Defaults of {@link CommitGateOptions}. */
+/**
+ * Defaults of {@link CommitGateOptions}.
+ *
+ * @group Downstream
+ */
 export const commitGateDefaults = Object.freeze({
   status: 200,
   earlyHeaders: false,
@@ -129,7 +143,11 @@ function setEach(head: Headers, init: HeadersInit | undefined): void {
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
 const done: Promise<void> = Promise.resolve()
 
-/** The downstream side of one request. Create one per request, over its sink. */
+/**
+ * The downstream side of one request. Create one per request, over its sink.
+ *
+ * @group Downstream
+ */
 export interface CommitGate {
   /** Where the gate stands. */
   readonly state: GateState
@@ -537,6 +555,8 @@ class Gate implements CommitGate {
  * gate.canRetry // true: nothing the client can see was sent
  * await gate.write(frame.raw) // commits headers and content
  * gate.assertCanRetry() // throws RetryAfterCommitError
+ *
+ * @group Downstream
  */
 export function createCommitGate(
   sink: DownstreamSink,

@@ -40,6 +40,7 @@ const neverForwarded = new Set([
  * framing, encoding and cookies are dropped.
  *
  * @example { allow: [...forwardHeadersDefaults.allow, 'openai-model'], rateLimit: true }
+ * @group Downstream
  */
 export type ForwardHeadersPolicy =
   | 'none'
@@ -60,7 +61,11 @@ export type ForwardHeadersPolicy =
     }
   | ((name: string, value: string) => boolean)
 
-/** Defaults of {@link ForwardHeadersPolicy}. */
+/**
+ * Defaults of {@link ForwardHeadersPolicy}.
+ *
+ * @group Downstream
+ */
 export const forwardHeadersDefaults: {
   readonly allow: readonly string[]
   readonly rateLimit: false
@@ -159,6 +164,8 @@ export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
  * @example
  * forwardableHeaders(upstream.headers) // x-request-id yes, openai-organization no
  * forwardableHeaders(upstream.headers, { rateLimit: true }) // plus x-ratelimit-*
+ *
+ * @group Downstream
  */
 export function forwardableHeaders(headers: Headers, policy?: ForwardHeadersPolicy): Headers {
   return filterHeaders(headers, headerFilter(policy))

@@ -43,7 +43,11 @@ import { FrameSplitter } from '../sse/splitter.js'
 import { type SignalLike, Stop, stopOf } from '../stop.js'
 import type { CommitGate } from './gate.js'
 
-/** How the pump ends a stream whose end was not clean. */
+/**
+ * How the pump ends a stream whose end was not clean.
+ *
+ * @group Downstream
+ */
 export interface PumpPolicy {
   /**
    * Output, then EOF without a terminal event: `error` writes the protocol's error frame
@@ -86,7 +90,11 @@ export interface PumpPolicy {
   stallThresholdMs?: number | undefined
 }
 
-/** Defaults of {@link PumpPolicy}. */
+/**
+ * Defaults of {@link PumpPolicy}.
+ *
+ * @group Downstream
+ */
 export const pumpDefaults = Object.freeze({
   onPartialEof: 'error' as const,
   onThinkingOnly: 'error' as const,
@@ -95,7 +103,11 @@ export const pumpDefaults = Object.freeze({
   stallThresholdMs: 2_000,
 })
 
-/** What a {@link DownstreamTransform} is handed with every frame: the same object all request long. */
+/**
+ * What a {@link DownstreamTransform} is handed with every frame: the same object all request long.
+ *
+ * @group Downstream
+ */
 export interface DownstreamTransformContext {
   /** The upstream's adapter (what the frames are). */
   readonly upstream: StreamAdapter
@@ -107,13 +119,19 @@ export interface DownstreamTransformContext {
  * A gateway's translator from upstream frames to the client's protocol: the bytes (or text) to
  * write for one upstream frame, or `null` to drop it. It sees every upstream frame that is not
  * a keep-alive, in order, and never a frame the library writes itself.
+ *
+ * @group Downstream
  */
 export type DownstreamTransform = (
   frame: SseFrame,
   context: DownstreamTransformContext,
 ) => Uint8Array | string | null
 
-/** The client's side, when it speaks another protocol than the upstream or frames are rewritten. */
+/**
+ * The client's side, when it speaks another protocol than the upstream or frames are rewritten.
+ *
+ * @group Downstream
+ */
 export interface DownstreamOptions {
   /**
    * The client's protocol: renders every frame the library writes (honest error, synthesized
@@ -135,7 +153,11 @@ export interface DownstreamOptions {
   readonly keepAlive?: boolean | 'before-content' | undefined
 }
 
-/** Why the pump wrote an error frame itself. */
+/**
+ * Why the pump wrote an error frame itself.
+ *
+ * @group Downstream
+ */
 export type PumpErrorCause =
   | 'partial-eof'
   /** The upstream's body ended (cleanly) inside a frame after output: a cut, told as one. */
@@ -146,7 +168,11 @@ export type PumpErrorCause =
   | 'idle-timeout'
   | 'frame-too-large'
 
-/** How a pumped stream ended. A discriminated union on `kind`. */
+/**
+ * How a pumped stream ended. A discriminated union on `kind`.
+ *
+ * @group Downstream
+ */
 export type PumpEnd =
   | { readonly kind: 'completed' }
   | { readonly kind: 'upstream-error' }
@@ -188,7 +214,11 @@ function joinRaw(frames: readonly SseFrame[]): Uint8Array {
   return out
 }
 
-/** Gaps between upstream frames after commit. */
+/**
+ * Gaps between upstream frames after commit.
+ *
+ * @group Downstream
+ */
 export interface StallStats {
   readonly count: number
   readonly totalMs: number
@@ -196,7 +226,11 @@ export interface StallStats {
   readonly thresholdMs: number
 }
 
-/** What {@link pump} reports. */
+/**
+ * What {@link pump} reports.
+ *
+ * @group Downstream
+ */
 export interface PumpOutcome {
   readonly end: PumpEnd
   /** The EOF class, when the upstream reached EOF. */
@@ -209,7 +243,11 @@ export interface PumpOutcome {
   readonly durationMs: number
 }
 
-/** Options of {@link pump}. */
+/**
+ * Options of {@link pump}.
+ *
+ * @group Downstream
+ */
 export interface PumpOptions extends PumpPolicy {
   readonly gate: CommitGate
   /** The frames peek consumed (written first, in order). */
@@ -722,6 +760,8 @@ function watchPump(
  * `partial` and `thinking-only` follow the policy; anything abnormal is written as the
  * protocol's own error frame, never as a fake success. A downstream failure cancels the
  * upstream and stops reading. The upstream body is always released and every timer cleared.
+ *
+ * @group Downstream
  */
 export function pump(options: PumpOptions): Promise<PumpOutcome> {
   return pumpWith(options, normalizePumpPolicy(options))
@@ -915,6 +955,8 @@ async function pumpWith(
 /**
  * Ends a request that failed before content: with a real status and the protocol's JSON
  * error body while headers are uncommitted, else in-band with the protocol's error frame.
+ *
+ * @group Downstream
  */
 export async function failBeforeContent(
   gate: CommitGate,
@@ -932,7 +974,11 @@ export async function failBeforeContent(
   await gate.close()
 }
 
-/** Options of {@link deliver}. */
+/**
+ * Options of {@link deliver}.
+ *
+ * @group Downstream
+ */
 export interface DeliverOptions extends PumpPolicy {
   readonly gate: CommitGate
   /** The upstream body, or a reader over it. */
@@ -962,7 +1008,11 @@ export interface DeliverOptions extends PumpPolicy {
   readonly onCommit?: ((peek: Extract<PeekOutcome, { kind: 'output' }>) => void) | undefined
 }
 
-/** What {@link deliver} reports. */
+/**
+ * What {@link deliver} reports.
+ *
+ * @group Downstream
+ */
 export type DeliverOutcome =
   | {
       readonly kind: 'committed'
@@ -1002,6 +1052,8 @@ const deliverKeys = Object.keys({
  * One attempt over one upstream body: (with `earlyHeaders`, commit headers first,) peek for
  * the first output, and on output commit and pump to the end. On any other peek outcome
  * nothing reaches the client and the upstream body is released: the caller may retry.
+ *
+ * @group Downstream
  */
 export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
   rejectUnknownKeys('deliver', options, deliverKeys)

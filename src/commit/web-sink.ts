@@ -10,7 +10,11 @@ import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { ownStop, Stop } from '../stop.js'
 import type { DownstreamSink } from './gate.js'
 
-/** Options of {@link webSink}. */
+/**
+ * Options of {@link webSink}.
+ *
+ * @group Downstream
+ */
 export interface WebSinkOptions {
   /**
    * Bytes the body may queue before `write` waits for the consumer to pull.
@@ -19,7 +23,11 @@ export interface WebSinkOptions {
   highWaterMark?: number
 }
 
-/** What {@link webSink} returns. */
+/**
+ * What {@link webSink} returns.
+ *
+ * @group Downstream
+ */
 export interface WebSink {
   /** Give this to `createCommitGate` (or `relay`). */
   readonly sink: DownstreamSink
@@ -36,6 +44,8 @@ export interface WebSink {
  *   void relay({ sink, attempt, pool, adapter: openaiChat, signal: c.req.raw.signal })
  *   return response
  * })
+ *
+ * @group Downstream
  */
 export function webSink(options: WebSinkOptions = {}): WebSink {
   rejectUnknownKeys('webSink', options, ['highWaterMark'] satisfies (keyof WebSinkOptions)[])

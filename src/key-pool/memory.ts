@@ -27,10 +27,18 @@ import type {
 } from './types.js'
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
 
-/** How the next key is chosen among the usable ones. */
+/**
+ * How the next key is chosen among the usable ones.
+ *
+ * @group Key pools
+ */
 export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight'
 
-/** Options of {@link createMemoryKeyPool}. */
+/**
+ * Options of {@link createMemoryKeyPool}.
+ *
+ * @group Key pools
+ */
 export interface MemoryKeyPoolOptions {
   /**
    * How the next key is chosen.
@@ -109,6 +117,8 @@ export interface MemoryKeyPoolOptions {
  * are at least `breakerFailureRatio` of the leases started in that window. After
  * `circuitOpenMs` exactly one probe lease is admitted; only its result closes or re-opens
  * the circuit.
+ *
+ * @group Key pools
  */
 export const memoryKeyPoolDefaults = Object.freeze({
   selection: 'round-robin' as KeySelection,
@@ -286,6 +296,8 @@ function restore(state: KeyState, saved: KeyStateSnapshot, now: number): void {
  *   [{ id: 'primary', secret: process.env.KEY_A! }, { id: 'backup', secret: process.env.KEY_B! }],
  *   { selection: 'least-inflight', maxInflight: 8, onKeyState: (e) => log.info(e) },
  * )
+ *
+ * @group Key pools
  */
 export function createMemoryKeyPool(
   keys: readonly PoolKey[],

@@ -5,7 +5,11 @@
  * @module
  */
 
-/** One credential. */
+/**
+ * One credential.
+ *
+ * @group Key pools
+ */
 export interface PoolKey {
   /** A stable, non-secret id: the only thing reported anywhere. */
   readonly id: string
@@ -25,6 +29,8 @@ export interface PoolKey {
 /**
  * What an attempt taught about its key. Only `rate-limited`, `auth-failed` and
  * `server-error` are held against the key; the rest are not its fault.
+ *
+ * @group Key pools
  */
 export type KeyOutcome =
   | { readonly kind: 'success' }
@@ -54,6 +60,8 @@ export type KeyOutcome =
 /**
  * A key handed out for one attempt. `report` exactly once (a second report is ignored): it
  * ends the lease and frees the key's in-flight slot.
+ *
+ * @group Key pools
  */
 export interface KeyLease {
   readonly keyId: string
@@ -69,7 +77,11 @@ export interface KeyLease {
   report(outcome: KeyOutcome): Promise<void>
 }
 
-/** What {@link KeyPool.acquire} found. A discriminated union on `kind`. */
+/**
+ * What {@link KeyPool.acquire} found. A discriminated union on `kind`.
+ *
+ * @group Key pools
+ */
 export type AcquireResult =
   | { readonly kind: 'leased'; readonly lease: KeyLease }
   /**
@@ -94,7 +106,11 @@ export type AcquireResult =
       readonly rejectedKeyIds?: readonly string[]
     }
 
-/** Options of {@link KeyPool.acquire}. */
+/**
+ * Options of {@link KeyPool.acquire}.
+ *
+ * @group Key pools
+ */
 export interface AcquireOptions {
   /** Key ids not to hand out (those already tried in this request). */
   readonly exclude?: ReadonlySet<string> | undefined
@@ -109,7 +125,11 @@ export interface AcquireOptions {
   readonly signal?: AbortSignal | undefined
 }
 
-/** The serialisable state of one key (no secret, no inflight count: leases are local). */
+/**
+ * The serialisable state of one key (no secret, no inflight count: leases are local).
+ *
+ * @group Key pools
+ */
 export interface KeyStateSnapshot {
   readonly id: string
   readonly disabled: boolean
@@ -127,13 +147,21 @@ export interface KeyStateSnapshot {
   readonly circuitUntil: number
 }
 
-/** The serialisable state of a pool: `toJSON()` out, `initialState` in. */
+/**
+ * The serialisable state of a pool: `toJSON()` out, `initialState` in.
+ *
+ * @group Key pools
+ */
 export interface KeyPoolSnapshot {
   readonly version: 1
   readonly keys: readonly KeyStateSnapshot[]
 }
 
-/** Outcome counters of one key, for observability and tests. */
+/**
+ * Outcome counters of one key, for observability and tests.
+ *
+ * @group Key pools
+ */
 export interface KeyStats {
   readonly id: string
   readonly leases: number
@@ -141,7 +169,11 @@ export interface KeyStats {
   readonly outcomes: Readonly<Record<KeyOutcome['kind'], number>>
 }
 
-/** A change of a key's state, as told to a pool's `onKeyState` hook. Never holds a secret. */
+/**
+ * A change of a key's state, as told to a pool's `onKeyState` hook. Never holds a secret.
+ *
+ * @group Key pools
+ */
 export interface KeyStateEvent {
   readonly keyId: string
   readonly state:
@@ -164,7 +196,11 @@ export interface KeyStateEvent {
   readonly until?: number | undefined
 }
 
-/** A pool of credentials. Implement it for a shared store; `createMemoryKeyPool` is the default. */
+/**
+ * A pool of credentials. Implement it for a shared store; `createMemoryKeyPool` is the default.
+ *
+ * @group Key pools
+ */
 export interface KeyPool {
   /** Leases the next usable key, or says when one may be (or why none can). */
   acquire(options?: AcquireOptions): Promise<AcquireResult>

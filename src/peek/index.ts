@@ -26,10 +26,18 @@ import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextFrameOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
 
-/** Which verdict ends the peek and allows a commit. */
+/**
+ * Which verdict ends the peek and allows a commit.
+ *
+ * @group Peek and classify
+ */
 export type CommitOn = 'visible' | 'content' | 'first-frame'
 
-/** Options of {@link peekFirstOutput}. */
+/**
+ * Options of {@link peekFirstOutput}.
+ *
+ * @group Peek and classify
+ */
 export interface PeekOptions {
   /**
    * What counts as output: `visible` = text, tool, refusal or reasoning; `content` = text,
@@ -88,7 +96,11 @@ export interface PeekOptions {
   trackerOptions?: StreamTrackerOptions
 }
 
-/** Defaults of {@link PeekOptions}. */
+/**
+ * Defaults of {@link PeekOptions}.
+ *
+ * @group Peek and classify
+ */
 export const peekDefaults = Object.freeze({
   commitOn: 'visible' as CommitOn,
   firstByteTimeoutMs: 30_000,
@@ -112,6 +124,8 @@ interface PeekBase {
  * How a peek ended. `output` means commit and pump; every other kind means nothing was
  * committed, and all but `aborted` (and a non-retryable `error-frame`) are worth a retry.
  * On any kind but `output`, release the reader (`reader.cancel()`) unless you go on reading.
+ *
+ * @group Peek and classify
  */
 export type PeekOutcome =
   | (PeekBase & {
@@ -226,6 +240,8 @@ const now = (): number => performance.now()
  *   await outcome.reader.cancel()
  *   // retry: nothing reached the client
  * }
+ *
+ * @group Peek and classify
  */
 export async function peekFirstOutput(
   reader: FrameReader,

@@ -27,6 +27,8 @@ const shippedAdapters: readonly StreamAdapter[] = Object.freeze([
  * @example
  * adapterForUrl('https://api.anthropic.com/v1/messages') // anthropicMessages
  * adapterForUrl(url, [myAdapter, ...]) // a custom adapter first
+ *
+ * @group Protocols
  */
 export function adapterForUrl(
   url: string | URL,

@@ -384,6 +384,8 @@ const clientEvents: ReadonlySet<string> = new Set([
  * types (`anthropicErrorType`). Rendered stop: `content_block_stop` for each open block,
  * `message_delta` with `end_turn`, `message_stop`. Promoted reasoning begins with a
  * `message_start` when the client was sent none.
+ *
+ * @group Protocols
  */
 export const anthropicMessages: StreamAdapter = Object.freeze({
   name: 'anthropic-messages',

@@ -91,6 +91,8 @@ const fatalTypes = new Set([
  * Whether an upstream error type (or code, or HTTP-like status) is worth another attempt:
  * overload, rate limits and 5xx-like types are; invalid requests, auth and context-length
  * errors are not. Unknown types are retryable: before output, one more attempt is cheap.
+ *
+ * @group Protocols
  */
 export function isRetryableErrorType(
   type: string,

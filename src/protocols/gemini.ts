@@ -138,6 +138,8 @@ function chunk(state: RenderState | undefined, candidate: Record<string, unknown
  *
  * Rendered error: a frame holding an `error` object. Rendered stop: a chunk with
  * `finishReason: "STOP"`.
+ *
+ * @group Protocols
  */
 export const geminiGenerateContent: StreamAdapter = Object.freeze({
   name: 'gemini',

@@ -206,6 +206,8 @@ function chunk(
  *
  * Rendered error: a chunk holding only an `error` object, with no `[DONE]` after it (the
  * official SDK raises it as an `APIError`). Rendered stop: a `finish_reason` chunk, then `[DONE]`.
+ *
+ * @group Protocols
  */
 export const openaiChat: StreamAdapter = Object.freeze({
   name: 'openai-chat',

@@ -227,6 +227,8 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
  * Rendered error: `event: error` carrying both the flat fields of the Responses error event and
  * an `error` object (the official SDK raises it as an `APIError`). Rendered stop:
  * `response.completed` with the response object from `response.created`.
+ *
+ * @group Protocols
  */
 export const openaiResponses: StreamAdapter = Object.freeze({
   name: 'openai-responses',

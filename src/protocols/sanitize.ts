@@ -6,7 +6,11 @@
  * @module
  */
 
-/** Longest message the library writes, in characters. */
+/**
+ * Longest message the library writes, in characters.
+ *
+ * @group Redaction
+ */
 export const maxMessageLength = 500
 
 const secretPatterns: readonly RegExp[] = [
@@ -19,7 +23,11 @@ const secretPatterns: readonly RegExp[] = [
   /("?(?:api[_-]?key|x-api-key|authorization|x-goog-api-key)"?\s*[:=]\s*"?)[^"\s,}]{8,}/gi,
 ]
 
-/** Replaces anything that looks like a credential with `[redacted]`. */
+/**
+ * Replaces anything that looks like a credential with `[redacted]`.
+ *
+ * @group Redaction
+ */
 export function redactSecrets(text: string): string {
   let out = text
   for (const pattern of secretPatterns) {
@@ -50,6 +58,8 @@ function formsOf(secret: string): readonly string[] {
  *
  * @example
  * redactValues('bad key gsk_live_0123456789', ['gsk_live_0123456789']) // 'bad key [redacted]'
+ *
+ * @group Redaction
  */
 export function redactValues(text: string, secrets: readonly string[]): string {
   let out = text
@@ -113,6 +123,8 @@ function binaryStart(text: string): number | undefined {
  * @example
  * sanitizeMessage('<html><title>502 Bad Gateway</title>…</html>') // '502 Bad Gateway'
  * sanitizeMessage('bad\u0000 request\n\n  sk-abcdefghijkl') // 'bad request [redacted]'
+ *
+ * @group Redaction
  */
 export function sanitizeMessage(message: string): string {
   // Fold whitespace first, so line breaks never count as binary and `<title>` spans lines.

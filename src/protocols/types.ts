@@ -7,7 +7,11 @@
 
 import type { SseFrame } from '../sse/frame.js'
 
-/** Why an answer ended, normalised across protocols. */
+/**
+ * Why an answer ended, normalised across protocols.
+ *
+ * @group Protocols
+ */
 export type TerminalReason =
   | 'stop'
   | 'length'
@@ -17,7 +21,11 @@ export type TerminalReason =
   | 'error'
   | 'other'
 
-/** A frame that ends the answer. */
+/**
+ * A frame that ends the answer.
+ *
+ * @group Protocols
+ */
 export interface TerminalInfo {
   /** The normalised reason; `null` for a bare end marker such as Chat's `[DONE]`. */
   readonly reason: TerminalReason | null
@@ -25,7 +33,11 @@ export interface TerminalInfo {
   readonly raw: string | null
 }
 
-/** An error reported by the upstream inside the stream (or a frame that could not be read). */
+/**
+ * An error reported by the upstream inside the stream (or a frame that could not be read).
+ *
+ * @group Protocols
+ */
 export interface UpstreamErrorInfo {
   /** The upstream's error type (`overloaded_error`, `server_error`, `UNAVAILABLE`…), or `malformed_frame`. */
   readonly type: string
@@ -39,13 +51,21 @@ export interface UpstreamErrorInfo {
   readonly retryable: boolean
 }
 
-/** Block bookkeeping some protocols need to end a stream cleanly (Anthropic content blocks). */
+/**
+ * Block bookkeeping some protocols need to end a stream cleanly (Anthropic content blocks).
+ *
+ * @group Protocols
+ */
 export interface BlockEdge {
   readonly index: number
   readonly edge: 'open' | 'close'
 }
 
-/** Output the client can see. */
+/**
+ * Output the client can see.
+ *
+ * @group Protocols
+ */
 export interface OutputVerdict {
   /** `text` answer text, `tool` tool/function call data, `reasoning` thinking, `refusal` a refusal. */
   readonly kind: 'text' | 'tool' | 'reasoning' | 'refusal'
@@ -56,31 +76,51 @@ export interface OutputVerdict {
   readonly block?: BlockEdge
 }
 
-/** Bookkeeping with nothing for the client to see (role-only chunk, `message_start`, usage). */
+/**
+ * Bookkeeping with nothing for the client to see (role-only chunk, `message_start`, usage).
+ *
+ * @group Protocols
+ */
 export interface MetaVerdict {
   readonly kind: 'meta'
   readonly block?: BlockEdge
 }
 
-/** A keep-alive: an SSE comment, an empty frame, Anthropic `ping`. */
+/**
+ * A keep-alive: an SSE comment, an empty frame, Anthropic `ping`.
+ *
+ * @group Protocols
+ */
 export interface KeepaliveVerdict {
   readonly kind: 'keepalive'
 }
 
-/** A frame that ends the answer without output of its own. */
+/**
+ * A frame that ends the answer without output of its own.
+ *
+ * @group Protocols
+ */
 export interface TerminalVerdict {
   readonly kind: 'terminal'
   readonly terminal: TerminalInfo
   readonly block?: BlockEdge
 }
 
-/** An error frame, or a frame that could not be read (`code: 'MALFORMED_FRAME'`). */
+/**
+ * An error frame, or a frame that could not be read (`code: 'MALFORMED_FRAME'`).
+ *
+ * @group Protocols
+ */
 export interface ErrorVerdict {
   readonly kind: 'error'
   readonly error: UpstreamErrorInfo
 }
 
-/** What one frame is. A discriminated union on `kind`. */
+/**
+ * What one frame is. A discriminated union on `kind`.
+ *
+ * @group Protocols
+ */
 export type FrameVerdict =
   | OutputVerdict
   | MetaVerdict
@@ -88,14 +128,22 @@ export type FrameVerdict =
   | TerminalVerdict
   | ErrorVerdict
 
-/** A request as the relay may rewrite it: where it goes and its JSON body. */
+/**
+ * A request as the relay may rewrite it: where it goes and its JSON body.
+ *
+ * @group Protocols
+ */
 export interface UpstreamRequest {
   /** The URL, when the host gave one. */
   readonly url: string | undefined
   readonly body: Readonly<Record<string, unknown>>
 }
 
-/** The bounds an adapter's {@link StreamAdapter.fitOutputBudget} must respect. */
+/**
+ * The bounds an adapter's {@link StreamAdapter.fitOutputBudget} must respect.
+ *
+ * @group Protocols
+ */
 export interface OutputBudgetLimits {
   /** The smallest answer budget worth retrying with (after any thinking budget). */
   readonly floorTokens: number
@@ -103,7 +151,11 @@ export interface OutputBudgetLimits {
   readonly minThinkingTokens: number
 }
 
-/** An error to render as the protocol's own error frame. */
+/**
+ * An error to render as the protocol's own error frame.
+ *
+ * @group Protocols
+ */
 export interface RenderableError {
   /** The error type to report (`overloaded_error`, `upstream_error`, `timeout`…). */
   readonly type: string
@@ -115,7 +167,11 @@ export interface RenderableError {
   readonly status?: number | null | undefined
 }
 
-/** What renderers may read of a stream's tracked state. */
+/**
+ * What renderers may read of a stream's tracked state.
+ *
+ * @group Protocols
+ */
 export interface RenderState {
   /** Frames seen so far (Responses uses it as the next `sequence_number`). */
   readonly frames: number
@@ -141,6 +197,8 @@ export interface RenderState {
 /**
  * One wire protocol. Implement it for an upstream the library does not ship; check it with
  * `checkAdapter` from `stream-boundary/testing`.
+ *
+ * @group Protocols
  */
 export interface StreamAdapter {
   /** A short stable name (`openai-chat`). */

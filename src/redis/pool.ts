@@ -34,7 +34,11 @@ import type {
 import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
 import { luaScripts } from './scripts.js'
 
-/** Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives. */
+/**
+ * Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives.
+ *
+ * @group Key pools
+ */
 export interface RedisKeyPoolOptions extends MemoryKeyPoolOptions {
   /**
    * The ioredis client (`new Redis(…)` or `new Cluster(…)`), owned by the host: the pool
@@ -88,7 +92,11 @@ export interface RedisKeyPoolOptions extends MemoryKeyPoolOptions {
   now?: () => number
 }
 
-/** Defaults of {@link RedisKeyPoolOptions}. */
+/**
+ * Defaults of {@link RedisKeyPoolOptions}.
+ *
+ * @group Key pools
+ */
 export const redisKeyPoolDefaults = Object.freeze({
   ...memoryKeyPoolDefaults,
   leaseTtlMs: 30_000,
@@ -96,7 +104,11 @@ export const redisKeyPoolDefaults = Object.freeze({
   probeIntervalMs: 1_000,
 })
 
-/** A {@link KeyPool} whose state lives in Redis. */
+/**
+ * A {@link KeyPool} whose state lives in Redis.
+ *
+ * @group Key pools
+ */
 export interface RedisKeyPool extends KeyPool {
   /** True while Redis is unreachable and this replica serves from its local fallback. */
   readonly degraded: boolean
@@ -107,7 +119,11 @@ export interface RedisKeyPool extends KeyPool {
   close(): void
 }
 
-/** What the pool was doing when Redis failed it. */
+/**
+ * What the pool was doing when Redis failed it.
+ *
+ * @group Key pools
+ */
 export type RedisPoolOperation =
   | 'seed'
   | 'acquire'
@@ -123,6 +139,8 @@ export type RedisPoolOperation =
 /**
  * Redis did not serve the key pool: a connection error, a reply later than
  * `commandTimeoutMs`, or an error reply. Handed to `onDegraded`, never thrown at a request.
+ *
+ * @group Errors
  */
 export class RedisUnavailableError extends StreamBoundaryError {
   override readonly name = 'RedisUnavailableError' as const
@@ -138,7 +156,11 @@ export class RedisUnavailableError extends StreamBoundaryError {
   }
 }
 
-/** True when `value` is a {@link RedisUnavailableError} (from any copy of the package). */
+/**
+ * True when `value` is a {@link RedisUnavailableError} (from any copy of the package).
+ *
+ * @group Errors
+ */
 export function isRedisUnavailableError(value: unknown): value is RedisUnavailableError {
   return isStreamBoundaryError(value) && value.code === 'REDIS_UNAVAILABLE'
 }
@@ -428,6 +450,8 @@ const redisOptionKeys = Object.keys({
  *   [{ id: 'primary', secret: process.env.KEY_A! }, { id: 'backup', secret: process.env.KEY_B! }],
  *   { redis, prefix: 'gateway:openai', maxInflight: 8, onDegraded: (e) => log.warn(e.message) },
  * )
+ *
+ * @group Key pools
  */
 export function createRedisKeyPool(
   keys: readonly PoolKey[],

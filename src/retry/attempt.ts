@@ -34,7 +34,11 @@ import {
   renderMessage,
 } from './whole-answer.js'
 
-/** A key leased from the pool for one attempt. */
+/**
+ * A key leased from the pool for one attempt.
+ *
+ * @group Relay
+ */
 export interface LeasedKey {
   readonly id: string
   /** Put it in the request's credential header; never log it. */
@@ -42,7 +46,11 @@ export interface LeasedKey {
   readonly metadata: Readonly<Record<string, unknown>> | undefined
 }
 
-/** What an attempt function is given, whatever owns the credentials. */
+/**
+ * What an attempt function is given, whatever owns the credentials.
+ *
+ * @group Relay
+ */
 export interface AttemptContextBase {
   /**
    * Pass to `fetch`: it aborts when the client goes away, the pre-commit deadline passes, or
@@ -71,22 +79,38 @@ export interface AttemptContextBase {
   readonly freshConnection: boolean
 }
 
-/** What an attempt function is given when the relay leases keys from a pool. */
+/**
+ * What an attempt function is given when the relay leases keys from a pool.
+ *
+ * @group Relay
+ */
 export interface AttemptContext extends AttemptContextBase {
   /** The leased key: put `secret` in the request's credential header. */
   readonly key: LeasedKey
 }
 
-/** What an attempt function is given when the caller owns the credentials (no pool). */
+/**
+ * What an attempt function is given when the caller owns the credentials (no pool).
+ *
+ * @group Relay
+ */
 export interface CallerCredentialsContext extends AttemptContextBase {
   /** No key: the attempt function sets its own credentials. */
   readonly key: undefined
 }
 
-/** Makes one upstream request and returns its `Response` (usually a `fetch`). */
+/**
+ * Makes one upstream request and returns its `Response` (usually a `fetch`).
+ *
+ * @group Relay
+ */
 export type AttemptFunction = (context: AttemptContext) => Promise<Response>
 
-/** Makes one upstream request with the caller's own credentials (a relay without a pool). */
+/**
+ * Makes one upstream request with the caller's own credentials (a relay without a pool).
+ *
+ * @group Relay
+ */
 export type CallerCredentialsAttemptFunction = (
   context: CallerCredentialsContext,
 ) => Promise<Response>
@@ -97,12 +121,18 @@ export type CallerCredentialsAttemptFunction = (
  * {@link CallerCredentialsAttemptFunction} that sets them: a user's own key, an Azure
  * `api-key`, a signed request). Without a pool, outcomes and hooks still work and report
  * `keyId: null`; an upstream 401/403 goes back to the client as the upstream said.
+ *
+ * @group Relay
  */
 export type Credentials =
   | { readonly pool: KeyPool; readonly attempt: AttemptFunction }
   | { readonly pool?: undefined; readonly attempt: CallerCredentialsAttemptFunction }
 
-/** One way to serve the request: a protocol, credentials and an attempt function. */
+/**
+ * One way to serve the request: a protocol, credentials and an attempt function.
+ *
+ * @group Relay
+ */
 export type Route = Credentials & {
   /** A name for outcomes and hooks. */
   readonly name?: string
@@ -111,7 +141,11 @@ export type Route = Credentials & {
   readonly request?: UpstreamRequest
 }
 
-/** An upstream HTTP error as it was sent: what the relay passes on when it gives up. */
+/**
+ * An upstream HTTP error as it was sent: what the relay passes on when it gives up.
+ *
+ * @group Relay
+ */
 export interface UpstreamHttpError {
   readonly status: number
   readonly headers: Headers

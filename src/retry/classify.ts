@@ -12,7 +12,11 @@ import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
 import { errorTypeForStatus } from './error-body.js'
 import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
-/** A failed attempt, as the relay saw it. */
+/**
+ * A failed attempt, as the relay saw it.
+ *
+ * @group Retry decisions
+ */
 export type AttemptFailure =
   /** The upstream answered with a non-2xx status. */
   | {
@@ -43,6 +47,8 @@ export type AttemptFailure =
  * Why an attempt failed, or why the request gave up without one: a closed set, the HTTP
  * status, connection code or error type carried in the template parts. A request the
  * relay's `adjustRequest` or context-window fit changed says so with `:request-adjusted`.
+ *
+ * @group Retry decisions
  */
 export type BaseFailureReason =
   | `status-${number}`
@@ -71,10 +77,18 @@ export type BaseFailureReason =
   | 'all-keys-rejected'
   | `no-key:${'no-keys' | 'all-disabled' | 'all-excluded'}`
 
-/** A {@link BaseFailureReason}, or one for a request the relay changed and tried again. */
+/**
+ * A {@link BaseFailureReason}, or one for a request the relay changed and tried again.
+ *
+ * @group Retry decisions
+ */
 export type FailureReason = BaseFailureReason | `${BaseFailureReason}:request-adjusted`
 
-/** What follows from a failed attempt. */
+/**
+ * What follows from a failed attempt.
+ *
+ * @group Retry decisions
+ */
 export interface FailureVerdict {
   /** Whether another attempt may succeed. */
   readonly retryable: boolean
@@ -219,7 +233,11 @@ const connectionMessages: Record<string, string> = {
 /** Codes of a connection that died under a request (not a refusal): a pooled socket may be stale. */
 const staleConnectionCodes = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'])
 
-/** What a `fetch` failure means: retryable or not, with a message a person can act on. */
+/**
+ * What a `fetch` failure means: retryable or not, with a message a person can act on.
+ *
+ * @group Retry decisions
+ */
 export interface ConnectionErrorVerdict {
   readonly retryable: boolean
   /** The error code found on the error or its causes (`ECONNRESET`), if any. */
@@ -231,6 +249,8 @@ export interface ConnectionErrorVerdict {
  * Classifies whatever `fetch` threw by walking its `cause` chain (bounded; cycles are safe):
  * resets, refusals, timeouts and undici's `terminated` are retryable; TLS certificate
  * failures and unknown hosts are not.
+ *
+ * @group Retry decisions
  */
 export function classifyConnectionError(error: unknown): ConnectionErrorVerdict {
   let current: unknown = error
@@ -628,6 +648,8 @@ export function wholeAnswerVerdict(
  * @example
  * classifyAttemptFailure({ kind: 'status', status: 429, headers: new Headers({ 'retry-after': '20' }) })
  * // { retryable: true, key: { kind: 'rate-limited', retryAfterMs: 20000 }, status: 429, … }
+ *
+ * @group Retry decisions
  */
 export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict {
   switch (failure.kind) {

@@ -11,7 +11,11 @@ import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { shippedAdapterNamed } from '../protocols/adapter-for-url.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 
-/** Options of the context-window fit. */
+/**
+ * Options of the context-window fit.
+ *
+ * @group Retry decisions
+ */
 export interface ContextWindowFitOptions {
   /**
    * Tokens left free below the limit, for tokenizer slack.
@@ -32,7 +36,11 @@ export interface ContextWindowFitOptions {
   readonly minThinkingTokens?: number
 }
 
-/** Defaults of {@link ContextWindowFitOptions}. */
+/**
+ * Defaults of {@link ContextWindowFitOptions}.
+ *
+ * @group Retry decisions
+ */
 export const contextWindowFitDefaults: Readonly<Required<ContextWindowFitOptions>> = Object.freeze({
   marginTokens: 1024,
   floorTokens: 3000,
@@ -71,7 +79,11 @@ function definedOnly(options: ContextWindowFitOptions): ContextWindowFitOptions 
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined))
 }
 
-/** The numbers an overflow error states. */
+/**
+ * The numbers an overflow error states.
+ *
+ * @group Retry decisions
+ */
 export interface ContextOverflow {
   readonly inputTokens: number
   readonly limitTokens: number
@@ -81,6 +93,8 @@ export interface ContextOverflow {
  * Reads an overflow error: Anthropic's `input length and max_tokens exceed context limit:
  * X + Y > Z`, or OpenAI's `maximum context length is Z tokens … requested T tokens (X in the
  * messages, Y in the completion)`. `undefined` when the message states no usable numbers.
+ *
+ * @group Retry decisions
  */
 export function parseContextOverflow(message: string): ContextOverflow | undefined {
   const anthropic =
@@ -118,6 +132,8 @@ export function parseContextOverflow(message: string): ContextOverflow | undefin
  *   'input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000', {})
  * // → max_tokens: 10736
  * // with thinking.budget_tokens 16000 → max_tokens: 10736, thinking.budget_tokens: 7736
+ *
+ * @group Retry decisions
  */
 export function fitContextWindow(
   adapter: StreamAdapter | string,

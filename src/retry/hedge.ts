@@ -10,7 +10,11 @@
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from '../key-pool/window.js'
 import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 
-/** The adaptive delay: a percentile of the route's recent times to first output. */
+/**
+ * The adaptive delay: a percentile of the route's recent times to first output.
+ *
+ * @group Hedging
+ */
 export interface AdaptiveHedgeOptions {
   /** Which percentile of recent times to first output a hedge waits for. @default 0.95 */
   readonly percentile?: number
@@ -24,7 +28,11 @@ export interface AdaptiveHedgeOptions {
   readonly minMs?: number
 }
 
-/** Options of {@link createHedging}. */
+/**
+ * Options of {@link createHedging}.
+ *
+ * @group Hedging
+ */
 export interface HedgingOptions {
   /**
    * How long the running attempt may go without visible output before a hedge starts: a
@@ -71,7 +79,11 @@ export interface HedgingOptions {
   readonly adaptive?: AdaptiveHedgeOptions
 }
 
-/** What a {@link Hedging} has counted, for dashboards and tests. */
+/**
+ * What a {@link Hedging} has counted, for dashboards and tests.
+ *
+ * @group Hedging
+ */
 export interface HedgingSnapshot {
   /** Requests counted toward the budget in the current window. */
   readonly requests: number
@@ -86,6 +98,8 @@ export interface HedgingSnapshot {
 /**
  * Shared hedging state for `policy.hedge`: create one per gateway (not per request), so the
  * budget and the adaptive delay see every request.
+ *
+ * @group Hedging
  */
 export interface Hedging {
   /** The options with their defaults filled in. */
@@ -94,7 +108,11 @@ export interface Hedging {
   snapshot(): HedgingSnapshot
 }
 
-/** {@link HedgingOptions} with every default filled in. */
+/**
+ * {@link HedgingOptions} with every default filled in.
+ *
+ * @group Hedging
+ */
 export interface NormalizedHedging {
   readonly afterMs: number | 'adaptive'
   readonly maxHedges: number
@@ -106,7 +124,11 @@ export interface NormalizedHedging {
   readonly adaptive: Required<AdaptiveHedgeOptions>
 }
 
-/** Defaults of {@link HedgingOptions}. */
+/**
+ * Defaults of {@link HedgingOptions}.
+ *
+ * @group Hedging
+ */
 export const hedgingDefaults = Object.freeze({
   afterMs: 'adaptive' as const,
   maxHedges: 1,
@@ -255,6 +277,8 @@ function delayOf(state: HedgeState, latency: RouteLatency | undefined): number {
  * const hedging = createHedging({ afterMs: 'adaptive', budget: 0.1 })
  * // per request:
  * relay({ ..., policy: { hedge: hedging } })
+ *
+ * @group Hedging
  */
 export function createHedging(options: HedgingOptions = {}): Hedging {
   const state: HedgeState = { options: normalizeHedging(options), window: [], routes: new Map() }

@@ -13,7 +13,11 @@ import type { Credentials } from './attempt.js'
 import type { FailureReason } from './classify.js'
 import type { RelayPolicy } from './policy.js'
 
-/** One attempt, as reported in outcomes and hooks. Never holds a secret. */
+/**
+ * One attempt, as reported in outcomes and hooks. Never holds a secret.
+ *
+ * @group Relay
+ */
 export interface AttemptRecord {
   readonly attemptNumber: number
   readonly route: string
@@ -45,16 +49,30 @@ export interface AttemptRecord {
  * Why a hedge slot passed without a hedge: the budget was spent, the route saw an overload
  * (hedging pauses), or no key could be had (every other key busy or cooling; one key and no
  * `sameKey`).
+ *
+ * @group Hedging
  */
 export type HedgeSkipReason = 'budget' | 'overload' | 'no-free-key'
 
-/** What an {@link AttemptRecord} says of its attempt: a closed set, switchable exhaustively. */
+/**
+ * What an {@link AttemptRecord} says of its attempt: a closed set, switchable exhaustively.
+ *
+ * @group Relay
+ */
 export type AttemptResultName = 'running' | 'committed' | 'threw' | FailureReason
 
-/** Why a request failed: an attempt's failure, the pool's answer, or code that threw. */
+/**
+ * Why a request failed: an attempt's failure, the pool's answer, or code that threw.
+ *
+ * @group Relay
+ */
 export type RelayFailureReason = FailureReason | `threw:${string}`
 
-/** What hedging did in a request (see `policy.hedge`). */
+/**
+ * What hedging did in a request (see `policy.hedge`).
+ *
+ * @group Hedging
+ */
 export interface HedgeReport {
   /** Hedges started. */
   readonly started: number
@@ -68,7 +86,11 @@ export interface HedgeReport {
   readonly skipped: Readonly<Record<HedgeSkipReason, number>>
 }
 
-/** How a relayed request ended. A discriminated union on `kind`. */
+/**
+ * How a relayed request ended. A discriminated union on `kind`.
+ *
+ * @group Relay
+ */
 export type RelayOutcome =
   | {
       readonly kind: 'committed'
@@ -104,7 +126,11 @@ export type RelayOutcome =
       readonly durationMs: number
     }
 
-/** Hooks, each given a frozen context. A hook that throws is ignored. */
+/**
+ * Hooks, each given a frozen context. A hook that throws is ignored.
+ *
+ * @group Relay
+ */
 export interface RelayHooks {
   /** An attempt starts, with the key it leased. */
   onAttempt?(context: {
@@ -170,10 +196,16 @@ export interface RelayHooks {
 /**
  * Options of {@link relay}. Credentials come from a `pool` (the attempt function gets a
  * leased key) or from the caller (no `pool`: the attempt function sets its own).
+ *
+ * @group Relay
  */
 export type RelayOptions = RelayRequestOptions & Credentials
 
-/** Options of {@link relay} besides the credentials. */
+/**
+ * Options of {@link relay} besides the credentials.
+ *
+ * @group Relay
+ */
 export interface RelayRequestOptions {
   /** Where the response goes (`webSink().sink`, `nodeSink(res)`). */
   readonly sink: DownstreamSink

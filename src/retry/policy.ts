@@ -15,7 +15,11 @@ import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
 import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
 import { type HedgeState, type Hedging, hedgeState } from './hedge.js'
 
-/** Exponential backoff with jitter, for retrying a key already tried in the request. */
+/**
+ * Exponential backoff with jitter, for retrying a key already tried in the request.
+ *
+ * @group Relay
+ */
 export interface BackoffOptions {
   /** @default 500 */
   readonly baseMs?: number
@@ -27,7 +31,11 @@ export interface BackoffOptions {
   readonly jitter?: number
 }
 
-/** What `adjustRequest` is told about a refused attempt. */
+/**
+ * What `adjustRequest` is told about a refused attempt.
+ *
+ * @group Retry decisions
+ */
 export interface AdjustRequestContext {
   readonly attemptNumber: number
   readonly route: string
@@ -39,13 +47,21 @@ export interface AdjustRequestContext {
   readonly request: UpstreamRequest
 }
 
-/** An upstream HTTP failure, as `retryOn` sees it. */
+/**
+ * An upstream HTTP failure, as `retryOn` sees it.
+ *
+ * @group Relay
+ */
 export interface RetryOnContext {
   readonly status: number
   readonly headers: Headers
 }
 
-/** How {@link relay} retries and ends. */
+/**
+ * How {@link relay} retries and ends.
+ *
+ * @group Relay
+ */
 export interface RelayPolicy extends PumpPolicy {
   /**
    * Attempts per route; `1` disables retrying.
@@ -183,7 +199,11 @@ export interface RelayPolicy extends PumpPolicy {
   hedge?: Hedging | undefined
 }
 
-/** Defaults of {@link RelayPolicy}. */
+/**
+ * Defaults of {@link RelayPolicy}.
+ *
+ * @group Relay
+ */
 export const relayDefaults = Object.freeze({
   maxAttempts: 3,
   maxWaitMs: 60_000,

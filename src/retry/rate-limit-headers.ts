@@ -8,7 +8,11 @@
  * @module
  */
 
-/** Parses `retry-after`: whole or fractional seconds, or an HTTP date. Milliseconds, or `undefined`. */
+/**
+ * Parses `retry-after`: whole or fractional seconds, or an HTTP date. Milliseconds, or `undefined`.
+ *
+ * @group Retry decisions
+ */
 export function parseRetryAfter(
   value: string | null | undefined,
   now: number = Date.now(),

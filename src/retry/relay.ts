@@ -224,16 +224,20 @@ function watchDeadline(
  *   policy: { maxAttempts: 3, deadlineMs: 30_000, peek: { firstOutputTimeoutMs: 20_000 } },
  * })
  * return response
+ *
+ * @group Relay
  */
 export function relay(
   options: RelayRequestOptions & { readonly pool: KeyPool; readonly attempt: AttemptFunction },
 ): Promise<RelayOutcome>
+/** Without a `pool`: each attempt sets the caller's own credential (`key: undefined`). */
 export function relay(
   options: RelayRequestOptions & {
     readonly pool?: undefined
     readonly attempt: CallerCredentialsAttemptFunction
   },
 ): Promise<RelayOutcome>
+/** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const { config, whole, gate } = prepare(options)

@@ -10,7 +10,11 @@ import { RequestBodyTooLargeError } from '../errors.js'
 import { positiveInteger } from '../options.js'
 import { joinBytes } from '../protocols/bytes.js'
 
-/** Defaults of {@link ReadRequestBodyOptions}. */
+/**
+ * Defaults of {@link ReadRequestBodyOptions}.
+ *
+ * @group Relay
+ */
 export const requestBodyDefaults: { readonly maxRequestBodyBytes: number } = Object.freeze({
   // 32 MiB: Anthropic's Messages limit (32 MB). OpenAI takes up to 50 MB of images per
   // request and Gemini 20 MB of inline data; a bigger default would only let one client
@@ -18,7 +22,11 @@ export const requestBodyDefaults: { readonly maxRequestBodyBytes: number } = Obj
   maxRequestBodyBytes: 32 * 1024 * 1024,
 })
 
-/** Options of {@link readRequestBody}. */
+/**
+ * Options of {@link readRequestBody}.
+ *
+ * @group Relay
+ */
 export interface ReadRequestBodyOptions {
   /**
    * The most bytes a request body may have; past it the read stops with a
@@ -39,6 +47,8 @@ export interface ReadRequestBodyOptions {
  *
  * @example
  * const body = await readRequestBody(request.body, { contentLength: request.headers.get('content-length') })
+ *
+ * @group Relay
  */
 export async function readRequestBody(
   body: ReadableStream<Uint8Array> | null,

@@ -17,10 +17,18 @@ import { normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { readRequestBody, requestBodyDefaults } from './request-body.js'
 
-/** A `fetch`-compatible function. */
+/**
+ * A `fetch`-compatible function.
+ *
+ * @group Fetch wrapper
+ */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
 
-/** Options of {@link createResilientFetch}. */
+/**
+ * Options of {@link createResilientFetch}.
+ *
+ * @group Fetch wrapper
+ */
 export interface ResilientFetchOptions {
   /**
    * The `fetch` that reaches the upstream.
@@ -55,7 +63,11 @@ export interface ResilientFetchOptions {
   maxRequestBodyBytes?: number
 }
 
-/** Defaults of {@link ResilientFetchOptions}. */
+/**
+ * Defaults of {@link ResilientFetchOptions}.
+ *
+ * @group Fetch wrapper
+ */
 export const resilientFetchDefaults: { readonly maxRequestBodyBytes: number } = Object.freeze({
   maxRequestBodyBytes: requestBodyDefaults.maxRequestBodyBytes,
 })
@@ -140,6 +152,8 @@ const optionKeys = Object.keys({
  * @example
  * import OpenAI from 'openai'
  * const client = new OpenAI({ fetch: createResilientFetch({ policy: { peek: { firstOutputTimeoutMs: 20_000 } } }) })
+ *
+ * @group Fetch wrapper
  */
 export function createResilientFetch(options: ResilientFetchOptions = {}): FetchFunction {
   rejectUnknownKeys('createResilientFetch', options, optionKeys)

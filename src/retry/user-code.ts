@@ -8,6 +8,7 @@
  */
 
 import { UserCodeError } from '../errors.js'
+import { adapterReturns, guardMethods } from '../guard-methods.js'
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
 import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
@@ -20,34 +21,6 @@ const shipped: ReadonlySet<StreamAdapter> = new Set([
   anthropicMessages,
   geminiGenerateContent,
 ])
-
-/** What a member must return, when it returns something the relay relies on. */
-const returns: Readonly<Record<string, (value: unknown) => boolean>> = {
-  inspect: (value) =>
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as { kind?: unknown }).kind === 'string',
-  renderError: (value) => value instanceof Uint8Array,
-  renderStop: (value) => value instanceof Uint8Array,
-  renderReasoningAsText: (value) => value instanceof Uint8Array,
-  renderErrorBody: (value) => typeof value === 'string',
-}
-
-/** Every method name of `value`, its prototypes' included. */
-function methodNames(value: object): string[] {
-  const names = new Set<string>()
-  for (
-    let target: object | null = value;
-    target !== null && target !== Object.prototype;
-    target = Object.getPrototypeOf(target)
-  ) {
-    for (const name of Object.getOwnPropertyNames(target)) {
-      if (name !== 'constructor' && typeof (value as Record<string, unknown>)[name] === 'function')
-        names.add(name)
-    }
-  }
-  return [...names]
-}
 
 const guarded = new WeakMap<StreamAdapter, StreamAdapter>()
 
@@ -63,27 +36,12 @@ export function guardAdapter(adapter: StreamAdapter | undefined): StreamAdapter 
   if (adapter === undefined || shipped.has(adapter)) return adapter
   const known = guarded.get(adapter)
   if (known !== undefined) return known
-  const out: Record<string, unknown> = { ...adapter }
-  for (const name of methodNames(adapter)) {
-    const method = (adapter as unknown as Record<string, (...args: unknown[]) => unknown>)[
-      name
-    ] as (...args: unknown[]) => unknown
-    const check = returns[name]
-    const component = `adapter.${name}`
-    out[name] = (...args: unknown[]) => {
-      let value: unknown
-      try {
-        value = method.apply(adapter, args)
-      } catch (error) {
-        throw new UserCodeError(component, error)
-      }
-      if (check !== undefined && !check(value)) {
-        throw new UserCodeError(component, value, 'returned something that is not what it must')
-      }
-      return value
-    }
-  }
-  const result = Object.freeze(out) as unknown as StreamAdapter
+  const result = guardMethods(
+    adapter,
+    'adapter',
+    (component, cause, what) => new UserCodeError(component, cause, what),
+    adapterReturns,
+  )
   guarded.set(adapter, result)
   guarded.set(result, result)
   return result

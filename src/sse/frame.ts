@@ -10,7 +10,11 @@
 
 import { createParser } from 'eventsource-parser'
 
-/** The fields of an SSE frame, parsed as the SSE specification (and eventsource-parser) do. */
+/**
+ * The fields of an SSE frame, parsed as the SSE specification (and eventsource-parser) do.
+ *
+ * @group Frames
+ */
 export interface SseFields {
   /** The `event` field; `undefined` when absent or empty. */
   readonly event: string | undefined
@@ -27,7 +31,11 @@ export interface SseFields {
   readonly comments: readonly string[]
 }
 
-/** A whole SSE frame as read by a {@link FrameReader}. */
+/**
+ * A whole SSE frame as read by a {@link FrameReader}.
+ *
+ * @group Frames
+ */
 export interface SseFrame extends SseFields {
   /**
    * The exact bytes of the frame as they arrived, its terminating blank line included.

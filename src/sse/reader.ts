@@ -12,7 +12,11 @@ import { realSignal, type SignalLike } from '../stop.js'
 import type { SseFrame } from './frame.js'
 import { FrameSplitter } from './splitter.js'
 
-/** Options of {@link createFrameReader}. */
+/**
+ * Options of {@link createFrameReader}.
+ *
+ * @group Frames
+ */
 export interface FrameReaderOptions {
   /**
    * The largest frame, in bytes, the reader will hold. A frame growing past it makes
@@ -23,12 +27,20 @@ export interface FrameReaderOptions {
   maxFrameBytes?: number
 }
 
-/** Defaults of {@link FrameReaderOptions}. */
+/**
+ * Defaults of {@link FrameReaderOptions}.
+ *
+ * @group Frames
+ */
 export const frameReaderDefaults: Readonly<Required<FrameReaderOptions>> = Object.freeze({
   maxFrameBytes: 1_048_576,
 })
 
-/** Options of {@link FrameReader.next}. */
+/**
+ * Options of {@link FrameReader.next}.
+ *
+ * @group Frames
+ */
 export interface NextFrameOptions {
   /**
    * Aborting rejects the pending `next()` with `signal.reason`. Bytes of a half-read frame
@@ -37,7 +49,11 @@ export interface NextFrameOptions {
   signal?: AbortSignal
 }
 
-/** Reads whole SSE frames from one upstream body. Create it once per body. */
+/**
+ * Reads whole SSE frames from one upstream body. Create it once per body.
+ *
+ * @group Frames
+ */
 export interface FrameReader {
   /**
    * Resolves to the next whole frame, or `null` at end of stream. Rejects with the signal's
@@ -61,7 +77,11 @@ export interface FrameReader {
   readonly done: boolean
 }
 
-/** Where the reader pulls bytes from. */
+/**
+ * Where the reader pulls bytes from.
+ *
+ * @group Frames
+ */
 export type FrameSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>
 
 type Pull = { done: true; value?: undefined } | { done: false; value: Uint8Array }
@@ -610,6 +630,8 @@ class IterableBodyResponse extends Response {
  * http.request(url, options, (res) => {
  *   resolve(iterableResponse(res, { status: res.statusCode, headers: headersOf(res) }))
  * })
+ *
+ * @group Frames
  */
 export function iterableResponse(body: AsyncIterable<Uint8Array>, init?: ResponseInit): Response {
   return new IterableBodyResponse(body, init)
@@ -632,6 +654,8 @@ export function frameSourceOf(response: Response): FrameSource | null {
  * for (let frame = await reader.next(); frame; frame = await reader.next()) {
  *   console.log(frame.event, frame.data)
  * }
+ *
+ * @group Frames
  */
 export function createFrameReader(source: FrameSource, options?: FrameReaderOptions): FrameReader {
   const { maxFrameBytes } = normalizeOptions(options)

@@ -3,12 +3,11 @@
  * property tests and benchmarks use these; adapter authors can too.
  *
  * @module
+ * @group Conformance
  */
 
 import fc from 'fast-check'
 import type { StreamAdapter } from '../protocols/types.js'
-import type { SseFrame } from '../sse/frame.js'
-import { FrameSplitter } from '../sse/splitter.js'
 import { wireFor } from './wire.js'
 
 const encoder = new TextEncoder()
@@ -559,13 +558,52 @@ interface Piece {
   readonly data: string | undefined
 }
 
-/** The frames of `bytes`, a last one cut by end of stream included (`terminated: false`). */
-function splitFrames(bytes: Uint8Array): SseFrame[] {
-  const splitter = new FrameSplitter(Math.max(1, bytes.length))
-  splitter.push(bytes)
-  const frames: SseFrame[] = []
-  for (let frame = splitter.take(); frame !== null; frame = splitter.take()) frames.push(frame)
-  for (let frame = splitter.finish(); frame !== null; frame = splitter.finish()) frames.push(frame)
+/** A frame of a stream being mangled: its bytes, and the fields the mangling reads. */
+interface SplitFrame {
+  readonly raw: Uint8Array
+  readonly event: string | undefined
+  readonly data: string | undefined
+  /** `false` for a last frame the end of the stream cut before its blank line. */
+  readonly terminated: boolean
+}
+
+const textDecoder = new TextDecoder()
+// A CR LF pair is one line end: a lone CR only when no LF follows it.
+const blankLine = /(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)/g
+
+/** The fields of one frame's text (`event`, `data` lines joined), as SSE reads them. */
+function fieldsOf(text: string): Pick<SplitFrame, 'event' | 'data'> {
+  let event: string | undefined
+  const data: string[] = []
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const colon = line.indexOf(':')
+    const name = colon < 0 ? line : line.slice(0, colon)
+    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '')
+    if (name === 'event') event = value
+    else if (name === 'data') data.push(value)
+  }
+  return { event, data: data.length === 0 ? undefined : data.join('\n') }
+}
+
+/**
+ * The frames of `bytes`, a last one cut by end of stream included (`terminated: false`): a
+ * small synchronous split on blank lines, enough to mangle generated streams (the library's
+ * own reader stays the one that judges them).
+ */
+function splitFrames(bytes: Uint8Array): SplitFrame[] {
+  const text = textDecoder.decode(bytes)
+  const frames: SplitFrame[] = []
+  let start = 0
+  for (const match of text.matchAll(blankLine)) {
+    const end = (match.index ?? 0) + match[0].length
+    const frameText = text.slice(start, end)
+    frames.push({ raw: encoder.encode(frameText), ...fieldsOf(frameText), terminated: true })
+    start = end
+  }
+  if (start < text.length) {
+    const rest = text.slice(start)
+    frames.push({ raw: encoder.encode(rest), ...fieldsOf(rest), terminated: false })
+  }
   return frames
 }
 

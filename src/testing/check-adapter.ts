@@ -8,7 +8,8 @@
 
 import fc from 'fast-check'
 import { classifyEof, createStreamTracker, type StreamTracker } from '../classify/index.js'
-import { isUserCodeError } from '../errors.js'
+import { isUserCodeError, UserCodeError } from '../errors.js'
+import { adapterReturns, guardMethods } from '../guard-methods.js'
 import { didYouMean, positiveInteger } from '../options.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type {
@@ -17,7 +18,6 @@ import type {
   RenderState,
   StreamAdapter,
 } from '../protocols/types.js'
-import { guardAdapter } from '../retry/user-code.js'
 import type { SseFrame } from '../sse/frame.js'
 import { createFrameReader } from '../sse/reader.js'
 import {
@@ -31,7 +31,11 @@ import {
   wrongShapeMessage,
 } from './arbitraries.js'
 
-/** A stream for the harness: bytes, optionally with the EOF class it must end as. */
+/**
+ * A stream for the harness: bytes, optionally with the EOF class it must end as.
+ *
+ * @group Conformance
+ */
 export type StreamSample =
   | Uint8Array
   | {
@@ -39,7 +43,11 @@ export type StreamSample =
       readonly eof?: 'completed' | 'partial' | 'thinking-only' | 'error-only' | 'empty'
     }
 
-/** Options of {@link checkAdapter}. An unknown key is a `TypeError` naming it. */
+/**
+ * Options of {@link checkAdapter}. An unknown key is a `TypeError` naming it.
+ *
+ * @group Conformance
+ */
 export interface CheckAdapterOptions {
   /** Streams of your protocol (include normal, partial, error and reasoning streams). */
   readonly streams: fc.Arbitrary<StreamSample>
@@ -79,7 +87,11 @@ export interface CheckAdapterOptions {
   readonly property?: string
 }
 
-/** One conformance property failed. The message names it and shows the counterexample. */
+/**
+ * One conformance property failed. The message names it and shows the counterexample.
+ *
+ * @group Conformance
+ */
 export class AdapterConformanceError extends Error {
   override readonly name = 'AdapterConformanceError' as const
   /** The property that failed. */
@@ -626,13 +638,21 @@ function conformances(
  *
  * @example
  * await checkAdapter(myAdapter, { streams: myStreamArbitrary, numRuns: 200 })
+ *
+ * @group Conformance
  */
 export async function checkAdapter(
   adapter: StreamAdapter,
   options: CheckAdapterOptions,
 ): Promise<void> {
   const { streams, property, parameters } = normalize(options)
-  const table = conformances(guardAdapter(adapter), inputsOf(streams))
+  const guarded = guardMethods(
+    adapter,
+    'adapter',
+    (component, cause, what) => new UserCodeError(component, cause, what),
+    adapterReturns,
+  )
+  const table = conformances(guarded, inputsOf(streams))
   for (const name of propertyNames) {
     if (property !== undefined && name !== property) continue
     const failure = await table[name]().run(parameters)

@@ -19,7 +19,11 @@ import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import { wireFor } from './wire.js'
 
-/** Every fault the upstream can play. */
+/**
+ * Every fault the upstream can play.
+ *
+ * @group Fault injection
+ */
 export type FaultKind =
   | 'ok'
   | 'empty'
@@ -46,7 +50,11 @@ export type FaultKind =
   | 'streaming-unsupported'
   | 'context-overflow'
 
-/** One fault, with its knobs. */
+/**
+ * One fault, with its knobs.
+ *
+ * @group Fault injection
+ */
 export interface Fault {
   readonly kind: FaultKind
   /** `rate-limited`: the `retry-after` header, in seconds. @default 1 */
@@ -64,10 +72,16 @@ export interface Fault {
 /**
  * Faults per attempt; the last one repeats. `'empty-eof'` is the old name of `'empty'`, still
  * accepted (and recorded as `'empty'`) so scripts written against it keep running.
+ *
+ * @group Fault injection
  */
 export type Scenario = readonly (Fault | FaultKind | 'empty-eof')[]
 
-/** Options of {@link createFaultyUpstream}. */
+/**
+ * Options of {@link createFaultyUpstream}.
+ *
+ * @group Fault injection
+ */
 export interface FaultyUpstreamOptions {
   /** Named scenarios, chosen per request by the `x-fault-scenario` header. */
   readonly scenarios?: Readonly<Record<string, Scenario>>
@@ -81,7 +95,11 @@ export interface FaultyUpstreamOptions {
   readonly keepAliveMs?: number
 }
 
-/** Where {@link FaultyUpstream.listen} serves. */
+/**
+ * Where {@link FaultyUpstream.listen} serves.
+ *
+ * @group Fault injection
+ */
 export interface FaultyUpstreamListenOptions {
   /** @default 0 (an ephemeral port) */
   readonly port?: number
@@ -94,7 +112,11 @@ export interface FaultyUpstreamListenOptions {
   readonly host?: string
 }
 
-/** What one attempt received and which fault answered it. */
+/**
+ * What one attempt received and which fault answered it.
+ *
+ * @group Fault injection
+ */
 export interface RecordedRequest {
   readonly scenario: string
   /** The marker's request id, when the body carried a {@link chaosMarker}. */
@@ -117,7 +139,11 @@ export interface RecordedRequest {
   readonly endedAt: number | undefined
 }
 
-/** A scenario and a request id, as carried in a prompt. */
+/**
+ * A scenario and a request id, as carried in a prompt.
+ *
+ * @group Fault injection
+ */
 export interface ChaosMarker {
   readonly scenario: string
   readonly requestId: string
@@ -132,6 +158,8 @@ const markerPattern =
  *
  * @example
  * chaosMarker({ scenario: 'empty', requestId: 'r1' }) // '[[sb-chaos scenario=empty id=r1]]'
+ *
+ * @group Fault injection
  */
 export function chaosMarker(marker: ChaosMarker): string {
   const text = `[[sb-chaos scenario=${marker.scenario} id=${marker.requestId}]]`
@@ -142,7 +170,11 @@ export function chaosMarker(marker: ChaosMarker): string {
   return text
 }
 
-/** The last marker in a request body (the last user message comes last), or `undefined`. */
+/**
+ * The last marker in a request body (the last user message comes last), or `undefined`.
+ *
+ * @group Fault injection
+ */
 export function parseChaosMarker(body: string): ChaosMarker | undefined {
   let found: ChaosMarker | undefined
   for (const match of body.matchAll(markerPattern)) {
@@ -151,7 +183,11 @@ export function parseChaosMarker(body: string): ChaosMarker | undefined {
   return found
 }
 
-/** A running faulty upstream. */
+/**
+ * A running faulty upstream.
+ *
+ * @group Fault injection
+ */
 export interface FaultyUpstream {
   /** A `fetch` that answers in process, without sockets. */
   readonly fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>
@@ -374,6 +410,8 @@ function statusAnswer(
  * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
  * const client = new OpenAI({ apiKey: 'sk-test', baseURL: 'http://upstream.test/v1', fetch: upstream.fetch,
  *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
+ *
+ * @group Fault injection
  */
 export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
   rejectUnknownKeys('createFaultyUpstream', options, [

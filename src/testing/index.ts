@@ -1,10 +1,14 @@
 /**
- * `stream-boundary/testing`: fast-check arbitraries for SSE byte streams and their
- * chunkings, a scripted upstream body and a recording downstream sink, so adapter and
- * gateway authors can test the way the library tests itself. `fast-check` is a peer
+ * `stream-boundary/testing`: what the library's own tests use, so adapter and gateway authors
+ * can test the way the library tests itself.
+ *
+ * `checkAdapter` runs the conformance properties against your own `StreamAdapter`;
+ * `arbitraries` generates SSE byte streams and their chunkings (fast-check);
+ * `createFaultyUpstream` is a scriptable upstream that fails the way real ones do; a scripted
+ * upstream body and a recording downstream sink are for unit tests. `fast-check` is a peer
  * dependency of this entry only; the core never imports it.
  *
- * @module
+ * @module stream-boundary/testing
  */
 
 export * as arbitraries from './arbitraries.js'

@@ -7,14 +7,22 @@
 
 import type { DownstreamSink } from '../commit/gate.js'
 
-/** One thing that happened to a {@link RecordingSink}. */
+/**
+ * One thing that happened to a {@link RecordingSink}.
+ *
+ * @group Test doubles
+ */
 export type SinkEvent =
   | { readonly type: 'head'; readonly status: number; readonly headers: Headers }
   | { readonly type: 'write'; readonly bytes: Uint8Array }
   | { readonly type: 'close' }
   | { readonly type: 'abort'; readonly reason: unknown }
 
-/** A {@link DownstreamSink} for tests. */
+/**
+ * A {@link DownstreamSink} for tests.
+ *
+ * @group Test doubles
+ */
 export interface RecordingSink extends DownstreamSink {
   /** Everything that happened, in order. */
   readonly events: readonly SinkEvent[]
@@ -34,7 +42,11 @@ export interface RecordingSink extends DownstreamSink {
 
 const decoder = new TextDecoder()
 
-/** Creates a {@link RecordingSink}. */
+/**
+ * Creates a {@link RecordingSink}.
+ *
+ * @group Test doubles
+ */
 export function createRecordingSink(): RecordingSink {
   const events: SinkEvent[] = []
   const gone = new AbortController()

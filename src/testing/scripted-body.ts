@@ -5,14 +5,22 @@
  * @module
  */
 
-/** One step of a script. */
+/**
+ * One step of a script.
+ *
+ * @group Test doubles
+ */
 export type ScriptStep =
   | { readonly bytes: Uint8Array | string }
   | { readonly wait: number }
   | { readonly hang: true }
   | { readonly error: unknown }
 
-/** A scripted body and what happened to it. */
+/**
+ * A scripted body and what happened to it.
+ *
+ * @group Test doubles
+ */
 export interface ScriptedBody {
   readonly stream: ReadableStream<Uint8Array>
   /** True once the reader cancelled the stream. */
@@ -36,6 +44,8 @@ const encoder = new TextEncoder()
  * @example
  * const body = scriptedBody([{ bytes: 'data: {"choices":[]}\n\n' }, { hang: true }])
  * // … read body.stream, then: expect(body.cancelled).toBe(true)
+ *
+ * @group Test doubles
  */
 export function scriptedBody(steps: readonly ScriptStep[]): ScriptedBody {
   let index = 0

@@ -12,7 +12,11 @@ import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter } from '../protocols/types.js'
 
-/** Writes one answer's frames in one protocol. Each method returns whole SSE frames. */
+/**
+ * Writes one answer's frames in one protocol. Each method returns whole SSE frames.
+ *
+ * @group Test doubles
+ */
 export interface WireWriter {
   /** The preamble before any output: role chunk, `message_start`, `response.created`. */
   start(): string[]
@@ -464,6 +468,8 @@ const writersByName: ReadonlyMap<string, () => WireWriter> = new Map(
  * @example
  * const wire = wireFor(anthropicMessages)
  * const body = [...wire.start(), ...wire.text('hi'), ...wire.finish('stop')].join('')
+ *
+ * @group Test doubles
  */
 export function wireFor(adapter: StreamAdapter): WireWriter {
   const writer = writers.get(adapter) ?? writersByName.get(adapter.name)

@@ -18,7 +18,7 @@ import { build } from 'esbuild'
  * 40,000 → 44,000 with one engine for non-streaming requests (whole answers judged and
  * relayed), redaction by value, guards around user code, a cut told, the strict option
  * tables (every option name of every options object) and Anthropic's error-type tables
- * (+3.4 KB): 42,873 B.
+ * (+3.5 KB): 42,952 B.
  */
 const budgetGzipBytes = 44_000
 

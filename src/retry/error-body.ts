@@ -5,10 +5,10 @@
  * @module
  */
 
-import { joinBytes } from '../protocols/bytes.js'
 import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
 import { sanitizeMessage } from '../protocols/sanitize.js'
 import type { UpstreamErrorInfo } from '../protocols/types.js'
+import { readWithin } from './request-body.js'
 
 /** Reads a bounded prefix of a body as text and releases the rest. */
 export async function readBounded(
@@ -64,23 +64,15 @@ export async function readWhole(
   const stop = () => void reader.cancel(signal.reason).catch(() => {})
   if (signal.aborted) stop()
   else signal.addEventListener('abort', stop, { once: true })
-  const chunks: Uint8Array[] = []
-  let size = 0
   try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      size += value.length
-      if (size > limit) return { kind: 'too-large', limit }
-      chunks.push(value)
-    }
+    const bytes = await readWithin(reader, limit)
+    return bytes === undefined ? { kind: 'too-large', limit } : { kind: 'read', bytes }
   } catch (error) {
     return { kind: 'failed', error }
   } finally {
     signal.removeEventListener('abort', stop)
     await reader.cancel().catch(() => {})
   }
-  return { kind: 'read', bytes: joinBytes(chunks) }
 }
 
 /**

@@ -62,18 +62,31 @@ export async function readRequestBody(
   if (Number.isFinite(declared) && declared > limit) throw new RequestBodyTooLargeError(limit)
   if (body === null) return undefined
   const reader = body.getReader()
-  const chunks: Uint8Array[] = []
-  let size = 0
   try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      size += value.byteLength
-      if (size > limit) throw new RequestBodyTooLargeError(limit)
-      chunks.push(value)
-    }
+    const bytes = await readWithin(reader, limit)
+    if (bytes === undefined) throw new RequestBodyTooLargeError(limit)
+    return bytes
   } finally {
     reader.releaseLock()
+  }
+}
+
+/**
+ * Reads a body to its end while it stays within `limit` bytes: its bytes, or `undefined` as
+ * soon as it passes the bound (nothing more is read). A failed read rejects.
+ */
+export async function readWithin(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  limit: number,
+): Promise<Uint8Array | undefined> {
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) return undefined
+    chunks.push(value)
   }
   return chunks.length === 0 ? new Uint8Array(0) : joinBytes(chunks)
 }

@@ -92,9 +92,11 @@ async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> 
     eof: '',
   }
   for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
-    // The official SDKs act on frames with data only, and Anthropic's on known events only:
-    // an HTML page or bare JSON sent as an event stream is no error event to them.
-    if (frame.data === undefined || adapter.clientIgnores?.(frame) === true) continue
+    // The official SDKs act on whole frames with data only (a frame the body's end cut is
+    // dropped, as the SSE spec says), and Anthropic's on known events only: an HTML page or
+    // bare JSON sent as an event stream, or a cut last frame, is no error event to them.
+    if (!frame.terminated || frame.data === undefined || adapter.clientIgnores?.(frame) === true)
+      continue
     const verdict = tracker.observe(frame)
     if (verdict.kind === 'text' || verdict.kind === 'refusal') read.text += verdict.text
     else if (verdict.kind === 'reasoning') read.reasoning += verdict.text

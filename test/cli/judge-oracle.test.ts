@@ -120,6 +120,10 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
         .join('\n'),
     },
     'an error event in the protocol': { contentType: sse, text: w.error(true, 'overloaded') },
+    'half the answer, then a clean end of the body inside a frame': {
+      contentType: sse,
+      text: `${whole.slice(0, Math.floor(whole.length / 2)).join('')}data: {"choices":[{"delta":{"content":" jum`,
+    },
   }
 }
 

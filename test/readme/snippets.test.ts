@@ -1,6 +1,7 @@
 /**
- * The README's first-screen snippets ("Three ways to use it") compile against the current
- * API, with the project's own compiler options, exactly as a user would paste them.
+ * The README's first-screen snippets ("Three ways to use it", then "Putting it into an
+ * existing gateway") compile against the current API, with the project's own compiler
+ * options, exactly as a user would paste them.
  */
 
 import { readFileSync } from 'node:fs'
@@ -44,10 +45,22 @@ function diagnostics(files: Readonly<Record<string, string>>): string[] {
 
 describe('README snippets', () => {
   const blocks = snippets('## Three ways to use it', '## Concepts in one screen')
-  // Each block is its own module (top-level await allowed), as in a user's project.
-  const files: Record<string, string> = Object.fromEntries(
-    blocks.map((code, index) => [`${root}test/readme/use-${index + 1}.ts`, `${code}\nexport {}\n`]),
+  // The gateway guide's snippets (Node `http` attempt, Hono route) are complete modules too.
+  const gatewayBlocks = snippets(
+    '## Putting it into an existing gateway',
+    '## The demo, side by side',
   )
+  // Each block is its own module (top-level await allowed), as in a user's project.
+  const files: Record<string, string> = Object.fromEntries([
+    ...blocks.map((code, index) => [
+      `${root}test/readme/use-${index + 1}.ts`,
+      `${code}\nexport {}\n`,
+    ]),
+    ...gatewayBlocks.map((code, index) => [
+      `${root}test/readme/gateway-${index + 1}.ts`,
+      `${code}\nexport {}\n`,
+    ]),
+  ])
   // A copy of the gateway with a wrong option name shows the check can fail.
   const broken = `${root}test/readme/broken.ts`
   files[broken] = (blocks[0] ?? '').replace('adapter: openaiChat', 'protocol: openaiChat')
@@ -56,7 +69,13 @@ describe('README snippets', () => {
 
   it('the three uses on the first screen compile against the current API', () => {
     expect(blocks).toHaveLength(3)
-    expect(errors.filter((error) => !error.startsWith(broken))).toEqual([])
+    expect(errors.filter((error) => error.includes('/test/readme/use-'))).toEqual([])
+  })
+
+  it('the gateway guide on the first screens compiles against the current API', () => {
+    expect(gatewayBlocks.length).toBeGreaterThanOrEqual(2)
+    const gatewayErrors = errors.filter((error) => error.includes('/test/readme/gateway-'))
+    expect(gatewayErrors).toEqual([])
   })
 
   it('a snippet with a wrong option name fails the check', () => {

@@ -44,6 +44,13 @@ export interface ChaosOptions {
    * @default 'any'
    */
   readonly failOn: 'any' | 'silent'
+  /** The model the client asks for (some gateways route on it). @default 'chaos-model' */
+  readonly model: string | undefined
+  /**
+   * The endpoint path, appended to `target` in place of the protocol's usual one (a gateway
+   * with routes of its own). @default undefined (the protocol's path)
+   */
+  readonly path: string | undefined
 }
 
 /** Defaults of {@link ChaosOptions}. */
@@ -85,6 +92,14 @@ client in front of it judges what came out.
   --json                  print JSON instead of a table
   --fail-on <any|silent>  fail on any ✗, or only on silent failures, duplicates and hangs
                           (default: any)
+  --model <name>          the model the client asks for (default: chaos-model)
+  --path <path>           the endpoint path after --target, in place of the protocol's own
+                          (e.g. /api/chat for a gateway with routes of its own)
+
+{upstream} in --target, --header and --gateway is replaced with the faulty upstream's URL.
+The upstream serves every protocol, picking it from the request path, so a translating
+gateway (Anthropic clients in front of an OpenAI upstream, say) is tested by pointing its
+upstream at {upstream}/v1 and the client at its own protocol.
 
 Exit code: 0 all good; 1 a ✗ (with --fail-on silent: a silent failure, duplicate output or
 hang); 2 bad arguments or the gateway could not be reached; 3 nothing was judged (every
@@ -105,6 +120,12 @@ function integer(
     throw new UsageError(`--${flag} must be an integer ${range}, got "${value}"`)
   }
   return n
+}
+
+function endpointPath(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined
+  if (!value.startsWith('/')) throw new UsageError(`--path must start with /, got "${value}"`)
+  return value
 }
 
 function failOn(value: string | undefined): 'any' | 'silent' {
@@ -152,6 +173,8 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         header: { type: 'string', multiple: true },
         json: { type: 'boolean' },
         'fail-on': { type: 'string' },
+        model: { type: 'string' },
+        path: { type: 'string' },
       },
     }).values
   } catch (error) {
@@ -162,7 +185,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
   if (target === undefined) throw new UsageError("--target is required (the gateway's base URL)")
   let url: URL
   try {
-    url = new URL(target)
+    url = new URL(target.replaceAll('{upstream}', 'http://127.0.0.1:1'))
   } catch {
     throw new UsageError(`--target must be an http:// URL, got "${target}"`)
   }
@@ -213,5 +236,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     headers: parseHeaders((values.header as string[] | undefined) ?? []),
     json: values.json === true,
     failOn: failOn(text('fail-on')),
+    model: text('model'),
+    path: endpointPath(text('path')),
   }
 }

@@ -50,10 +50,13 @@ export function buildClientRequest(
   target: string,
   marker: ChaosMarker,
   extraHeaders: Readonly<Record<string, string>> = {},
+  where: { readonly model?: string | undefined; readonly path?: string | undefined } = {},
 ): ClientRequest {
   const base = target.replace(/\/+$/, '')
   const prompt = `Say the pangram. ${chaosMarker(marker)}`
-  const model = 'chaos-model'
+  const model = where.model ?? 'chaos-model'
+  // A gateway with its own routes: the endpoint path replaces the protocol's usual one.
+  const at = (usual: string) => (where.path === undefined ? usual : `${base}${where.path}`)
   const json = { 'content-type': 'application/json', accept: 'text/event-stream' }
   const make = (url: string, headers: Record<string, string>, body: unknown): ClientRequest => ({
     url,
@@ -66,26 +69,26 @@ export function buildClientRequest(
   const bearer = { authorization: `Bearer ${standIn}` }
   switch (protocol) {
     case 'openai-chat':
-      return make(`${base}/chat/completions`, bearer, {
+      return make(at(`${base}/chat/completions`), bearer, {
         model,
         stream: true,
         messages: [{ role: 'user', content: prompt }],
       })
     case 'openai-responses':
-      return make(`${base}/responses`, bearer, {
+      return make(at(`${base}/responses`), bearer, {
         model,
         stream: true,
         input: [{ role: 'user', content: prompt }],
       })
     case 'anthropic-messages':
       return make(
-        `${base}/v1/messages`,
+        at(`${base}/v1/messages`),
         { 'x-api-key': standIn, 'anthropic-version': '2023-06-01' },
         { model, max_tokens: 256, stream: true, messages: [{ role: 'user', content: prompt }] },
       )
     case 'gemini':
       return make(
-        `${base}/v1beta/models/${model}:streamGenerateContent?alt=sse`,
+        at(`${base}/v1beta/models/${model}:streamGenerateContent?alt=sse`),
         { 'x-goog-api-key': standIn },
         { contents: [{ role: 'user', parts: [{ text: prompt }] }] },
       )

@@ -79,7 +79,24 @@ function loadRows(report: ChaosReport): string[] {
       `${mib(memory.startRssBytes)} at start, ${mib(memory.peakRssBytes)} peak, ${mib(memory.endRssBytes)} after`,
     ])
   for (const example of load.badExamples) rows.push([`  e.g. ${example.fault}`, example.reason])
-  return table([['load', ''], ...rows])
+  const faults = Object.entries(load.byFault).map(([name, c]) => [
+    name,
+    String(c.requests),
+    String(c.answered),
+    String(c.honestErrors),
+    String(c.silentFailures),
+    String(c.duplicates),
+    String(c.hangs),
+    String(c.missed),
+  ])
+  return [
+    ...table([['load', ''], ...rows]),
+    '',
+    ...table([
+      ['fault', 'requests', 'answered', 'honest', 'silent', 'duplicate', 'hang', 'missed'],
+      ...faults,
+    ]),
+  ]
 }
 
 /** The one-line verdict that ends the output (and a hint when nothing was judged). */
@@ -91,6 +108,11 @@ function summaryLines(report: ChaosReport): string[] {
   const lines = [
     `${verdict}: ${scored}${counts.requests} requests, ${counts.answered} answered, ${counts.honestErrors} honest errors, ${counts.silentFailures} silent failures, ${counts.duplicates} duplicates, ${counts.hangs} hangs (${(report.durationMs / 1000).toFixed(1)} s)`,
   ]
+  if (counts.hangs > 0) {
+    lines.push(
+      `${counts.hangs} hang${counts.hangs === 1 ? '' : 's'} at the hang bound (${report.hangMs} ms): a gateway whose own timeouts are longer (stream-boundary's defaults: 30 s to the first byte, 10 min to the first output) needs --hang-ms above them.`,
+    )
+  }
   if (report.exitCode === 3) {
     lines.push(
       'nothing was judged: the gateway never called the upstream. Check the target path (OpenAI bases end in /v1, Anthropic and Gemini take the bare host) and --protocol.',

@@ -76,6 +76,11 @@ interface LoadResult {
   readonly gatewayMemory: GatewayMemory | null
   /** The first few requests that ended silently, duplicated or hung. */
   readonly badExamples: readonly { readonly fault: string; readonly reason: string }[]
+  /**
+   * Per fault of the mix (`ok` included): what its requests got, and how many missed the
+   * scenario's expectation (an answer where a retry was still possible, say).
+   */
+  readonly byFault: Readonly<Record<string, OutcomeCounts & { readonly missed: number }>>
 }
 
 /** Everything a run found; `--json` prints it as is. */
@@ -88,6 +93,8 @@ export interface ChaosReport {
   readonly load: LoadResult | null
   readonly counts: OutcomeCounts
   readonly durationMs: number
+  /** The hang bound the run used, in milliseconds. */
+  readonly hangMs: number
   /** Scenario mode: how many scenarios got each mark. */
   readonly marks: Readonly<Record<'✓' | '✗' | 'n/a', number>>
   /**
@@ -201,6 +208,7 @@ async function play(
     options.target,
     { scenario: scenario.name, requestId },
     options.headers,
+    { model: options.model, path: options.path },
   )
   const run = await runClient(request, {
     adapter,
@@ -385,6 +393,10 @@ async function runLoad(
   return {
     judged: runs.map(({ judgement }) => judgement.kind),
     load: {
+      byFault: perFault(
+        mix,
+        runs.map(({ judgement }) => judgement.kind),
+      ),
       concurrency: options.concurrency,
       faultRate: options.faultRate,
       seed: options.seed,
@@ -398,6 +410,32 @@ async function runLoad(
       badExamples,
     },
   }
+}
+
+/** What each fault's requests got in a load run, and how many missed its expectation. */
+function perFault(
+  mix: readonly ChaosScenario[],
+  kinds: readonly OutcomeKind[],
+): Record<string, OutcomeCounts & { missed: number }> {
+  const by = new Map<ChaosScenario, OutcomeKind[]>()
+  mix.forEach((scenario, index) => {
+    const list = by.get(scenario) ?? []
+    list.push(kinds[index] as OutcomeKind)
+    by.set(scenario, list)
+  })
+  const out: Record<string, OutcomeCounts & { missed: number }> = {}
+  for (const [scenario, list] of by) {
+    const counts = count(list)
+    const answered = counts.answered
+    const missed =
+      scenario.expect === 'answer'
+        ? list.length - answered
+        : scenario.expect === 'error'
+          ? answered + counts.silentFailures + counts.duplicates + counts.hangs
+          : counts.silentFailures + counts.duplicates + counts.hangs
+    out[scenario.name] = { ...counts, missed }
+  }
+  return out
 }
 
 /** The scripts of every scenario, by name, for the upstream. */
@@ -421,7 +459,16 @@ export class TargetUnreachableError extends Error {
 }
 
 /** Runs a whole chaos session and returns its report. */
-export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosReport> {
+/** The options with `{upstream}` in the target and the header values replaced. */
+function withUpstream(options: ChaosOptions, upstreamUrl: string): ChaosOptions {
+  const fill = (value: string) => value.replaceAll('{upstream}', upstreamUrl)
+  const headers = Object.fromEntries(
+    Object.entries(options.headers).map(([name, value]) => [name, fill(value)]),
+  )
+  return { ...options, target: fill(options.target), headers }
+}
+
+export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosReport> {
   const started = performance.now()
   const upstream = createFaultyUpstream({
     scenarios: upstreamScripts(),
@@ -440,7 +487,8 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
   process.once('SIGINT', interrupt)
   process.once('SIGTERM', interrupt)
   try {
-    const upstreamUrl = await upstream.listen(options.upstreamPort)
+    const upstreamUrl = await upstream.listen(given.upstreamPort)
+    const options = withUpstream(given, upstreamUrl)
     log(
       `faulty upstream: ${upstreamUrl}  (OpenAI base ${upstreamUrl}/v1, Anthropic and Gemini base ${upstreamUrl})`,
     )
@@ -486,6 +534,7 @@ export async function runChaos(options: ChaosOptions, log: Log): Promise<ChaosRe
     const marks = { '✓': 0, '✗': 0, 'n/a': 0 }
     for (const result of scenarios) marks[result.mark]++
     return {
+      hangMs: options.hangMs,
       marks,
       mode: options.requests === undefined ? 'scenarios' : 'load',
       target: options.target,

@@ -142,6 +142,54 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
   })
 })
 
+describe('stream-boundary chaos: pointing it at any gateway', () => {
+  it('{upstream} in --target, --model and --path: the upstream itself as the target answers every request', async () => {
+    const { code, report } = await chaos([
+      '--target',
+      '{upstream}/v1',
+      '--protocol',
+      'openai-chat',
+      '--model',
+      'routed-model',
+      '--path',
+      '/chat/completions',
+      '--scenarios',
+      'ok,slow-drip',
+    ])
+    expect(code).toBe(0)
+    expect(report.target).toBe(`${report.upstream}/v1`)
+    expect(report.marks).toEqual({ '✓': 2, '✗': 0, 'n/a': 0 })
+  })
+
+  it('--path must be a path; a hang is reported with a hint about --hang-ms', async () => {
+    const io = capture()
+    expect(
+      await runCli(
+        ['chaos', '--target', 'http://127.0.0.1:1/v1', '--protocol', 'gemini', '--path', 'x'],
+        io,
+      ),
+    ).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(/--path must start with \//)
+    const hang = capture()
+    const code = await runCli(
+      [
+        'chaos',
+        '--target',
+        '{upstream}/v1',
+        '--protocol',
+        'openai-chat',
+        '--scenarios',
+        'headers-then-hang',
+        '--hang-ms',
+        '300',
+      ],
+      hang,
+    )
+    expect(code).toBe(1)
+    expect(hang.stdout.join('\n')).toMatch(/1 hang at the hang bound \(300 ms\).*--hang-ms/)
+  })
+})
+
 describe('stream-boundary chaos: it scores the gateway it started, and only that', () => {
   it('a target port already in use before --gateway starts is refused (exit 2), nothing is scored', async () => {
     const stale = createServer((socket) => socket.destroy())
@@ -406,6 +454,11 @@ describe('stream-boundary chaos: the report', () => {
     expect(load?.attemptsPerRequest.mean).toBeGreaterThan(1.1)
     expect(load?.firstTokenMs.p50).toBeGreaterThan(0)
     expect(load?.firstTokenMs.p99).toBeGreaterThanOrEqual(load?.firstTokenMs.p50 ?? Infinity)
+    // Per fault: every request counted once, under the fault it met.
+    const byFault = Object.values(load?.byFault ?? {})
+    expect(byFault.reduce((sum, fault) => sum + fault.requests, 0)).toBe(60)
+    expect(load?.byFault.ok?.requests).toBeGreaterThan(0)
+    expect(load?.byFault.ok?.missed).toBe(0)
   })
 
   it.runIf(process.platform === 'linux')(

@@ -44,6 +44,12 @@ export interface ChaosOptions {
    * @default 'any'
    */
   readonly failOn: 'any' | 'silent'
+  /**
+   * Scenario mode: a folder to write what each scenario's client got into
+   * (`<scenario>.json`: status, headers, how it ended, the verdict; `<scenario>.body`: the
+   * bytes). @default undefined (nothing written)
+   */
+  readonly dump: string | undefined
   /** The model the client asks for (some gateways route on it). @default 'chaos-model' */
   readonly model: string | undefined
   /**
@@ -93,6 +99,8 @@ client in front of it judges what came out.
   --fail-on <any|silent>  fail on any ✗, or only on silent failures, duplicates and hangs
                           (default: any)
   --model <name>          the model the client asks for (default: chaos-model)
+  --dump <dir>            write what each scenario's client got (status, headers, bytes,
+                          verdict) into <dir>
   --path <path>           the endpoint path after --target, in place of the protocol's own
                           (e.g. /api/chat for a gateway with routes of its own)
 
@@ -174,6 +182,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         json: { type: 'boolean' },
         'fail-on': { type: 'string' },
         model: { type: 'string' },
+        dump: { type: 'string' },
         path: { type: 'string' },
       },
     }).values
@@ -237,6 +246,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     json: values.json === true,
     failOn: failOn(text('fail-on')),
     model: text('model'),
+    dump: text('dump'),
     path: endpointPath(text('path')),
   }
 }

@@ -16,6 +16,8 @@ import type { ClientAction } from './scenarios.js'
 /** What one client request saw, with its timings (ms from the request's start). */
 export interface ClientRun {
   readonly observation: Observation
+  /** The response headers the client got (empty without a response). */
+  readonly headers: Readonly<Record<string, string>>
   readonly firstByteMs: number | null
   readonly firstTokenMs: number | null
   /** `performance.now()` when the client left (`disconnect`), else `null`. */
@@ -61,11 +63,13 @@ export async function runClient(
   let firstTokenMs: number | null = null
   let leftAt: number | null = null
   let end: Observation['end'] = 'eof'
+  let headers: Record<string, string> = {}
   let error: string | undefined
   try {
     const response = await fetch(request.url, { ...request.init, signal: controller.signal })
     status = response.status
     contentType = response.headers.get('content-type')
+    headers = Object.fromEntries(response.headers)
     if (response.body !== null) {
       const body = response.body
       const recorded = (async function* () {
@@ -106,5 +110,5 @@ export async function runClient(
     end,
     ...(error === undefined ? {} : { error }),
   }
-  return { observation, firstByteMs, firstTokenMs, leftAt, durationMs: since() }
+  return { observation, headers, firstByteMs, firstTokenMs, leftAt, durationMs: since() }
 }

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { mkdir, writeFile } from 'node:fs/promises'
 import { redactSecrets } from '../protocols/sanitize.js'
 import {
   createFaultyUpstream,
@@ -266,9 +267,25 @@ function mark(
   return { mark: '✓', reason }
 }
 
+/** Writes what a scenario's client got into the `--dump` folder. */
+async function dumpScenario(
+  dir: string,
+  name: string,
+  run: ClientRun,
+  judgement: Judgement,
+): Promise<void> {
+  await mkdir(dir, { recursive: true })
+  const { body, ...observed } = run.observation
+  const record = { scenario: name, ...observed, headers: run.headers, judgement }
+  await writeFile(`${dir}/${name}.json`, `${JSON.stringify(record, null, 2)}\n`)
+  await writeFile(`${dir}/${name}.body`, body)
+}
+
 async function scoreScenario(harness: Harness, scenario: ChaosScenario): Promise<ScenarioResult> {
   const requestId = `${harness.runId}-${scenario.name}`
   const { run, judgement } = await play(harness, scenario, requestId)
+  const dump = harness.options.dump
+  if (dump !== undefined) await dumpScenario(dump, scenario.name, run, judgement)
   const attempts = () =>
     harness.upstream.requests.filter((record) => record.requestId === requestId).length
   const base = {

@@ -1,5 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startPlainRelay } from '../../examples/plain-relay.js'
 import { type CliIo, runCli } from '../../src/cli/main.js'
@@ -159,6 +161,34 @@ describe('stream-boundary chaos: pointing it at any gateway', () => {
     expect(code).toBe(0)
     expect(report.target).toBe(`${report.upstream}/v1`)
     expect(report.marks).toEqual({ '✓': 2, '✗': 0, 'n/a': 0 })
+  })
+
+  it("--dump writes what each scenario's client got, and it reads back", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'chaos-dump-'))
+    closers.push(async () => rmSync(dir, { recursive: true, force: true }))
+    const { code } = await chaos([
+      '--target',
+      '{upstream}/v1',
+      '--protocol',
+      'openai-chat',
+      '--scenarios',
+      'ok,html-200',
+      '--dump',
+      dir,
+    ])
+    expect(code).toBe(1)
+    const ok = JSON.parse(readFileSync(join(dir, 'ok.json'), 'utf8'))
+    expect(ok).toMatchObject({
+      scenario: 'ok',
+      status: 200,
+      end: 'eof',
+      judgement: { kind: 'full' },
+      headers: { 'content-type': expect.stringMatching(/text\/event-stream/) },
+    })
+    expect(readFileSync(join(dir, 'ok.body'), 'utf8')).toContain('data: [DONE]')
+    const page = JSON.parse(readFileSync(join(dir, 'html-200.json'), 'utf8'))
+    expect(page).toMatchObject({ status: 200, judgement: { kind: 'silent-empty' } })
+    expect(readFileSync(join(dir, 'html-200.body'), 'utf8')).toMatch(/<title>/)
   })
 
   it('--path must be a path; a hang is reported with a hint about --hang-ms', async () => {

@@ -21,7 +21,7 @@ export interface ChaosOptions {
   readonly upstreamPort: number
   /** The scenarios to run. @default all */
   readonly scenarios: readonly ChaosScenario[]
-  /** Requests in flight at once. @default 1 */
+  /** Requests in flight at once. @default 4 in scenario mode, 1 in load mode */
   readonly concurrency: number
   /** Load mode: this many requests with a random fault mix. @default undefined (scenario mode) */
   readonly requests: number | undefined
@@ -63,6 +63,9 @@ export interface ChaosOptions {
 const chaosDefaults = Object.freeze({
   upstreamPort: 0,
   scenarios: 'all',
+  /** Scenarios run this many at a time, so a longer hang bound stays affordable. */
+  scenarioConcurrency: 4,
+  /** Load mode: requests in flight at once, unless `--concurrency` says. */
   concurrency: 1,
   faultRate: 0.2,
   seed: 1,
@@ -88,7 +91,8 @@ client in front of it judges what came out.
   --gateway <command>     start the gateway: {upstream} is replaced with the upstream's URL
   --upstream-port <n>     the upstream's port on 127.0.0.1 (default: any free port)
   --scenarios <list>      all, or a comma-separated list of scenario names (default: all)
-  --concurrency <n>       requests in flight at once (default: 1)
+  --concurrency <n>       requests in flight at once (default: 4 scenarios at a time, 1
+                          in load mode)
   --requests <n>          load mode: n requests with a random fault mix
   --fault-rate <0..1>     load mode: share of requests that meet a fault (default: 0.2)
   --seed <n>              load mode: seed of the fault mix (default: 1)
@@ -231,7 +235,12 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
       65_535,
     ),
     scenarios,
-    concurrency: integer('concurrency', text('concurrency'), chaosDefaults.concurrency, 1),
+    concurrency: integer(
+      'concurrency',
+      text('concurrency'),
+      requestsText === undefined ? chaosDefaults.scenarioConcurrency : chaosDefaults.concurrency,
+      1,
+    ),
     requests: requestsText === undefined ? undefined : integer('requests', requestsText, 1, 1),
     faultRate,
     seed: integer('seed', text('seed'), chaosDefaults.seed, 0),

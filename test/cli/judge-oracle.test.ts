@@ -3,7 +3,12 @@ import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import { judgeObservation, type OutcomeKind } from '../../src/cli/judge.js'
-import { anthropicMessages, openaiChat, type StreamAdapter } from '../../src/index.js'
+import {
+  anthropicMessages,
+  openaiChat,
+  openaiResponses,
+  type StreamAdapter,
+} from '../../src/index.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { useLoopback } from '../support/loopback.js'
 
@@ -39,7 +44,13 @@ async function sdkReads(
   const url = await listen(server)
   let text = ''
   try {
-    if (adapter === openaiChat) {
+    if (adapter === openaiResponses) {
+      const client = new OpenAI({ apiKey: 'x', baseURL: `${url}/v1`, maxRetries: 0 })
+      const stream = await client.responses.create({ model: 'm', input: 'hi', stream: true })
+      for await (const event of stream) {
+        if (event.type === 'response.output_text.delta') text += event.delta
+      }
+    } else if (adapter === openaiChat) {
       const client = new OpenAI({ apiKey: 'x', baseURL: `${url}/v1`, maxRetries: 0 })
       const stream = await client.chat.completions.create({
         model: 'm',
@@ -86,18 +97,31 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
     'the answer as one JSON body (a gateway that does not stream)': {
       contentType: json,
       text:
-        adapter === openaiChat
+        adapter === openaiResponses
           ? JSON.stringify({
-              id: 'c',
-              object: 'chat.completion',
-              choices: [{ index: 0, message: { role: 'assistant', content: answer } }],
+              id: 'resp_1',
+              object: 'response',
+              status: 'completed',
+              output: [
+                {
+                  type: 'message',
+                  role: 'assistant',
+                  content: [{ type: 'output_text', text: answer }],
+                },
+              ],
             })
-          : JSON.stringify({
-              id: 'm',
-              type: 'message',
-              role: 'assistant',
-              content: [{ type: 'text', text: answer }],
-            }),
+          : adapter === openaiChat
+            ? JSON.stringify({
+                id: 'c',
+                object: 'chat.completion',
+                choices: [{ index: 0, message: { role: 'assistant', content: answer } }],
+              })
+            : JSON.stringify({
+                id: 'm',
+                type: 'message',
+                role: 'assistant',
+                content: [{ type: 'text', text: answer }],
+              }),
     },
     'a JSON error body with 200': {
       contentType: json,
@@ -128,7 +152,7 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
 }
 
 describe('the judge agrees with the official SDKs', () => {
-  for (const adapter of [openaiChat, anthropicMessages]) {
+  for (const adapter of [openaiChat, openaiResponses, anthropicMessages]) {
     describe(adapter.name, () => {
       it.each(Object.entries(bodies(adapter)))('%s', async (_, body) => {
         const sdk = await sdkReads(adapter, body)

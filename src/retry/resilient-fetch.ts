@@ -97,7 +97,7 @@ function callerSecrets(headers: Headers, url: URL): string[] {
 
 function withCredential(headers: Headers, adapter: StreamAdapter, secret: string): Headers {
   const out = new Headers(headers)
-  // Checked when the fetch is made: an adapter that reaches here with a pool has the member.
+  // Checked when createResilientFetch() is called: an adapter that reaches here with a pool has the member.
   const [name, value] = (adapter.credentialHeader as (secret: string) => readonly [string, string])(
     secret,
   )
@@ -162,7 +162,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     'maxRequestBodyBytes',
     options.maxRequestBodyBytes ?? resilientFetchDefaults.maxRequestBodyBytes,
   )
-  // A bad policy fails here, when the fetch is made, not on the first request.
+  // A bad policy fails here, when createResilientFetch() is called, not on the first request.
   normalizeRelayPolicy(options.policy)
   checkCredentialHeader(options)
 

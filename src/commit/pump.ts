@@ -878,8 +878,9 @@ async function pumpWith(
   let previous = 0
   const run = async (): Promise<PumpEnd> => {
     for (const frame of options.frames) {
-      // A peeked frame the body's end cut (the last one) still read as a frame: made whole.
-      await write(frame.terminated ? frame : (terminatedFrame(frame, tracker.adapter) ?? frame))
+      // A peeked frame the body's end cut (the last one) goes out whole, or not at all.
+      const whole = frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
+      if (whole !== null) await write(whole)
     }
     previous = now()
     const fast = encoder.raw ? rawFrameReader(reader) : undefined

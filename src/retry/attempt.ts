@@ -27,11 +27,12 @@ import { errorFromBody, readBounded, readWhole } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { neverAborted } from './run.js'
 import {
-  hasOutput,
+  isAnswer,
   isJson,
   judgeWholeAnswer,
   maxAnswerBytes,
   renderMessage,
+  statesError,
 } from './whole-answer.js'
 
 /**
@@ -479,8 +480,14 @@ async function readWholeAnswer(
   const text = await readBounded(response.body, limit, signal)
   const message = asMessage ? parseObject(text) : undefined
   const rendered = message === undefined ? undefined : renderMessage(adapter, message)
-  // An upstream that ignored `stream: true` sent the answer itself: serve it as the stream.
-  if (rendered !== undefined && hasOutput(adapter, rendered)) return { body: bodyOf(rendered) }
+  // An upstream that ignored `stream: true` sent the answer itself: serve it as the stream,
+  // judged as a whole answer is (output, or an end that names its reason).
+  const answered =
+    message !== undefined &&
+    !statesError(message) &&
+    rendered !== undefined &&
+    isAnswer(adapter, rendered)
+  if (answered) return { body: bodyOf(rendered) }
   const failure: AttemptFailure = {
     kind: 'not-sse',
     status,
@@ -587,7 +594,7 @@ const noStalls = (thresholdMs: number): StallStats =>
 
 /**
  * A client's non-streaming request: the whole 2xx answer is read (bounded, within the
- * first-byte bound that has run since the send), judged like a stream's first output, and
+ * first-output bound that has run since the send), judged like a stream's first output, and
  * only then committed and sent as it came (status, JSON body, allowlisted headers). A body
  * cut while read, a JSON error served as success or an answer without output is a failed
  * attempt, retried like its streaming twin.

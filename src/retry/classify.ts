@@ -606,7 +606,7 @@ export function wholeAnswerVerdict(
   kind: 'empty' | 'read-error' | 'too-large',
   limit = 0,
 ): FailureVerdict {
-  const status = giveUpStatus['upstream-fault'].status
+  const { status, errorType } = giveUpStatus['upstream-fault']
   if (kind === 'too-large') {
     return {
       retryable: false,
@@ -615,7 +615,7 @@ export function wholeAnswerVerdict(
       overload: false,
       status,
       error: {
-        type: 'upstream_error',
+        type: errorType,
         message: `the upstream's answer is larger than the ${limit} bytes the relay reads`,
       },
     }
@@ -630,7 +630,7 @@ export function wholeAnswerVerdict(
     reason: kind,
     overload: false,
     status,
-    error: { type: 'upstream_error', message },
+    error: { type: errorType, message },
     recovery: 'at-once',
   }
 }

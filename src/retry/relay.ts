@@ -142,7 +142,8 @@ function prepare(options: RelayOptions): {
         'policy.hedge cannot hedge a relay without a pool: a hedge needs another key, or the same credential again with createHedging({ sameKey: true })',
       )
     }
-    const whole = !asksForStream(options)
+    // The adapter's `isStreamingRequest` is the host's code: a throw from it names it.
+    const whole = !asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
     const client = config.downstream.adapter
     if (whole && client !== undefined && client !== options.adapter) {
       throw new TypeError(

@@ -31,21 +31,19 @@ function track(adapter: StreamAdapter, bytes: Uint8Array) {
   return tracker.state
 }
 
-/** Whether rendered frames hold any output: an error object or `{}` renders none. */
-export function hasOutput(adapter: StreamAdapter, bytes: Uint8Array): boolean {
-  const state = track(adapter, bytes)
-  const { text, tool, refusal, reasoning } = state.counts
-  return text + tool + refusal + reasoning > 0 && state.errors === 0
-}
-
 /**
  * Whether a whole answer is one a stream's peek would commit: visible output, or an end that
  * names its reason (a finish reason) with none before it. A renderer's bare end marker (Chat's
  * `[DONE]`, written for every message) is not the upstream's word, so it does not count.
  */
-function isAnswer(adapter: StreamAdapter, bytes: Uint8Array): boolean {
+export function isAnswer(adapter: StreamAdapter, bytes: Uint8Array): boolean {
   const state = track(adapter, bytes)
   return state.errors === 0 && (state.firstVisibleIndex !== null || state.terminal?.reason != null)
+}
+
+/** Whether a JSON body states an error (`{ "error": {…} }`, in every shipped protocol's shape). */
+export function statesError(message: Record<string, unknown>): boolean {
+  return typeof message.error === 'object' && message.error !== null
 }
 
 /** The adapter's stream for a whole message, or `undefined` when it cannot render one (or threw). */
@@ -75,7 +73,7 @@ export function judgeWholeAnswer(
   const text = new TextDecoder().decode(bytes)
   const contentType = headers.get('content-type')
   const message = contentType === null || isJson(headers) ? parseObject(text) : undefined
-  if (message === undefined || (typeof message.error === 'object' && message.error !== null)) {
+  if (message === undefined || statesError(message)) {
     return classifyAttemptFailure({
       kind: 'not-sse',
       status,

@@ -6,6 +6,7 @@
  */
 
 import type { DownstreamSink } from '../commit/gate.js'
+import { joinBytes } from '../protocols/bytes.js'
 
 /**
  * One thing that happened to a {@link RecordingSink}.
@@ -65,13 +66,7 @@ export function createRecordingSink(): RecordingSink {
     },
     get bytes() {
       const parts = chunks()
-      const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0))
-      let offset = 0
-      for (const part of parts) {
-        out.set(part, offset)
-        offset += part.length
-      }
-      return out
+      return parts.length === 0 ? new Uint8Array(0) : joinBytes(parts)
     },
     get text() {
       return decoder.decode(this.bytes)

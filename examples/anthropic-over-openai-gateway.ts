@@ -21,6 +21,7 @@ import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
   type DownstreamTransformContext,
+  isFirstPartyApi,
   openaiChat,
   type RelayOutcome,
   type RelayPolicy,
@@ -258,7 +259,10 @@ async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, re
         body,
         signal,
         headers: {
-          ...(requestId === undefined ? {} : { 'x-client-request-id': requestId }),
+          // The per-attempt id goes only to a provider's own API (a third-party host may refuse it).
+          ...(requestId !== undefined && isFirstPartyApi(config.upstreamUrl)
+            ? { 'x-client-request-id': requestId }
+            : {}),
           'content-type': 'application/json',
           authorization: `Bearer ${config.upstreamApiKey}`,
         },

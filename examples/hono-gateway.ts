@@ -14,6 +14,7 @@ import {
   anthropicMessages,
   createMemoryKeyPool,
   forwardHeadersDefaults,
+  isFirstPartyApi,
   isRequestBodyTooLargeError,
   type KeyPool,
   openaiChat,
@@ -118,8 +119,13 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         attempt: ({ key, signal, request, requestId }) => {
           const withKey = new Headers(headers)
           withKey.set(...credential(key.secret))
-          // The client's own request id, when it sent one, names every attempt.
-          if (requestId !== undefined && !withKey.has('x-client-request-id'))
+          // The client's own request id, when it sent one, names every attempt; the library's
+          // per-attempt id goes only to a provider's own API (a third-party host may refuse it).
+          if (
+            requestId !== undefined &&
+            !withKey.has('x-client-request-id') &&
+            isFirstPartyApi(request?.url ?? url)
+          )
             withKey.set('x-client-request-id', requestId)
           const sent =
             request === undefined || request.body === json ? body : JSON.stringify(request.body)

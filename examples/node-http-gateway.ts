@@ -32,6 +32,7 @@ import {
   createMemoryKeyPool,
   type ForwardHeadersPolicy,
   forwardHeadersDefaults,
+  isFirstPartyApi,
   type KeyPool,
   openaiChat,
   openaiResponses,
@@ -368,14 +369,20 @@ export async function startGateway(config: GatewayConfig): Promise<{
         const withKey = { ...headers }
         const [name, value] = target.credential(key.secret)
         withKey[name.toLowerCase()] = value
-        // The client's own request id, when it sent one, names every attempt.
-        if (requestId !== undefined && withKey['x-client-request-id'] === undefined)
+        // The client's own request id, when it sent one, names every attempt; the library's
+        // per-attempt id goes only to a provider's own API (a third-party host may refuse it).
+        const url = request?.url ?? target.url
+        if (
+          requestId !== undefined &&
+          withKey['x-client-request-id'] === undefined &&
+          isFirstPartyApi(url)
+        )
           withKey['x-client-request-id'] = requestId
         // The client's bytes as they came, unless the relay changed the request (a fitted
         // output budget, the non-streaming fallback): no re-serialising of a large prompt.
         const sent =
           request === undefined || request.body === json ? body : JSON.stringify(request.body)
-        return send(request?.url ?? target.url, {
+        return send(url, {
           method: 'POST',
           headers: withKey,
           body: sent,

@@ -186,6 +186,7 @@ export {
   createResilientFetch,
   fitContextWindow,
   hedgingDefaults,
+  isFirstPartyApi,
   parseContextOverflow,
   parseRetryAfter,
   readRequestBody,

@@ -110,19 +110,53 @@ export function isRetryableErrorType(
   return true
 }
 
-/** Builds the error info of an error verdict, sanitising the message. */
+/** How many stringified errors deep a message is unwrapped. */
+const maxNestedErrors = 3
+
+/**
+ * An error whose message is itself a stringified error (`{"error":{"message":"{\"type\":
+ * \"overloaded_error\",…}"}}`, as some proxies and cloud hosts wrap a provider's error):
+ * the innermost message, and its type and code, which say more than the wrapper's.
+ */
+function unwrapNested(
+  type: string,
+  message: string | undefined,
+  code: string | null,
+): { type: string; message: string | undefined; code: string | null } {
+  let found = { type, message, code }
+  for (let depth = 0; depth < maxNestedErrors; depth++) {
+    const text = found.message?.trim()
+    if (text === undefined || !text.startsWith('{')) break
+    const parsed = parseObject(text)
+    const inner = typeof parsed?.error === 'object' && parsed.error !== null ? parsed.error : parsed
+    const innerMessage = stringField(inner, 'message')
+    if (innerMessage === undefined) break
+    found = {
+      type: stringField(inner, 'type') ?? found.type,
+      message: innerMessage,
+      code: stringField(inner, 'code') ?? found.code,
+    }
+  }
+  return found
+}
+
+/**
+ * Builds the error info of an error verdict, sanitising the message; a message that is a
+ * stringified error is unwrapped to the error inside it.
+ */
 export function upstreamError(
   type: string,
   message: string | undefined,
   code: string | null = null,
   status: number | null = null,
 ): UpstreamErrorInfo {
+  const inner = unwrapNested(type, message, code)
   return {
-    type,
-    message: sanitizeMessage(message ?? type),
-    code,
+    type: inner.type,
+    message: sanitizeMessage(inner.message ?? inner.type),
+    code: inner.code,
     status,
-    retryable: isRetryableErrorType(type, code, status),
+    retryable: isRetryableErrorType(inner.type, inner.code, status),
   }
 }
 

@@ -69,8 +69,10 @@ export interface AttemptContextBase {
    */
   readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
   /**
-   * A correlation id for this attempt; send it as `x-client-request-id` so an attempt that
-   * timed out can be found in upstream logs. `undefined` when `correlationIds` is off.
+   * A correlation id for this attempt; send it as `x-client-request-id` to a provider's own
+   * API (`isFirstPartyApi(url)`) so an attempt that timed out can be found in upstream logs
+   * (a third-party host or strict proxy may refuse the header). `undefined` when
+   * `correlationIds` is off.
    */
   readonly requestId: string | undefined
   /**

@@ -393,7 +393,10 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
         retryAfterMs,
       }
     }
-    if (status === 529)
+    // A 4xx whose error says the provider is at capacity (some hosts and proxies answer 400
+    // or 403 with Anthropic's `overloaded_error`) is retried on the error type, like a 529.
+    const overloadedBody = status < 500 && error !== undefined && isOverloaded(error)
+    if (status === 529 || overloadedBody)
       return { ...base, retryable: true, key: { kind: 'overloaded' }, overload: true, status: 529 }
     if (status === 401 || status === 403) {
       // Another key may work: the client gets a 502, never the upstream's auth error (the

@@ -19,11 +19,22 @@ import type { BackoffOptions } from './policy.js'
 
 /** What the request has done so far on its current route, and what it may still do. */
 export interface RouteState {
-  /** Streaming attempts made on this route, the failed one included. */
+  /**
+   * Attempts made on this route in the failed attempt's mode, the failed one included: the
+   * streaming (or whole) attempts, or the non-streaming fallback's, which has `maxAttempts`
+   * of its own.
+   */
   readonly attempts: number
   readonly maxAttempts: number
-  /** Consecutive overload failures on this route, the failed one included. */
+  /** Consecutive overload failures on this route (429, 529, overload errors), the failed one included. */
   readonly overloads: number
+  /**
+   * Consecutive failures on this route saying the provider is at capacity (529,
+   * `overloaded_error`), the failed one included, carried from the streaming attempts into
+   * the fallback.
+   */
+  readonly capacityOverloads: number
+  /** Overloads after which the next route is tried, or, on the last route, the request ends. */
   readonly overloadFallbackAfter: number
   readonly priority: 'interactive' | 'background'
   readonly hasNextRoute: boolean
@@ -31,7 +42,8 @@ export interface RouteState {
   readonly fallbackAvailable: boolean
   /**
    * The failed attempt's mode: `stream`, `whole` (a client's non-streaming request, retried
-   * on the same rules as a stream) or `non-streaming` (the fallback, tried once).
+   * on the same rules as a stream) or `non-streaming` (the fallback, retried on the same
+   * rules with attempts of its own).
    */
   readonly mode: 'stream' | 'whole' | 'non-streaming'
   /** Backoffs already taken before reusing a key on this route. */
@@ -89,8 +101,12 @@ export function reuseDelay(
 /**
  * Decides what follows a failed attempt, from the verdict and the route's state alone.
  * Never retries past `maxAttempts`, never retries what the verdict says is not worth it,
- * and never goes on once the client left or the deadline passed. Content commit is the
- * caller's check: a failure is only ever decided on before content.
+ * and never goes on once the client left or the deadline passed. A provider at capacity
+ * (529, `overloaded_error`) `overloadFallbackAfter` times in a row is not asked again: the
+ * next route, or the end of the request (the reference's stop after repeated 529s, so an
+ * overloaded provider is not hammered). The non-streaming fallback retries on the same
+ * rules, with its own attempts. Content commit is the caller's check: a failure is only
+ * ever decided on before content.
  */
 export function decideNext(
   state: RouteState,
@@ -107,18 +123,22 @@ export function decideNext(
     state.hasNextRoute && anotherModelMayWork && state.priority !== 'background'
       ? { kind: 'next-route' }
       : { kind: 'give-up', verdict }
+  // The fallback is sent once per route: never from the fallback itself.
+  const fallbackAvailable = state.fallbackAvailable && state.mode !== 'non-streaming'
   if (verdict.reason === 'streaming-unsupported') {
-    return state.fallbackAvailable ? { kind: 'fallback' } : { kind: 'give-up', verdict }
+    return fallbackAvailable ? { kind: 'fallback' } : { kind: 'give-up', verdict }
   }
-  if (state.mode === 'non-streaming') return nextRoute
   // Overload is shared by every key: background traffic backs off at once.
   if (verdict.overload && state.priority === 'background') return { kind: 'give-up', verdict }
   if (!verdict.retryable) return verdict.overload ? nextRoute : { kind: 'give-up', verdict }
   if (verdict.overload && state.overloads >= state.overloadFallbackAfter && state.hasNextRoute) {
     return { kind: 'next-route' }
   }
+  if (verdict.key.kind === 'overloaded' && state.capacityOverloads >= state.overloadFallbackAfter) {
+    return nextRoute
+  }
   if (state.attempts >= state.maxAttempts) {
-    return state.fallbackAvailable ? { kind: 'fallback' } : nextRoute
+    return fallbackAvailable ? { kind: 'fallback' } : nextRoute
   }
   return { kind: 'retry', reuseDelayMs: reuseDelay(verdict, backoff, state.reuses, random) }
 }

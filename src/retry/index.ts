@@ -18,6 +18,7 @@ export {
   fitContextWindow,
   parseContextOverflow,
 } from './context-window.js'
+export { isFirstPartyApi } from './correlation.js'
 export type {
   AdaptiveHedgeOptions,
   Hedging,

@@ -38,7 +38,7 @@ export async function leaseNext(
     const plan = planKeyWait({
       untried,
       all,
-      budgetMs: Math.min(run.deadlineAt - now(), run.config.maxWaitMs - (now() - waitStarted)),
+      budgetMs: waitBudget(run, route, now() - waitStarted),
       priority: run.config.priority,
       last: run.last?.verdict,
     })
@@ -60,6 +60,18 @@ export async function leaseNext(
 
 export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
 
+/**
+ * How much longer a route may wait for a key, `waited` milliseconds into the wait: the
+ * deadline and `maxWaitMs` bound it, and a route with a next one waits no longer than its
+ * longest backoff (`backoff.maxMs`): past that the next route answers sooner than this one
+ * would (a 30 s `Retry-After`, or a 10 s default cooldown).
+ */
+function waitBudget(run: Run, route: RouteRun, waited: number): number {
+  const budget = Math.min(run.deadlineAt - now(), run.config.maxWaitMs - waited)
+  if (!route.hasNextRoute || run.config.priority === 'background') return budget
+  return Math.min(budget, run.config.backoff.maxMs - waited)
+}
+
 /** A pool whose `acquire` failure names it (a wait the request ended rejects the same way). */
 function guardedPool(pool: KeyPool): Pick<KeyPool, 'acquire'> {
   return {
@@ -79,7 +91,7 @@ async function callerCredentials(
   route: RouteRun,
 ): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
   const wait = Math.max(0, route.progress.reuseAt - now())
-  if (now() + wait > run.deadlineAt || wait > run.config.maxWaitMs) {
+  if (wait > waitBudget(run, route, 0)) {
     return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
   }
   await sleep(wait, run.waits)

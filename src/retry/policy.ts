@@ -127,8 +127,10 @@ export interface RelayPolicy extends PumpPolicy {
   priority?: 'interactive' | 'background'
   /**
    * Send headers as soon as an upstream stream is validated; failures before content are then
-   * written in-band.
-   * @default false
+   * written in-band. On by default when `peek.firstOutputTimeoutMs` is `Infinity` (nothing
+   * bounds the wait for output, so the client is shown a live stream at once, as new-api
+   * does); set `false` to keep the head until output even then.
+   * @default false (true when `peek.firstOutputTimeoutMs` is `Infinity`)
    */
   earlyHeaders?: boolean
   /**
@@ -443,7 +445,13 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
       'interactive',
       'background',
     ]),
-    earlyHeaders: boolean('earlyHeaders', policy.earlyHeaders ?? relayDefaults.earlyHeaders),
+    // Without a first-output timeout nothing bounds the wait for output, so the client gets
+    // its head as soon as the stream is validated (new-api's flush-before-first-frame rule).
+    earlyHeaders: boolean(
+      'earlyHeaders',
+      policy.earlyHeaders ??
+        (peek.firstOutputTimeoutMs === Number.POSITIVE_INFINITY || relayDefaults.earlyHeaders),
+    ),
     keepAliveIntervalMs,
     downstream: normalizeDownstream(policy.downstream),
     headers: policy.headers,

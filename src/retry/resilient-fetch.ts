@@ -13,6 +13,7 @@ import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { parseObject } from '../protocols/common.js'
 import { streamFlagInBody } from '../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { isFirstPartyApi } from './correlation.js'
 import { normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { readRequestBody, requestBodyDefaults } from './request-body.js'
@@ -142,7 +143,9 @@ const optionKeys = Object.keys({
  * request body is buffered once so it can be sent again, up to `maxRequestBodyBytes` (past it
  * the call rejects with a `RequestBodyTooLargeError` and nothing is sent). A caller's own
  * `x-client-request-id` is kept on every attempt; without one, every attempt (streaming or
- * not) gets a fresh id unless `policy.correlationIds` is `false`. A streaming request resolves to a
+ * not) to a provider's own API ({@link isFirstPartyApi}) gets a fresh id unless
+ * `policy.correlationIds` is `false` (other hosts are not sent a header they may refuse; the
+ * id is still in the outcome's records). A streaming request resolves to a
  * `Response` whose body is the committed stream (peeked frames, then the rest), or to the
  * final error status with a JSON body in the protocol's shape; the SDK sees one clean
  * stream or one honest error. Non-streaming requests go through the same engine (`relay` with
@@ -173,8 +176,10 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     if (adapter === undefined) return inner(input, init)
     const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
-    // The caller's own id names the request in its logs: every attempt keeps it.
+    // The caller's own id names the request in its logs: every attempt keeps it. The
+    // library's own per-attempt ids go to the providers' own APIs only.
     const callerRequestId = headers.get(clientRequestIdHeader) ?? undefined
+    const sendsIds = isFirstPartyApi(url)
     const callerSignal = init?.signal ?? undefined
     const send = (
       secret: string | undefined,
@@ -185,7 +190,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     ) => {
       const sentHeaders =
         secret === undefined ? new Headers(headers) : withCredential(headers, adapter, secret)
-      const id = callerRequestId ?? requestId
+      const id = callerRequestId ?? (sendsIds ? requestId : undefined)
       if (id !== undefined) sentHeaders.set(clientRequestIdHeader, id)
       const sentBody = request === undefined ? body : JSON.stringify(request.body)
       return inner(request?.url ?? url.toString(), {

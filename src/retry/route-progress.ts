@@ -19,8 +19,15 @@ export interface RouteProgress {
   readonly request: UpstreamRequest | undefined
   /** Attempts that count toward `maxAttempts` (streams and whole requests; not hedges). */
   readonly attempts: number
-  /** Consecutive overload failures. */
+  /** Non-streaming fallback attempts: they count toward `maxAttempts` of their own. */
+  readonly fallbackAttempts: number
+  /** Consecutive overload failures (429s, 529s and overload errors). */
   readonly overloads: number
+  /**
+   * Consecutive failures saying the provider is at capacity (529, `overloaded_error`), over
+   * the streaming attempts and the fallback alike: the stop after repeated overloads reads it.
+   */
+  readonly capacityOverloads: number
   /** Retries decided so far (each reuses a key after a pause). */
   readonly reuses: number
   /** When a tried key may be reused, in `performance.now()` time. */
@@ -34,8 +41,15 @@ export interface RouteProgress {
 
 /** What happened on a route. A discriminated union on `kind`. */
 export type RouteEvent =
-  /** An attempt started on `keyId`; `counted` unless it is a hedge or the fallback. */
-  | { readonly kind: 'started'; readonly keyId: string | null; readonly counted: boolean }
+  /**
+   * An attempt started on `keyId`: `as` says what it counts toward (`attempt`: `maxAttempts`;
+   * `fallback`: the fallback's own `maxAttempts`; `hedge`: nothing).
+   */
+  | {
+      readonly kind: 'started'
+      readonly keyId: string | null
+      readonly as: 'attempt' | 'fallback' | 'hedge'
+    }
   /**
    * A refused request was looked at: changed (`request`, by `adjustRequest` or the
    * context-window fit) or not, and whether the fit (tried once) was tried.
@@ -60,7 +74,9 @@ export function initialRouteProgress(request: UpstreamRequest | undefined): Rout
     tried: new Set(),
     request,
     attempts: 0,
+    fallbackAttempts: 0,
     overloads: 0,
+    capacityOverloads: 0,
     reuses: 0,
     reuseAt: 0,
     fallbackUsed: false,
@@ -77,7 +93,12 @@ export function nextRouteProgress(state: RouteProgress, event: RouteEvent): Rout
         event.keyId === null || state.tried.has(event.keyId)
           ? state.tried
           : new Set([...state.tried, event.keyId])
-      return { ...state, tried, attempts: state.attempts + (event.counted ? 1 : 0) }
+      return {
+        ...state,
+        tried,
+        attempts: state.attempts + (event.as === 'attempt' ? 1 : 0),
+        fallbackAttempts: state.fallbackAttempts + (event.as === 'fallback' ? 1 : 0),
+      }
     }
     case 'adjusted':
       return {
@@ -86,7 +107,12 @@ export function nextRouteProgress(state: RouteProgress, event: RouteEvent): Rout
         fitted: state.fitted || event.fitted,
       }
     case 'failed':
-      return { ...state, overloads: event.verdict.overload ? state.overloads + 1 : 0 }
+      return {
+        ...state,
+        overloads: event.verdict.overload ? state.overloads + 1 : 0,
+        capacityOverloads:
+          event.verdict.key.kind === 'overloaded' ? state.capacityOverloads + 1 : 0,
+      }
     case 'retry':
       return {
         ...state,

@@ -75,9 +75,11 @@ function afterFailure(
   noteFailure(run, route, result, verdict)
   const decision = decideNext(
     {
-      attempts: route.progress.attempts,
+      attempts:
+        mode === 'non-streaming' ? route.progress.fallbackAttempts : route.progress.attempts,
       maxAttempts: run.config.maxAttempts,
       overloads: route.progress.overloads,
+      capacityOverloads: route.progress.capacityOverloads,
       overloadFallbackAfter: run.config.overloadFallbackAfter,
       priority: run.config.priority,
       hasNextRoute: route.hasNextRoute,
@@ -150,7 +152,13 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
         return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
       throw error
     }
-    if (leased.kind === 'give-up') return leased
+    if (leased.kind === 'give-up') {
+      // No key of this route within its wait: the next route is tried, as after any
+      // exhausted route (the client hears the last route's answer).
+      const canMoveOn =
+        route.hasNextRoute && run.config.priority !== 'background' && !run.deadline.aborted
+      return canMoveOn ? { kind: 'next-route' } : leased
+    }
     const { retryReason } = route.progress
     if (retryReason !== undefined) {
       callHook(run.hooks.onRetry, {
@@ -197,7 +205,8 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
     const decision = afterFailure(run, route, result, mode, ended.record)
     switch (decision.kind) {
       case 'retry':
-        mode = asked
+        // A failed fallback is retried as the fallback; anything else as the client asked.
+        if (mode !== 'non-streaming') mode = asked
         break
       case 'fallback':
         advance(route, { kind: 'fallback', reason: result.verdict.reason })

@@ -137,11 +137,12 @@ export async function attemptOn(
   const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null
   const hedgeOf = race?.hedgeOf
-  // A hedge is extra: `maxAttempts` counts the attempts started as usual.
+  // A hedge is extra: `maxAttempts` counts the attempts started as usual, and the fallback's
+  // attempts on their own.
   advance(route, {
     kind: 'started',
     keyId,
-    counted: mode !== 'non-streaming' && hedgeOf === undefined,
+    as: hedgeOf !== undefined ? 'hedge' : mode === 'non-streaming' ? 'fallback' : 'attempt',
   })
   const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
   const attemptStarted = now()

@@ -50,6 +50,7 @@ const state = (over: Partial<RouteState> = {}): RouteState => ({
   attempts: 1,
   maxAttempts: 3,
   overloads: 0,
+  capacityOverloads: 0,
   overloadFallbackAfter: 3,
   priority: 'interactive',
   hasNextRoute: false,
@@ -120,7 +121,30 @@ describe('decideNext: one row per verdict kind and state', () => {
       overload,
       'next-route',
     ],
-    ['overload at the route budget, last route: retry', state({ overloads: 3 }), overload, 'retry'],
+    [
+      'rate limits at the route budget, last route: retry (another key may have room)',
+      state({ overloads: 3, capacityOverloads: 0 }),
+      verdict({ key: { kind: 'rate-limited' }, reason: 'status-429', overload: true, status: 429 }),
+      'retry',
+    ],
+    [
+      'REPEATED_529: the provider at capacity 3 times in a row, last route: the request ends',
+      state({ overloads: 3, capacityOverloads: 3, maxAttempts: 10 }),
+      overload,
+      'give-up',
+    ],
+    [
+      'REPEATED_529 with another route: next route',
+      state({ overloads: 3, capacityOverloads: 3, maxAttempts: 10, hasNextRoute: true }),
+      overload,
+      'next-route',
+    ],
+    [
+      'REPEATED_529 even with a fallback available: the fallback asks the same provider, so the request ends',
+      state({ overloads: 3, capacityOverloads: 3, attempts: 3, fallbackAvailable: true }),
+      overload,
+      'give-up',
+    ],
     [
       'streaming unsupported with a fallback: fallback',
       state({ fallbackAvailable: true }),
@@ -134,16 +158,34 @@ describe('decideNext: one row per verdict kind and state', () => {
       'give-up',
     ],
     [
-      'a failed fallback, last route: give up',
+      'a failed fallback with fallback attempts left: the fallback is retried',
       state({ mode: 'non-streaming' }),
+      verdict(),
+      'retry',
+    ],
+    [
+      'a failed fallback, its attempts spent, last route: give up',
+      state({ mode: 'non-streaming', attempts: 3 }),
       verdict(),
       'give-up',
     ],
     [
-      'a failed fallback, another route: next route',
-      state({ mode: 'non-streaming', hasNextRoute: true }),
+      'a failed fallback, its attempts spent, another route: next route (never a second fallback)',
+      state({ mode: 'non-streaming', attempts: 3, hasNextRoute: true, fallbackAvailable: true }),
       verdict(),
       'next-route',
+    ],
+    [
+      'a fallback refused for its request: give up',
+      state({ mode: 'non-streaming' }),
+      rejected,
+      'give-up',
+    ],
+    [
+      'a fallback overloaded after two overloaded streams: the count carries, the request ends',
+      state({ mode: 'non-streaming', attempts: 1, capacityOverloads: 3 }),
+      overload,
+      'give-up',
     ],
     [
       'a non-retryable overload (x-should-retry: false) with another route: next route',
@@ -236,6 +278,7 @@ const routeStates = fc.record({
   attempts: fc.integer({ min: 1, max: 8 }),
   maxAttempts: fc.integer({ min: 1, max: 8 }),
   overloads: fc.integer({ min: 0, max: 5 }),
+  capacityOverloads: fc.integer({ min: 0, max: 5 }),
   overloadFallbackAfter: fc.integer({ min: 1, max: 5 }),
   priority: fc.constantFrom('interactive' as const, 'background' as const),
   hasNextRoute: fc.boolean(),
@@ -270,14 +313,19 @@ describe('decideNext properties', () => {
           expect(routeState.attempts).toBeLessThan(routeState.maxAttempts)
           expect(routeState.stopped).toBeUndefined()
           expect(failure.retryable).toBe(true)
-          // The fallback is tried once; a stream and a whole request retry alike.
-          expect(routeState.mode).not.toBe('non-streaming')
+          // A provider at capacity too often in a row is never asked again.
+          if (failure.key.kind === 'overloaded') {
+            expect(routeState.capacityOverloads).toBeLessThan(routeState.overloadFallbackAfter)
+          }
           expect(decision.reuseDelayMs).toBeLessThanOrEqual(backoff.maxMs)
         }
         if (routeState.stopped !== undefined) {
           expect(['give-up', 'client-gone']).toContain(decision.kind)
         }
-        if (decision.kind === 'fallback') expect(routeState.fallbackAvailable).toBe(true)
+        if (decision.kind === 'fallback') {
+          expect(routeState.fallbackAvailable).toBe(true)
+          expect(routeState.mode).not.toBe('non-streaming')
+        }
         if (decision.kind === 'next-route') {
           expect(routeState.hasNextRoute).toBe(true)
           expect(routeState.priority).toBe('interactive')

@@ -19,7 +19,7 @@ import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-up
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 
-function setup(scenario: Scenario, policy: RelayPolicy = {}) {
+function setup(scenario: Scenario, policy: RelayPolicy = {}, baseURL = 'http://upstream.test') {
   const upstream = createFaultyUpstream({ scenarios: { s: scenario } })
   const outcomes: RelayOutcome[] = []
   const pool = createMemoryKeyPool([
@@ -38,14 +38,14 @@ function setup(scenario: Scenario, policy: RelayPolicy = {}) {
     outcomes,
     openai: new OpenAI({
       apiKey: 'sk-x',
-      baseURL: 'http://upstream.test/v1',
+      baseURL: `${baseURL}/v1`,
       fetch,
       maxRetries: 0,
       defaultHeaders: headers,
     }),
     anthropic: new Anthropic({
       apiKey: 'sk-x',
-      baseURL: 'http://upstream.test',
+      baseURL,
       fetch,
       maxRetries: 0,
       defaultHeaders: headers,
@@ -339,8 +339,8 @@ describe('correlation ids', () => {
     await close?.()
   })
 
-  it('sends x-client-request-id per attempt and reports it in the outcome; opt-out sends none', async () => {
-    const { openai, upstream, outcomes } = setup(['empty', 'ok'])
+  it('sends x-client-request-id per attempt to the first-party API and reports it in the outcome; opt-out sends none', async () => {
+    const { openai, upstream, outcomes } = setup(['empty', 'ok'], {}, 'https://api.openai.com')
     close = upstream.close
     const stream = await openai.chat.completions.create({ model: 'm', messages: [], stream: true })
     for await (const _ of stream) {
@@ -352,7 +352,7 @@ describe('correlation ids', () => {
     expect(new Set(sent).size).toBe(2)
     expect(outcomes[0]?.attempts.map((a) => a.requestId)).toEqual(sent)
 
-    const quiet = setup(['ok'], { correlationIds: false })
+    const quiet = setup(['ok'], { correlationIds: false }, 'https://api.openai.com')
     const quietStream = await quiet.openai.chat.completions.create({
       model: 'm',
       messages: [],

@@ -1,11 +1,14 @@
 import { describe, expect, it, vi } from 'vitest'
-import { createResilientFetch, type RelayOutcome } from '../../src/index.js'
+import { createResilientFetch, isFirstPartyApi, type RelayOutcome } from '../../src/index.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
 
-const url = 'http://upstream.test/v1/chat/completions'
+// The provider's own API: the only host sent the library's per-attempt ids (the faulty
+// upstream's in-process fetch answers any host).
+const firstParty = 'https://api.openai.com/v1/chat/completions'
+const thirdParty = 'https://llm.example.com/v1/chat/completions'
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
-function setup(scenario: Scenario, correlationIds?: boolean) {
+function setup(scenario: Scenario, correlationIds?: boolean, url = firstParty) {
   const upstream = createFaultyUpstream({ scenarios: { s: scenario } })
   const outcomes: RelayOutcome[] = []
   const fetch = createResilientFetch({
@@ -60,9 +63,40 @@ describe('createResilientFetch request ids', () => {
     await vi.waitFor(() => expect(outcomes[0]?.attempts.map((a) => a.requestId)).toEqual(ids))
   })
 
+  it('x-client-request-id only to the first-party API: a third-party OpenAI-compatible host gets none of the library’s ids, plain or streaming, while the records keep them', async () => {
+    const { request, sentIds, outcomes } = setup(['overloaded', 'ok'], undefined, thirdParty)
+    expect((await request(false)).status).toBe(200)
+    await (await request(true)).text()
+    expect(sentIds()).toEqual([undefined, undefined, undefined])
+    await vi.waitFor(() => expect(outcomes).toHaveLength(2))
+    for (const outcome of outcomes) {
+      for (const attempt of outcome.attempts) expect(attempt.requestId).toMatch(uuid)
+    }
+  })
+
+  it('a caller’s own x-client-request-id reaches a third-party host on every attempt', async () => {
+    const { request, sentIds } = setup(['overloaded', 'ok'], undefined, thirdParty)
+    await request(false, { 'x-client-request-id': 'caller-44' })
+    expect(sentIds()).toEqual(['caller-44', 'caller-44'])
+  })
+
   it('sends no id of its own with correlationIds: false, plain or streaming', async () => {
     const { request, sentIds } = setup(['overloaded', 'ok'], false)
     await request(false)
     expect(sentIds()).toEqual([undefined, undefined])
+  })
+})
+
+describe('isFirstPartyApi', () => {
+  it.each([
+    ['https://api.openai.com/v1/chat/completions', true],
+    ['https://API.Anthropic.com/v1/messages', true],
+    ['http://api.openai.com/v1/chat/completions', false],
+    ['https://api.openai.com.evil.test/v1/chat/completions', false],
+    ['https://openrouter.ai/api/v1/chat/completions', false],
+    ['https://generativelanguage.googleapis.com/v1beta/models/m:streamGenerateContent', false],
+    ['not a url', false],
+  ])('%s → %s', (url, expected) => {
+    expect(isFirstPartyApi(url)).toBe(expected)
   })
 })

@@ -16,6 +16,13 @@ const verdict = (overload: boolean): FailureVerdict => ({
   error: { type: 'upstream_error', message: 'x' },
 })
 
+const rateLimited: FailureVerdict = {
+  ...verdict(true),
+  key: { kind: 'rate-limited' },
+  reason: 'status-429',
+  status: 429,
+}
+
 const request = { url: 'https://api.test/v1/chat/completions', body: { stream: true } }
 const smaller = { url: request.url, body: { stream: true, max_tokens: 10 } }
 
@@ -34,12 +41,13 @@ function replay(events: readonly RouteEvent[]): RouteProgress {
 describe('nextRouteProgress: a route advances only by events, never in place', () => {
   const rows: readonly [string, readonly RouteEvent[], Partial<RouteProgress>][] = [
     [
-      'a started attempt counts and remembers its key; a hedge does not count',
+      'a started attempt counts and remembers its key; a hedge does not count; a fallback counts on its own',
       [
-        { kind: 'started', keyId: 'a', counted: true },
-        { kind: 'started', keyId: 'b', counted: false },
+        { kind: 'started', keyId: 'a', as: 'attempt' },
+        { kind: 'started', keyId: 'b', as: 'hedge' },
+        { kind: 'started', keyId: 'c', as: 'fallback' },
       ],
-      { attempts: 1 },
+      { attempts: 1, fallbackAttempts: 1 },
     ],
     [
       'consecutive overloads count up; any other failure resets them',
@@ -47,7 +55,16 @@ describe('nextRouteProgress: a route advances only by events, never in place', (
         { kind: 'failed', verdict: verdict(true) },
         { kind: 'failed', verdict: verdict(true) },
       ],
-      { overloads: 2 },
+      { overloads: 2, capacityOverloads: 2 },
+    ],
+    [
+      'a 429 counts as an overload, not as the provider at capacity; a 529 after it starts the run again',
+      [
+        { kind: 'failed', verdict: verdict(true) },
+        { kind: 'failed', verdict: rateLimited },
+        { kind: 'failed', verdict: verdict(true) },
+      ],
+      { overloads: 3, capacityOverloads: 1 },
     ],
     [
       'an overload then a server error: 0',
@@ -55,7 +72,7 @@ describe('nextRouteProgress: a route advances only by events, never in place', (
         { kind: 'failed', verdict: verdict(true) },
         { kind: 'failed', verdict: verdict(false) },
       ],
-      { overloads: 0 },
+      { overloads: 0, capacityOverloads: 0 },
     ],
     [
       'a retry counts a reuse, sets when keys may be reused and the reason onRetry hears',
@@ -87,10 +104,10 @@ describe('nextRouteProgress: a route advances only by events, never in place', (
 
   it('tried keys accumulate without duplicates', () => {
     const state = replay([
-      { kind: 'started', keyId: 'a', counted: true },
-      { kind: 'started', keyId: 'a', counted: true },
-      { kind: 'started', keyId: null, counted: true },
-      { kind: 'started', keyId: 'b', counted: true },
+      { kind: 'started', keyId: 'a', as: 'attempt' },
+      { kind: 'started', keyId: 'a', as: 'attempt' },
+      { kind: 'started', keyId: null, as: 'attempt' },
+      { kind: 'started', keyId: 'b', as: 'attempt' },
     ])
     expect([...state.tried]).toEqual(['a', 'b'])
     expect(state.attempts).toBe(4)

@@ -36,6 +36,7 @@ const publicNames = {
       'HeadersSentError',
       'hedgingDefaults',
       'isDownstreamClosedError',
+      'isFirstPartyApi',
       'isFrameTooLargeError',
       'isHeadersSentError',
       'isPeekOverflowError',

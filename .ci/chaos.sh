@@ -28,6 +28,9 @@ chaos() { (cd "$app" && npx --no-install stream-boundary chaos "$@"); }
 port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 gateway_port=$(port)
 gateway="cd '$repo' && UPSTREAM_URL={upstream} PORT=$gateway_port node --expose-gc --import tsx test/cli/example-gateway.ts"
+defaults_port=$(port)
+# The example gateway as a user starts it: no policy of its own, the library's defaults.
+defaults="cd '$repo' && UPSTREAM_OPENAI_URL={upstream}/v1 UPSTREAM_ANTHROPIC_URL={upstream} GATEWAY_KEYS=a:sk-chaos-a-not-real,b:sk-chaos-b-not-real PORT=$defaults_port node --import tsx examples/node-http-gateway.ts"
 relay_port=$(port)
 relay="cd '$repo' && UPSTREAM_URL={upstream} PORT=$relay_port node --import tsx examples/plain-relay.ts"
 
@@ -62,6 +65,18 @@ check "$work/gateway.json" "$code" \
   'code === 0 && r.scenarios.filter((s) => s.expect === "answer").every((s) => s.mark === "✓")' \
   'example gateway: every pre-output scenario answered, 0 silent failures, 0 duplicates, 0 hangs' ||
   status=1
+
+# At its defaults (30 s to the first byte, 10 min to the first output) and the command's
+# defaults (45 s hang bound, 20 s stalls): every scenario, both protocols the example serves.
+for protocol in openai-chat anthropic-messages; do
+  if [ "$protocol" = openai-chat ]; then target="http://127.0.0.1:$defaults_port/v1"; else target="http://127.0.0.1:$defaults_port"; fi
+  code=0
+  chaos --protocol "$protocol" --target "$target" --gateway "$defaults" --json >"$work/defaults-$protocol.json" || code=$?
+  check "$work/defaults-$protocol.json" "$code" \
+    'code === 0 && r.counts.hangs === 0 && r.scenarios.every((s) => s.mark === "✓")' \
+    "example gateway at its defaults, command at its defaults ($protocol): every scenario ✓" ||
+    status=1
+done
 
 # RSS after the load keeps the working set of 300 concurrent streams (V8 does not hand its
 # heap back): measured here, 1,000 and 5,000 requests both end at ~150 MiB from a start of

@@ -29,8 +29,18 @@ export interface ChaosOptions {
   readonly faultRate: number
   /** Load mode: the seed of the fault mix. @default 1 */
   readonly seed: number
-  /** No end within this many ms is a hang. @default 4000 */
+  /**
+   * No end within this many ms is a hang. Above the library's 30 s first-byte default, so a
+   * gateway at stream-boundary's defaults answers the hang scenarios within it.
+   * @default 45000
+   */
   readonly hangMs: number
+  /**
+   * How long `keepalives-only` and `role-only-then-stall` stall before a clean end of the body
+   * (`0`: endless, bounded only by the gateway's first-output timeout; raise `hangMs` above
+   * that timeout then). @default 20000
+   */
+  readonly stallMs: number
   /** How long a started gateway may take to accept connections. @default 20000 */
   readonly startTimeoutMs: number
   /** Extra request headers (`name: value`), e.g. the gateway's own auth. @default [] */
@@ -69,7 +79,8 @@ const chaosDefaults = Object.freeze({
   concurrency: 1,
   faultRate: 0.2,
   seed: 1,
-  hangMs: 4000,
+  hangMs: 45_000,
+  stallMs: 20_000,
   startTimeoutMs: 20_000,
   json: false,
   failOn: 'any' as const,
@@ -96,7 +107,11 @@ client in front of it judges what came out.
   --requests <n>          load mode: n requests with a random fault mix
   --fault-rate <0..1>     load mode: share of requests that meet a fault (default: 0.2)
   --seed <n>              load mode: seed of the fault mix (default: 1)
-  --hang-ms <ms>          no end within this bound is a hang (default: 4000)
+  --hang-ms <ms>          no end within this bound is a hang (default: 45000, above a
+                          30 s first-byte timeout and a retry)
+  --stall-ms <ms>         keepalives-only and role-only-then-stall stall this long, then end
+                          cleanly with no output (default: 20000; 0: endless, bounded only
+                          by the gateway's first-output timeout: raise --hang-ms above it)
   --start-timeout-ms <ms> how long the started gateway may take to listen (default: 20000)
   --header <name: value>  an extra request header (repeatable)
   --json                  print JSON instead of a table
@@ -181,6 +196,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         'fault-rate': { type: 'string' },
         seed: { type: 'string' },
         'hang-ms': { type: 'string' },
+        'stall-ms': { type: 'string' },
         'start-timeout-ms': { type: 'string' },
         header: { type: 'string', multiple: true },
         json: { type: 'boolean' },
@@ -245,6 +261,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     faultRate,
     seed: integer('seed', text('seed'), chaosDefaults.seed, 0),
     hangMs: integer('hang-ms', text('hang-ms'), chaosDefaults.hangMs, 100),
+    stallMs: integer('stall-ms', text('stall-ms'), chaosDefaults.stallMs, 0),
     startTimeoutMs: integer(
       'start-timeout-ms',
       text('start-timeout-ms'),

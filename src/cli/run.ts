@@ -10,6 +10,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { redactSecrets } from '../protocols/sanitize.js'
 import {
   createFaultyUpstream,
+  type FaultKind,
   type FaultyUpstream,
   type Scenario,
 } from '../testing/faulty-upstream.js'
@@ -455,9 +456,25 @@ function perFault(
   return out
 }
 
-/** The scripts of every scenario, by name, for the upstream. */
-function upstreamScripts(): Record<string, Scenario> {
-  return Object.fromEntries(chaosScenarios.map((scenario) => [scenario.name, scenario.script]))
+/** The faults whose stall `--stall-ms` bounds. */
+const stalls: readonly string[] = ['keepalives-only', 'role-only-then-stall']
+
+/**
+ * The scripts of every scenario, by name, for the upstream: the stalls last `stallMs`, then
+ * the body ends cleanly with no output (`0`: endless).
+ */
+function upstreamScripts(stallMs: number): Record<string, Scenario> {
+  const bounded = (fault: Scenario[number]): Scenario[number] => {
+    if (stallMs === 0) return fault
+    const kind = typeof fault === 'string' ? fault : fault.kind
+    if (!stalls.includes(kind)) return fault
+    return typeof fault === 'string'
+      ? { kind: fault as FaultKind, forMs: stallMs }
+      : { ...fault, forMs: stallMs }
+  }
+  return Object.fromEntries(
+    chaosScenarios.map((scenario) => [scenario.name, scenario.script.map(bounded)]),
+  )
 }
 
 /** The command as it may be logged: values of credential-like variables and keys hidden. */
@@ -475,7 +492,6 @@ export class TargetUnreachableError extends Error {
   override readonly name = 'TargetUnreachableError' as const
 }
 
-/** Runs a whole chaos session and returns its report. */
 /** The options with `{upstream}` in the target and the header values replaced. */
 function withUpstream(options: ChaosOptions, upstreamUrl: string): ChaosOptions {
   const fill = (value: string) => value.replaceAll('{upstream}', upstreamUrl)
@@ -485,10 +501,11 @@ function withUpstream(options: ChaosOptions, upstreamUrl: string): ChaosOptions 
   return { ...options, target: fill(options.target), headers }
 }
 
+/** Runs a whole chaos session and returns its report. */
 export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosReport> {
   const started = performance.now()
   const upstream = createFaultyUpstream({
-    scenarios: upstreamScripts(),
+    scenarios: upstreamScripts(given.stallMs),
     text: chaosAnswer,
     reasoning: chaosReasoning,
     keepAliveMs: 200,

@@ -57,8 +57,16 @@ export const chaosScenarios: readonly ChaosScenario[] = [
   pre('empty', 'empty', '200 and a clean EOF with no frames (tunnel killed in prefill)'),
   pre('hang-before-headers', 'hang-before-headers', 'no response headers at all'),
   pre('headers-then-hang', 'headers-then-hang', '200 headers, then nothing'),
-  pre('keepalives-only', 'keepalives-only', 'keep-alive comments only'),
-  pre('role-only-then-stall', 'role-only-then-stall', 'the role-only preamble, then silence'),
+  pre(
+    'keepalives-only',
+    'keepalives-only',
+    'keep-alive comments only (for --stall-ms, then a clean end: keep-alives are not output)',
+  ),
+  pre(
+    'role-only-then-stall',
+    'role-only-then-stall',
+    'the role-only preamble, then silence (for --stall-ms, then a clean end: a preamble is not output)',
+  ),
   pre('error-frame', 'error-frame', 'a retryable error frame before any output'),
   pre('rate-limited', { kind: 'rate-limited', retryAfterSeconds: 1 }, '429 with retry-after: 1'),
   pre('overloaded', 'overloaded', '529 overloaded'),

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { rejectUnknownKeys } from '../options.js'
+import { didYouMean, rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
@@ -50,6 +50,34 @@ export type FaultKind =
   | 'streaming-unsupported'
   | 'context-overflow'
 
+/** Every fault kind: a table the compiler keeps complete. */
+const faultKinds = Object.keys({
+  ok: true,
+  empty: true,
+  'hang-before-headers': true,
+  'headers-then-hang': true,
+  'keepalives-only': true,
+  'role-only-then-stall': true,
+  'error-frame': true,
+  'fatal-error-frame': true,
+  'rate-limited': true,
+  overloaded: true,
+  'html-500': true,
+  'json-error-200': true,
+  'html-200': true,
+  'partial-then-cut': true,
+  'thinking-only': true,
+  'slow-drip': true,
+  'reset-mid-frame': true,
+  'oversized-frame': true,
+  'invalid-utf8': true,
+  'no-final-blank-line': true,
+  'eof-mid-frame': true,
+  'eof-mid-frame-close': true,
+  'streaming-unsupported': true,
+  'context-overflow': true,
+} satisfies Record<FaultKind, true>)
+
 /**
  * One fault, with its knobs.
  *
@@ -67,6 +95,12 @@ export interface Fault {
   readonly limitTokens?: number
   /** `context-overflow`: the request's input, in tokens. @default 190_000 */
   readonly inputTokens?: number
+  /**
+   * `keepalives-only`, `role-only-then-stall`: how long the stall lasts before a clean end of
+   * the body (no output came, so the stream was empty). @default endless (keep-alives for
+   * 10,000 intervals; the role-only preamble's silence until the connection closes)
+   */
+  readonly forMs?: number
 }
 
 /**
@@ -76,6 +110,35 @@ export interface Fault {
  * @group Fault injection
  */
 export type Scenario = readonly (Fault | FaultKind | 'empty-eof')[]
+
+/** Every knob of a {@link Fault}: a table the compiler keeps complete. */
+const faultKeys = Object.keys({
+  kind: true,
+  retryAfterSeconds: true,
+  retryAfterMs: true,
+  delayMs: true,
+  limitTokens: true,
+  inputTokens: true,
+  forMs: true,
+} satisfies Record<keyof Fault, true>)
+
+/** A scenario's faults are known kinds with known knobs: a typo is a `TypeError` naming it. */
+function checkScenarios(scenarios: Readonly<Record<string, Scenario>>): void {
+  for (const [name, scenario] of Object.entries(scenarios)) {
+    if (!Array.isArray(scenario)) {
+      throw new TypeError(`createFaultyUpstream: scenarios.${name} must be a list of faults`)
+    }
+    for (const [index, fault] of scenario.entries()) {
+      const where = `createFaultyUpstream: scenarios.${name}[${index}]`
+      if (typeof fault === 'object' && fault !== null) rejectUnknownKeys(where, fault, faultKeys)
+      const kind = typeof fault === 'string' ? fault : (fault as Fault | null)?.kind
+      if (kind === 'empty-eof' || faultKinds.includes(kind as string)) continue
+      throw new TypeError(
+        `${where}: unknown fault ${JSON.stringify(kind)}${didYouMean(String(kind), faultKinds)}`,
+      )
+    }
+  }
+}
 
 /**
  * Options of {@link createFaultyUpstream}.
@@ -422,6 +485,7 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     'keepAliveMs',
   ] satisfies (keyof FaultyUpstreamOptions)[])
   const scenarios = options.scenarios ?? {}
+  checkScenarios(scenarios)
   const baseAnswer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
   const baseThought = options.reasoning ?? 'Let me think about this step by step.'
   const frameDelayMs = options.frameDelayMs ?? 0
@@ -461,13 +525,15 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         return []
       case 'headers-then-hang':
         return [{ hang: true }]
-      case 'keepalives-only':
-        return Array.from({ length: 10_000 }, (): Step[] => [
+      case 'keepalives-only': {
+        const count = fault.forMs === undefined ? 10_000 : Math.ceil(fault.forMs / keepAliveMs)
+        return Array.from({ length: count }, (): Step[] => [
           ': keep-alive\n\n',
           { wait: keepAliveMs },
         ]).flat()
+      }
       case 'role-only-then-stall':
-        return [...wire.start(), { hang: true }]
+        return [...wire.start(), fault.forMs === undefined ? { hang: true } : { wait: fault.forMs }]
       case 'error-frame':
         return [...wire.start(), wire.error(true, 'The upstream is overloaded, try again')]
       case 'fatal-error-frame':

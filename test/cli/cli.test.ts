@@ -83,6 +83,10 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
       /--hang-ms must be an integer >= 100, got "soon"/,
     ],
     [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '1.5'],
+      /--stall-ms must be an integer >= 0, got "1.5"/,
+    ],
+    [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--bogus'],
       /Unknown option '--bogus'/,
     ],

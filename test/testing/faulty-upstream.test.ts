@@ -256,6 +256,29 @@ describe('createFaultyUpstream: streaming faults, in process', () => {
       await reader.cancel()
     })
 
+    it.each(['keepalives-only', 'role-only-then-stall'] as const)(
+      '%s with forMs stalls that long, then ends cleanly with no output',
+      async (kind) => {
+        const upstream = open({
+          keepAliveMs: 20,
+          scenarios: { s: [{ kind, forMs: 120 }] },
+        })
+        const started = performance.now()
+        const response = await upstream.fetch(`${base}${path}`, post('s'))
+        if (response.body === null) throw new Error('no body')
+        const read = await readFrames(
+          createFrameReader(response.body),
+          adapter,
+          AbortSignal.timeout(5_000),
+        )
+        // Ended by the upstream (not the 5 s bound), after the stall, with nothing a client can show.
+        expect(read.error).toBeUndefined()
+        expect(performance.now() - started).toBeGreaterThanOrEqual(100)
+        expect(outputs(read.verdicts)).toEqual([])
+        expect(['empty', 'partial']).toContain(read.eof.kind)
+      },
+    )
+
     it('oversized-frame makes a default reader fail with FrameTooLargeError', async () => {
       const read = await readBody(await play('oversized-frame', path), adapter)
       expect(isFrameTooLargeError(read.error)).toBe(true)
@@ -646,5 +669,22 @@ describe('createFaultyUpstream: official SDKs', () => {
       .stream({ model: 'gpt-test', input: 'Hi' })
       .finalResponse()
     expect(response.output_text).toBe(text)
+  })
+})
+
+describe('scenario checks', () => {
+  it.each([
+    [
+      { s: ['keepalive-only'] },
+      /scenarios\.s\[0\]: unknown fault "keepalive-only"; did you mean "keepalives-only"\?/,
+    ],
+    [
+      { s: ['ok', { kind: 'slow-drip', delayMS: 5 }] },
+      /scenarios\.s\[1\]: unknown option "delayMS"; did you mean "delayMs"\?/,
+    ],
+    [{ s: 'ok' }, /scenarios\.s must be a list of faults/],
+  ])('%j is refused with a TypeError naming it', (scenarios, message) => {
+    expect(() => createFaultyUpstream({ scenarios } as never)).toThrow(TypeError)
+    expect(() => createFaultyUpstream({ scenarios } as never)).toThrow(message)
   })
 })

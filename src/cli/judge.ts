@@ -75,6 +75,16 @@ interface Read {
   eof: string
 }
 
+/**
+ * Whether the protocol's official SDK raises on bytes that are not whole event-stream frames.
+ * `@google/genai` does: a body whose end leaves anything after its last frame (a frame the
+ * end cut, a page or a JSON body that is no stream at all) throws "Incomplete JSON segment".
+ * The `openai` and `@anthropic-ai/sdk` readers drop such bytes and raise nothing.
+ */
+function raisesOnLeftover(adapter: StreamAdapter): boolean {
+  return adapter.name === 'gemini'
+}
+
 async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> {
   const reader = createFrameReader(
     (async function* () {
@@ -91,7 +101,9 @@ async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> 
     terminal: false,
     eof: '',
   }
+  let leftover = false
   for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
+    if (!frame.terminated && decoder.decode(frame.raw).trim() !== '') leftover = true
     // The official SDKs act on whole frames with data only (a frame the body's end cut is
     // dropped, as the SSE spec says), and Anthropic's on known events only: an HTML page or
     // bare JSON sent as an event stream, or a cut last frame, is no error event to them.
@@ -104,6 +116,10 @@ async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> 
   }
   const state = tracker.state
   read.errors = state.errors
+  if (leftover && raisesOnLeftover(adapter)) {
+    read.errors++
+    read.firstError ??= 'the body ended inside a frame (the SDK raises: incomplete JSON segment)'
+  }
   read.terminal = state.terminalSeen
   read.eof = classifyEof(state).kind
   return read
@@ -120,13 +136,14 @@ const short = (text: string, max = 60) =>
   text.length > max ? `${text.slice(0, max - 1)}…` : text.replace(/\s+/g, ' ')
 
 /**
- * A 2xx body that is not an event stream, for a request that asked for one. The official
- * SDKs read it as a stream with no events: their raw iteration yields nothing and raises
- * nothing, whether it held the whole answer as JSON, a JSON error or a page. So it is a
- * silent failure (the judge follows raw iteration; `messages.stream()` helpers that throw on
- * an empty stream would have told, their users are the minority).
+ * A 2xx body that is not an event stream, for a request that asked for one. The `openai` and
+ * `@anthropic-ai/sdk` clients read it as a stream with no events: their raw iteration yields
+ * nothing and raises nothing, whether it held the whole answer as JSON, a JSON error or a
+ * page. So it is a silent failure (the judge follows raw iteration; `messages.stream()`
+ * helpers that throw on an empty stream would have told, their users are the minority).
+ * `@google/genai` raises on any such body that is not empty: an honest error for Gemini.
  */
-function judgeNonStream(observation: Observation): Judgement {
+function judgeNonStream(observation: Observation, adapter: StreamAdapter): Judgement {
   const body = decoder.decode(observation.body)
   const attemptsSeen = tagsOf(body)
   const type = observation.contentType ?? 'no content-type'
@@ -148,6 +165,14 @@ function judgeNonStream(observation: Observation): Judgement {
           : 'a JSON body'
   } catch {
     // Not JSON: a page or junk.
+  }
+  if (raisesOnLeftover(adapter) && body.trim() !== '') {
+    return {
+      kind: 'honest-error',
+      reason: `${observation.status} ${type} with ${what}, not a stream: the SDK raises (incomplete JSON segment)`,
+      attemptsSeen,
+      textChars: 0,
+    }
   }
   return {
     kind: 'silent-empty',
@@ -182,7 +207,7 @@ export async function judgeObservation(
   const sse =
     (observation.contentType ?? '').includes('text/event-stream') ||
     /^(data|event|id|retry)?:/.test(decoder.decode(observation.body.subarray(0, 16)))
-  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation)
+  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation, options.adapter)
   const read = await readSse(observation.body, options.adapter)
   const attemptsSeen = tagsOf(read.text + read.reasoning)
   const textChars = read.text.replace(tagPattern, '').length

@@ -1,23 +1,27 @@
 import { createServer } from 'node:http'
 import Anthropic from '@anthropic-ai/sdk'
+import { GoogleGenAI } from '@google/genai'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import { judgeObservation, type OutcomeKind } from '../../src/cli/judge.js'
+import { chaosAnswer, chaosReasoning, chaosScenarios } from '../../src/cli/scenarios.js'
 import {
   anthropicMessages,
+  geminiGenerateContent,
   openaiChat,
   openaiResponses,
   type StreamAdapter,
 } from '../../src/index.js'
+import { createFaultyUpstream, type Fault } from '../../src/testing/faulty-upstream.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { useLoopback } from '../support/loopback.js'
 
 /**
- * The judge is the SDKs' oracle: for bodies a gateway may send a streaming client, the real
- * `openai` and `@anthropic-ai/sdk` clients (raw iteration, which the judge follows) read the
- * same bytes, and the judge's verdict must say what they experienced: an error raised is an
- * honest error; nothing yielded and nothing raised is a silent failure; the whole answer is
- * full.
+ * The judge is the SDKs' oracle: for bodies a gateway may send a streaming client, and for the
+ * bytes of every chaos scenario's fault, the real `openai`, `@anthropic-ai/sdk` and
+ * `@google/genai` clients (raw iteration, which the judge follows) read the same bytes, and the
+ * judge's verdict must say what they experienced: an error raised is an honest error; nothing
+ * yielded and nothing raised is a silent failure; the whole answer is full.
  */
 
 const { listen } = useLoopback()
@@ -26,7 +30,11 @@ const words = (text: string) => text.match(/\S+\s*/g) ?? [text]
 
 interface Body {
   readonly contentType: string
-  readonly text: string
+  readonly text: string | Uint8Array
+  /** @default 200 */
+  readonly status?: number
+  /** The connection is cut after the bytes (a reset), instead of a clean end. */
+  readonly cut?: boolean
 }
 
 /** What the SDK's raw stream iteration did with a body. */
@@ -37,8 +45,9 @@ async function sdkReads(
   const server = createServer((req, res) => {
     req.resume()
     req.on('end', () => {
-      res.writeHead(200, { 'content-type': body.contentType })
-      res.end(body.text)
+      res.writeHead(body.status ?? 200, { 'content-type': body.contentType })
+      if (body.cut !== true) return void res.end(body.text)
+      res.write(body.text, () => res.destroy())
     })
   })
   const url = await listen(server)
@@ -58,6 +67,17 @@ async function sdkReads(
         stream: true,
       })
       for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
+    } else if (adapter === geminiGenerateContent) {
+      const client = new GoogleGenAI({
+        apiKey: 'x',
+        httpOptions: { baseUrl: url, retryOptions: { attempts: 1 } },
+      })
+      const stream = await client.models.generateContentStream({ model: 'm', contents: 'hi' })
+      for await (const chunk of stream) {
+        for (const part of chunk.candidates?.[0]?.content?.parts ?? []) {
+          if (part.thought !== true) text += part.text ?? ''
+        }
+      }
     } else {
       const client = new Anthropic({ apiKey: 'x', baseURL: url, maxRetries: 0 })
       const stream = await client.messages.create({
@@ -116,12 +136,18 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
                 object: 'chat.completion',
                 choices: [{ index: 0, message: { role: 'assistant', content: answer } }],
               })
-            : JSON.stringify({
-                id: 'm',
-                type: 'message',
-                role: 'assistant',
-                content: [{ type: 'text', text: answer }],
-              }),
+            : adapter === geminiGenerateContent
+              ? JSON.stringify({
+                  candidates: [
+                    { content: { role: 'model', parts: [{ text: answer }] }, finishReason: 'STOP' },
+                  ],
+                })
+              : JSON.stringify({
+                  id: 'm',
+                  type: 'message',
+                  role: 'assistant',
+                  content: [{ type: 'text', text: answer }],
+                }),
     },
     'a JSON error body with 200': {
       contentType: json,
@@ -151,25 +177,117 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
   }
 }
 
+const adapters = [openaiChat, openaiResponses, anthropicMessages, geminiGenerateContent]
+
+/** The judge's verdict on a body, as a client that read it all would hand it over. */
+function judge(adapter: StreamAdapter, body: Body, options: { answer: string; reasoning: string }) {
+  return judgeObservation(
+    {
+      status: body.status ?? 200,
+      contentType: body.contentType,
+      body: typeof body.text === 'string' ? new TextEncoder().encode(body.text) : body.text,
+      end: body.cut === true ? 'error' : 'eof',
+      ...(body.cut === true ? { error: 'the connection was reset' } : {}),
+    },
+    { adapter, ...options },
+  )
+}
+
 describe('the judge agrees with the official SDKs', () => {
-  for (const adapter of [openaiChat, openaiResponses, anthropicMessages]) {
+  for (const adapter of adapters) {
     describe(adapter.name, () => {
       it.each(Object.entries(bodies(adapter)))('%s', async (_, body) => {
         const sdk = await sdkReads(adapter, body)
-        const judged = await judgeObservation(
-          {
-            status: 200,
-            contentType: body.contentType,
-            body: new TextEncoder().encode(body.text),
-            end: 'eof',
-          },
-          { adapter, answer, reasoning: '' },
-        )
+        const judged = await judge(adapter, body, { answer, reasoning: '' })
         expect({ sdk, judged: judged.kind }).toEqual({
           sdk,
           judged: expect.toBeOneOf([...expected[sdk]]),
         })
       })
+    })
+  }
+})
+
+/** The request path that makes the faulty upstream speak `adapter`'s protocol. */
+const paths = new Map<StreamAdapter, string>([
+  [openaiChat, '/v1/chat/completions'],
+  [openaiResponses, '/v1/responses'],
+  [anthropicMessages, '/v1/messages'],
+  [geminiGenerateContent, '/v1beta/models/m:streamGenerateContent?alt=sse'],
+])
+
+/** Scenarios whose fault leaves nothing to judge (no response, or no end) or is the client's. */
+const unjudgeable = new Set([
+  'hang-before-headers',
+  'headers-then-hang',
+  'client-disconnect',
+  'client-pause',
+])
+
+/** What the faulty upstream sends for a scenario's first attempt: status, type, bytes, cut. */
+async function firstAttemptBytes(
+  adapter: StreamAdapter,
+  script: readonly (Fault | string)[],
+): Promise<Body> {
+  const stall = (fault: Fault | string): Fault | string => {
+    const kind = typeof fault === 'string' ? fault : fault.kind
+    return kind === 'keepalives-only' || kind === 'role-only-then-stall'
+      ? { kind, forMs: 30 }
+      : fault
+  }
+  const upstream = createFaultyUpstream({
+    scenarios: { s: [stall(script[0] ?? 'ok')] as never },
+    text: chaosAnswer,
+    reasoning: chaosReasoning,
+    keepAliveMs: 10,
+  })
+  const response = await upstream.fetch(`http://upstream.test${paths.get(adapter)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-fault-scenario': 's' },
+    body: JSON.stringify({ model: 'm', stream: true }),
+  })
+  const chunks: Uint8Array[] = []
+  let cut = false
+  try {
+    for await (const chunk of response.body ?? []) chunks.push(chunk)
+  } catch {
+    cut = true
+  }
+  const bytes = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0))
+  let at = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, at)
+    at += chunk.length
+  }
+  await upstream.close()
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+    text: bytes,
+    cut,
+  }
+}
+
+describe('the judge agrees with the official SDKs on every chaos scenario’s bytes', () => {
+  const scenarios = chaosScenarios.filter((scenario) => !unjudgeable.has(scenario.name))
+  for (const adapter of adapters) {
+    describe(adapter.name, () => {
+      it.each(scenarios.map((scenario) => [scenario.name, scenario] as const))(
+        '%s',
+        async (_, scenario) => {
+          const body = await firstAttemptBytes(adapter, scenario.script)
+          const sdk = await sdkReads(adapter, body)
+          const judged = await judge(adapter, body, {
+            answer: chaosAnswer,
+            reasoning: chaosReasoning,
+          })
+          if (process.env.ORACLE_LOG) console.log(adapter.name, scenario.name, sdk, judged.kind)
+          expect({ sdk, judged: judged.kind }).toEqual({
+            sdk,
+            judged: expect.toBeOneOf([...expected[sdk]]),
+          })
+        },
+      )
     })
   }
 })

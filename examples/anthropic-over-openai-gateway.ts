@@ -20,6 +20,7 @@ import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
+  type DownstreamOptions,
   type DownstreamTransformContext,
   isFirstPartyApi,
   openaiChat,
@@ -51,15 +52,13 @@ const stopReasons: Record<string, string> = {
 const event = (name: string, data: Record<string, unknown>): string =>
   `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`
 
+function newTranslation(): TranslationState {
+  return { started: false, finished: false, nextIndex: 0, open: undefined, toolBlocks: new Map() }
+}
+
 function stateOf(context: DownstreamTransformContext): TranslationState {
   const bag = context.state as { translation?: TranslationState }
-  bag.translation ??= {
-    started: false,
-    finished: false,
-    nextIndex: 0,
-    open: undefined,
-    toolBlocks: new Map(),
-  }
+  bag.translation ??= newTranslation()
   return bag.translation
 }
 
@@ -123,16 +122,12 @@ function translateDelta(state: TranslationState, delta: ChatDelta): string {
 }
 
 /**
- * Translates one OpenAI Chat chunk into Anthropic Messages events (`null`: nothing to send).
- * It closes the message at `finish_reason`, so a cut after it still leaves the client whole.
+ * Translates one OpenAI Chat chunk's `data` into Anthropic Messages events (`''`: nothing to
+ * send). It closes the message at `finish_reason`, so a cut after it still leaves the client
+ * whole.
  */
-export function openaiChunkToAnthropic(
-  frame: SseFrame,
-  context: DownstreamTransformContext,
-): string | null {
-  const state = stateOf(context)
-  const data = frame.data
-  if (state.finished || data === undefined || data === '[DONE]') return null
+function translateChunk(state: TranslationState, data: string): string {
+  if (state.finished || data === '[DONE]') return ''
   const chunk = JSON.parse(data) as {
     id?: string
     model?: string
@@ -174,7 +169,79 @@ export function openaiChunkToAnthropic(
     })
     out += event('message_stop', {})
   }
+  return out
+}
+
+/**
+ * The per-frame form (`downstream.transform`): one OpenAI Chat frame in, Anthropic events out
+ * (`null`: nothing to send).
+ */
+export function openaiChunkToAnthropic(
+  frame: SseFrame,
+  context: DownstreamTransformContext,
+): string | null {
+  const data = frame.data
+  if (data === undefined) return null
+  const out = translateChunk(stateOf(context), data)
   return out === '' ? null : out
+}
+
+/**
+ * The whole-stream form (`downstream.translateFrames`), written the way gateways write
+ * translators: iterate the frames, yield the client's events. Nothing here cares about cuts:
+ * when the upstream fails after commit, iterating `frames` throws, this stops, and the relay
+ * writes the honest ending in Anthropic's protocol.
+ */
+export async function* openaiToAnthropic(
+  frames: AsyncIterable<SseFrame>,
+): AsyncGenerator<string> {
+  const state = newTranslation()
+  for await (const frame of frames) {
+    if (frame.data === undefined) continue
+    const out = translateChunk(state, frame.data)
+    if (out !== '') yield out
+  }
+}
+
+/** The `data` of one SSE event's text (its `data:` lines joined), or `undefined`. */
+function dataOf(text: string): string | undefined {
+  const lines = text.split(/\r?\n/).filter((line) => line.startsWith('data:'))
+  if (lines.length === 0) return undefined
+  return lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n')
+}
+
+/**
+ * The byte-level form (`downstream.translateStream`): a `TransformStream` from OpenAI Chat SSE
+ * bytes to Anthropic SSE text, splitting events on blank lines itself. A failed input errors
+ * it, so it never writes an ending of its own for a cut stream.
+ */
+export function openaiToAnthropicStream(): TransformStream<Uint8Array, string> {
+  const decoder = new TextDecoder()
+  const state = newTranslation()
+  let buffered = ''
+  return new TransformStream<Uint8Array, string>({
+    transform(bytes, controller) {
+      buffered += decoder.decode(bytes, { stream: true })
+      for (let end = buffered.search(/\r?\n\r?\n/); end !== -1; end = buffered.search(/\r?\n\r?\n/)) {
+        const text = buffered.slice(0, end)
+        buffered = buffered.slice(end).replace(/^\r?\n\r?\n/, '')
+        const data = dataOf(text)
+        const out = data === undefined ? '' : translateChunk(state, data)
+        if (out !== '') controller.enqueue(out)
+      }
+    },
+  })
+}
+
+/**
+ * The `Response → Response` form (`downstream.translateResponse`), the shape of response
+ * transformers in gateways such as `@musistudio/llms`.
+ */
+export function openaiToAnthropicResponse(response: Response): Response {
+  const body = response.body
+    ?.pipeThrough(openaiToAnthropicStream())
+    .pipeThrough(new TextEncoderStream())
+  return new Response(body ?? null, { headers: { 'content-type': 'text/event-stream' } })
 }
 
 interface AnthropicRequest {
@@ -228,7 +295,13 @@ export interface TranslatingGatewayConfig {
   model: string
   policy?: RelayPolicy
   onOutcome?: (outcome: RelayOutcome) => void
-  /** The translator. @default openaiChunkToAnthropic */
+  /**
+   * The translator's form: `frames` (an async generator over the frames), `stream` (a
+   * `TransformStream`), `response` (`Response → Response`) or `per-frame`.
+   * @default 'frames'
+   */
+  translator?: 'frames' | 'stream' | 'response' | 'per-frame'
+  /** A per-frame translator to use instead (`translator: 'per-frame'`). @default openaiChunkToAnthropic */
   transform?: typeof openaiChunkToAnthropic
   /** @default 0 (an ephemeral port) */
   port?: number
@@ -267,15 +340,25 @@ async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, re
           authorization: `Bearer ${config.upstreamApiKey}`,
         },
       }),
-    policy: {
-      ...config.policy,
-      downstream: {
-        adapter: anthropicMessages,
-        transform: config.transform ?? openaiChunkToAnthropic,
-      },
-    },
+    policy: { ...config.policy, downstream: downstreamFor(config) },
   })
   config.onOutcome?.(outcome)
+}
+
+/** The client's side: Anthropic Messages, and the translator in the form the config picks. */
+function downstreamFor(config: TranslatingGatewayConfig): DownstreamOptions {
+  const adapter = anthropicMessages
+  const form = config.translator ?? (config.transform === undefined ? 'frames' : 'per-frame')
+  switch (form) {
+    case 'frames':
+      return { adapter, translateFrames: openaiToAnthropic }
+    case 'stream':
+      return { adapter, translateStream: openaiToAnthropicStream }
+    case 'response':
+      return { adapter, translateResponse: openaiToAnthropicResponse }
+    case 'per-frame':
+      return { adapter, transform: config.transform ?? openaiChunkToAnthropic }
+  }
 }
 
 /** Starts the translating gateway on 127.0.0.1. */

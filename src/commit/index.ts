@@ -22,5 +22,11 @@ export type {
   StallStats,
 } from './pump.js'
 export { deliver, failBeforeContent, pump, pumpDefaults } from './pump.js'
+export type {
+  FrameTranslator,
+  ResponseTranslator,
+  StreamTranslator,
+  TranslatorContext,
+} from './translator.js'
 export type { WebSink, WebSinkOptions } from './web-sink.js'
 export { webSink } from './web-sink.js'

@@ -42,6 +42,14 @@ import {
 import { FrameSplitter } from '../sse/splitter.js'
 import { type SignalLike, Stop, stopOf } from '../stop.js'
 import type { CommitGate } from './gate.js'
+import {
+  type AnyTranslator,
+  type FrameTranslator,
+  type ResponseTranslator,
+  type StreamTranslator,
+  startTranslator,
+  type TranslatorRun,
+} from './translator.js'
 
 /**
  * How the pump ends a stream whose end was not clean.
@@ -140,8 +148,18 @@ export interface DownstreamOptions {
    * @default the upstream's adapter
    */
   readonly adapter?: StreamAdapter | undefined
-  /** The translator for upstream frames (see {@link DownstreamTransform}). */
+  /** The translator for upstream frames, one frame at a time (see {@link DownstreamTransform}). */
   readonly transform?: DownstreamTransform | undefined
+  /**
+   * A translator over the whole stream, as an async function over the committed frames
+   * (see {@link FrameTranslator}). Needs `adapter` (the client's protocol). At most one of
+   * `transform`, `translateFrames`, `translateStream` and `translateResponse`.
+   */
+  readonly translateFrames?: FrameTranslator | undefined
+  /** A translator as a fresh `TransformStream` per request (see {@link StreamTranslator}). Needs `adapter`. */
+  readonly translateStream?: StreamTranslator | undefined
+  /** A translator from `Response` to `Response` (see {@link ResponseTranslator}). Needs `adapter`. */
+  readonly translateResponse?: ResponseTranslator | undefined
   /**
    * Where SSE comments `: keep-alive` are written to the client: `'before-content'` only
    * between early headers and the first content (when the client otherwise hears nothing);
@@ -550,6 +568,8 @@ interface FrameEncoder {
   sentRaw(bytes: Uint8Array): void
   readonly adapter: StreamAdapter
   state(): RenderState
+  /** Whether the client was sent its protocol's final event or an error event. */
+  clientEnded(): boolean
 }
 
 /**
@@ -563,7 +583,8 @@ function createFrameEncoder(
   const { tracker, transform, downstream } = options
   const upstream = tracker.adapter
   const translate = downstream?.transform
-  if (downstream?.adapter === undefined && translate === undefined) {
+  const whole = wholeStreamTranslator(downstream) !== undefined
+  if (downstream?.adapter === undefined && translate === undefined && !whole) {
     return {
       raw: transform === undefined,
       encode: (frame) => (transform === undefined ? frame.raw : transform(frame)),
@@ -571,6 +592,7 @@ function createFrameEncoder(
       sentRaw: () => {},
       adapter: upstream,
       state: () => tracker.state,
+      clientEnded: () => tracker.state.terminalSeen || tracker.state.errors > 0,
     }
   }
   const adapter = downstream?.adapter ?? upstream
@@ -579,7 +601,7 @@ function createFrameEncoder(
   const context: DownstreamTransformContext = Object.freeze({ upstream, state: {} })
   const sent = (bytes: Uint8Array) => observeBytes(splitter, client, bytes)
   return {
-    raw: translate === undefined && transform === undefined,
+    raw: translate === undefined && transform === undefined && !whole,
     encode(frame, kind) {
       let bytes: Uint8Array | null
       if (translate === undefined) bytes = transform === undefined ? frame.raw : transform(frame)
@@ -596,7 +618,65 @@ function createFrameEncoder(
     sentRaw: sent,
     adapter,
     state: () => ({ ...client.state, reasoningText: tracker.state.reasoningText }),
+    clientEnded: () => client.state.terminalSeen || client.state.errors > 0,
   }
+}
+
+/** Starts the whole-stream translator `options.downstream` names, if any. */
+function startWholeStream(
+  options: Pick<PumpOptions, 'tracker' | 'downstream'>,
+  encoder: FrameEncoder,
+  send: (bytes: Uint8Array) => Promise<void>,
+): TranslatorRun | undefined {
+  const translator = wholeStreamTranslator(options.downstream)
+  if (translator === undefined) return undefined
+  const context = Object.freeze({ upstream: options.tracker.adapter, client: encoder.adapter })
+  return startTranslator(translator, context, async (bytes) => {
+    encoder.sent(bytes)
+    await send(bytes)
+  })
+}
+
+/** Waits for `waiting`, or rejects with the stop's reason when it fires first. */
+function raceStop(waiting: Promise<void>, stop: Stop): Promise<void> {
+  if (stop.aborted) return Promise.reject(stop.reason)
+  return new Promise((resolve, reject) => {
+    const onStop = () => reject(stop.reason)
+    stop.addEventListener('abort', onStop)
+    waiting.then(
+      () => {
+        stop.removeEventListener('abort', onStop)
+        resolve()
+      },
+      (error: unknown) => {
+        stop.removeEventListener('abort', onStop)
+        reject(error)
+      },
+    )
+  })
+}
+
+/** The whole-stream translator `downstream` names, if any. */
+export function wholeStreamTranslator(
+  downstream: DownstreamOptions | undefined,
+): AnyTranslator | undefined {
+  if (downstream === undefined) return undefined
+  if (downstream.translateFrames !== undefined)
+    return { kind: 'frames', translate: downstream.translateFrames }
+  if (downstream.translateStream !== undefined)
+    return { kind: 'stream', translate: downstream.translateStream }
+  if (downstream.translateResponse !== undefined)
+    return { kind: 'response', translate: downstream.translateResponse }
+  return undefined
+}
+
+/** A frame as the client may see it: its bytes with secrets redacted (a new frame only then). */
+function redactedFrame(frame: SseFrame, secrets: readonly string[]): SseFrame {
+  const bytes = redactBytes(frame.raw, secrets)
+  if (bytes === frame.raw) return frame
+  const splitter = new FrameSplitter(bytes.length + 2)
+  splitter.push(bytes)
+  return splitter.take() ?? splitter.finish() ?? frame
 }
 
 function observeBytes(splitter: FrameSplitter, tracker: StreamTracker, bytes: Uint8Array): void {
@@ -791,7 +871,20 @@ async function pumpWith(
 
   const secrets =
     options.secrets !== undefined && options.secrets.length > 0 ? options.secrets : undefined
+  const translator = startWholeStream(options, encoder, (bytes) => send(gate.write(bytes)))
   const write = async (frame: SseFrame, kind?: FrameVerdict['kind']) => {
+    if (translator !== undefined) {
+      // Keep-alives are the relay's business, never the translator's; an error frame may
+      // quote a key, so the translator gets it redacted.
+      const seen = kind ?? tracker.adapter.inspect(frame).kind
+      frames++
+      if (seen === 'keepalive') return
+      const given =
+        seen === 'error' && secrets !== undefined ? redactedFrame(frame, secrets) : frame
+      const waiting = translator.push(given)
+      if (waiting !== undefined) await raceStop(waiting, stop)
+      return
+    }
     let bytes = encoder.encode(frame, kind)
     if (kind === 'error' && bytes !== null && secrets !== undefined)
       bytes = redactBytes(bytes, secrets)
@@ -799,14 +892,38 @@ async function pumpWith(
     frames++
   }
 
-  /** Writes library-rendered bytes and lets the client's tracker see them, so its state stays true. */
+  /**
+   * Writes library-rendered bytes and lets the client's tracker see them, so its state stays
+   * true. A translator's input fails first, and all it wrote goes out before them.
+   */
   const writeRendered = async (bytes: Uint8Array) => {
+    await translator?.finish('fail')
     encoder.sent(bytes)
     await send(gate.write(bytes))
   }
 
-  /** Closing waits for the client to take what is buffered, so it is bounded the same way. */
-  const close = () => watchdog.blocked(gate.close())
+  /**
+   * Closing waits for the client to take what is buffered, so it is bounded the same way. A
+   * translator's input ends first and all it wrote goes out; when what it wrote has no final
+   * event of the client's protocol, the ending is the protocol's error, never a clean close.
+   */
+  const close = async () => {
+    if (translator !== undefined) {
+      await translator.finish('end')
+      if (!encoder.clientEnded()) {
+        const bytes = encoder.adapter.renderError(
+          {
+            type: 'upstream_error',
+            message: 'the translator ended the stream without its final event',
+          },
+          encoder.state(),
+        )
+        encoder.sent(bytes)
+        await send(gate.write(bytes))
+      }
+    }
+    await watchdog.blocked(gate.close())
+  }
 
   const out: EndingWriter = {
     rendered: writeRendered,
@@ -929,6 +1046,7 @@ async function pumpWith(
   try {
     end = await run()
   } catch (error) {
+    translator?.abort(error)
     const stalled = stallOf(error)
     if (stalled !== undefined) end = { kind: 'downstream-stalled', error: stalled }
     else if (isDownstreamClosedError(error)) end = { kind: 'client-gone', error }

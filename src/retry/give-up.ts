@@ -1,6 +1,7 @@
 import { failBeforeContent } from '../commit/pump.js'
 import { isStreamBoundaryError, isUserCodeError } from '../errors.js'
-import { parseObject } from '../protocols/common.js'
+import { errorBodyFor, parseObject } from '../protocols/common.js'
+import type { StreamAdapter } from '../protocols/types.js'
 import type { UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
 import type { RelayOutcome } from './outcome.js'
@@ -22,6 +23,41 @@ function passThrough(run: Run, verdict: FailureVerdict): UpstreamHttpError | und
   return parseObject(last.upstream.body.trim()) === undefined ? undefined : last.upstream
 }
 
+/**
+ * Sets what a give-up says about trying again: `retry-after` when waiting helps (429, 503,
+ * 529 with a known wait), else `x-should-retry: false` (the library spent its retries: SDKs
+ * that honour it do not stack theirs on top).
+ */
+function setRetryHeaders(headers: Headers, status: number, retryAfterMs: number | undefined): void {
+  if (retryAfterMs !== undefined && (status === 429 || status === 503 || status === 529))
+    headers.set('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000))))
+  else headers.set('x-should-retry', 'false')
+}
+
+/**
+ * A relay's give-up as another protocol's answer, for a gateway that translates outside the
+ * relay (it ran `relay()` in the upstream's protocol into a sink of its own, and must answer
+ * its client in the client's): the status, a JSON error body in `adapter`'s shape, and the
+ * headers the relay itself sends with a give-up: `retry-after` when waiting helps (429, 503,
+ * 529), else `x-should-retry: false`, so the client's SDK does not stack its retries on the
+ * relay's. Never the upstream's body: its words are in `outcome.error`, sanitised.
+ *
+ * @example
+ * const outcome = await relay({ sink, ... })
+ * if (outcome.kind === 'failed' && !res.headersSent) return giveUpResponse(outcome, anthropicMessages)
+ *
+ * @group Relay
+ */
+export function giveUpResponse(
+  outcome: Extract<RelayOutcome, { kind: 'failed' }>,
+  adapter: StreamAdapter,
+): Response {
+  const { status, retryAfterMs } = outcome
+  const headers = new Headers({ 'content-type': 'application/json' })
+  setRetryHeaders(headers, status, retryAfterMs)
+  return new Response(errorBodyFor(adapter, { ...outcome.error, status }), { status, headers })
+}
+
 /** Ends a request that failed before content: a real status, or in-band with early headers. */
 export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
   const client = run.config.downstream.adapter
@@ -35,12 +71,7 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
   for (const [name, value] of upstream?.headers ?? []) {
     if (passedHeaders.test(name)) headers.set(name, value)
   }
-  const waitingHelps =
-    retryAfterMs !== undefined &&
-    (verdict.status === 429 || verdict.status === 503 || verdict.status === 529)
-  if (waitingHelps) headers.set('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000))))
-  // The library spent its retries: SDKs that honour this header do not stack theirs on top.
-  else headers.set('x-should-retry', 'false')
+  setRetryHeaders(headers, verdict.status, retryAfterMs)
   const status = upstream?.status ?? verdict.status
   run.gaveUp = true
   callHook(run.hooks.onGiveUp, {

@@ -19,6 +19,7 @@ export {
   parseContextOverflow,
 } from './context-window.js'
 export { isFirstPartyApi } from './correlation.js'
+export { giveUpResponse } from './give-up.js'
 export type {
   AdaptiveHedgeOptions,
   Hedging,

@@ -305,8 +305,19 @@ const backoffKeys = Object.keys({
 const downstreamKeys = Object.keys({
   adapter: true,
   transform: true,
+  translateFrames: true,
+  translateStream: true,
+  translateResponse: true,
   keepAlive: true,
 } satisfies Record<keyof DownstreamOptions, true>)
+
+/** The translators of `downstream`: at most one may be given. */
+const translatorKeys = [
+  'transform',
+  'translateFrames',
+  'translateStream',
+  'translateResponse',
+] as const
 
 function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) {
@@ -367,11 +378,10 @@ function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): numbe
 }
 
 /** `downstream` with its defaults. */
-interface NormalizedDownstream {
-  readonly adapter: DownstreamOptions['adapter']
-  readonly transform: DownstreamOptions['transform']
-  readonly keepAlive: boolean | 'before-content'
-}
+type NormalizedDownstream = Pick<
+  DownstreamOptions,
+  'adapter' | 'transform' | 'translateFrames' | 'translateStream' | 'translateResponse'
+> & { readonly keepAlive: boolean | 'before-content' }
 
 function normalizeDownstream(downstream: DownstreamOptions | undefined): NormalizedDownstream {
   if (downstream === undefined)
@@ -384,14 +394,33 @@ function normalizeDownstream(downstream: DownstreamOptions | undefined): Normali
   if (downstream.adapter !== undefined && typeof downstream.adapter?.inspect !== 'function') {
     throw new TypeError('downstream.adapter must be a StreamAdapter')
   }
-  optionalFunction('downstream.transform', downstream.transform)
+  const given = translatorKeys.filter((key) => downstream[key] !== undefined)
+  for (const key of given) optionalFunction(`downstream.${key}`, downstream[key])
+  if (given.length > 1) {
+    throw new TypeError(
+      `downstream takes one translator, got ${given.map((key) => `downstream.${key}`).join(' and ')}`,
+    )
+  }
+  const whole = given.find((key) => key !== 'transform')
+  if (whole !== undefined && downstream.adapter === undefined) {
+    throw new TypeError(
+      `downstream.${whole} needs downstream.adapter (the client's protocol): the relay renders every ending it writes in it`,
+    )
+  }
   const keepAlive = downstream.keepAlive ?? relayDefaults.downstream.keepAlive
   if (keepAlive !== true && keepAlive !== false && keepAlive !== 'before-content') {
     throw new TypeError(
       `downstream.keepAlive must be true, false or 'before-content', got ${String(keepAlive)}`,
     )
   }
-  return { adapter: downstream.adapter, transform: downstream.transform, keepAlive }
+  return {
+    adapter: downstream.adapter,
+    transform: downstream.transform,
+    translateFrames: downstream.translateFrames,
+    translateStream: downstream.translateStream,
+    translateResponse: downstream.translateResponse,
+    keepAlive,
+  }
 }
 
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {

@@ -1,4 +1,5 @@
 import { type CommitGate, createCommitGate } from '../commit/gate.js'
+import { wholeStreamTranslator } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals, followStops } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
@@ -145,6 +146,11 @@ function prepare(options: RelayOptions): {
     // The adapter's `isStreamingRequest` is the host's code: a throw from it names it.
     const whole = !asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
     const client = config.downstream.adapter
+    if (whole && wholeStreamTranslator(config.downstream) !== undefined) {
+      throw new TypeError(
+        'a non-streaming request cannot go through a stream translator (downstream.translateFrames, translateStream, translateResponse): translate the whole answer in the host',
+      )
+    }
     if (whole && client !== undefined && client !== options.adapter) {
       throw new TypeError(
         'a non-streaming request cannot be translated by downstream.adapter: send the upstream a streaming request, or translate the whole answer in the host',

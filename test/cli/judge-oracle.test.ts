@@ -248,8 +248,15 @@ async function firstAttemptBytes(
   })
   const chunks: Uint8Array[] = []
   let cut = false
+  const reader = response.body?.getReader()
   try {
-    for await (const chunk of response.body ?? []) chunks.push(chunk)
+    for (
+      let read = await reader?.read();
+      read !== undefined && !read.done;
+      read = await reader?.read()
+    ) {
+      chunks.push(read.value)
+    }
   } catch {
     cut = true
   }

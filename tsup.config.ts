@@ -6,13 +6,14 @@ type EsbuildPlugin = NonNullable<Options['esbuildPlugins']>[number]
 const src = resolve('src')
 
 /**
- * Code that belongs to a subpath entry ("./node", "./redis", "./testing", the CLI); everything
+ * Code that belongs to a subpath entry ("./node", "./otel", "./redis", "./testing", the CLI); everything
  * else under src/ is the core, which only the root entry bundles.
  */
 function isSubpathCode(file: string): boolean {
   const path = relative(src, file).split(sep).join('/')
   return (
     path === 'node.ts' ||
+    path === 'otel.ts' ||
     path === 'redis.ts' ||
     path.startsWith('redis/') ||
     path.startsWith('testing/') ||
@@ -58,6 +59,7 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     node: 'src/node.ts',
+    otel: 'src/otel.ts',
     redis: 'src/redis.ts',
     testing: 'src/testing/index.ts',
     cli: 'src/cli/bin.ts',
@@ -73,6 +75,6 @@ export default defineConfig({
   // Keep `node:http` as written: Deno and Workers resolve builtins by their `node:` names.
   removeNodeProtocol: false,
   treeshake: true,
-  external: ['fast-check', 'p-retry', 'ioredis', 'stream-boundary', /^node:/],
+  external: ['fast-check', 'ioredis', '@opentelemetry/api', 'stream-boundary', /^node:/],
   esbuildPlugins: [coreFromRoot],
 })

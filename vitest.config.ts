@@ -9,6 +9,10 @@ export default defineConfig({
         replacement: fileURLToPath(new URL('./src/node.ts', import.meta.url)),
       },
       {
+        find: /^stream-boundary\/otel$/,
+        replacement: fileURLToPath(new URL('./src/otel.ts', import.meta.url)),
+      },
+      {
         find: /^stream-boundary\/redis$/,
         replacement: fileURLToPath(new URL('./src/redis.ts', import.meta.url)),
       },

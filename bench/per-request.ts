@@ -7,6 +7,8 @@
  * (an AbortSignal for the attempt function, a listener on it, a timer, `Headers` for the head).
  */
 
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import {
   createMemoryKeyPool,
   type DownstreamSink,
@@ -14,6 +16,7 @@ import {
   openaiChat,
   relay,
 } from '../src/index.js'
+import { createRelayTelemetry } from '../src/otel.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 
 interface Line {
@@ -30,6 +33,10 @@ export interface PerRequestResult {
   readonly relay: Line
   /** What the library adds per request and per frame over the floor. */
   readonly added: Line
+  /** `relay()` with `stream-boundary/otel` recording into the OTel SDK (spans and metrics). */
+  readonly telemetry: Line
+  /** What the telemetry adds over the library's own cost, as a share of it (per request). */
+  readonly telemetryShareOfAdded: number
   /** Microseconds per operation on this runtime. */
   readonly primitives: Readonly<Record<string, number>>
 }
@@ -56,6 +63,36 @@ function relayOnce(chunks: readonly Uint8Array[]): Promise<unknown> {
     sink: nullSink(),
     pool,
     adapter: openaiChat,
+    policy: { keepAliveIntervalMs: 0 },
+    attempt: async () => iterableResponse(yieldAll(chunks), { headers }),
+  })
+}
+
+/** A metric reader nobody collects from: the instruments still record into the SDK. */
+class IdleReader extends MetricReader {
+  protected override async onForceFlush(): Promise<void> {}
+  protected override async onShutdown(): Promise<void> {}
+}
+
+// Spans are made, ended and handed to an exporter that drops them: the SDK's whole path.
+const telemetry = createRelayTelemetry({
+  tracerProvider: new BasicTracerProvider({
+    spanProcessors: [
+      new SimpleSpanProcessor({
+        export: (_spans, done) => done({ code: 0 }),
+        shutdown: async () => {},
+      }),
+    ],
+  }),
+  meterProvider: new MeterProvider({ readers: [new IdleReader()] }),
+})
+
+function relayWithTelemetryOnce(chunks: readonly Uint8Array[]): Promise<unknown> {
+  return relay({
+    sink: nullSink(),
+    pool,
+    adapter: openaiChat,
+    hooks: telemetry.hooks,
     policy: { keepAliveIntervalMs: 0 },
     attempt: async () => iterableResponse(yieldAll(chunks), { headers }),
   })
@@ -120,7 +157,8 @@ export async function benchPerRequest(options: {
   // Warm-up: the JIT sees both sides first.
   await cpuPerRequest(relayOnce, short, options.requests, 1)
   await cpuPerRequest(floorOnce, short, options.requests, 1)
-  const sides = { relay: [0, 0], floor: [0, 0] }
+  await cpuPerRequest(relayWithTelemetryOnce, short, options.requests, 1)
+  const sides = { relay: [0, 0], floor: [0, 0], telemetry: [0, 0] }
   // Interleaved, so a busy moment of the machine does not land on one side only.
   for (const [index, chunks] of [short, long].entries()) {
     const requests = index === 0 ? options.requests : Math.ceil(options.requests / 4)
@@ -136,9 +174,21 @@ export async function benchPerRequest(options: {
       requests,
       options.rounds,
     )
+    ;(sides.telemetry as number[])[index] = await cpuPerRequest(
+      relayWithTelemetryOnce,
+      chunks,
+      requests,
+      options.rounds,
+    )
   }
   const floor = line(sides.floor[0] as number, sides.floor[1] as number, shortFrames, longFrames)
   const relayed = line(sides.relay[0] as number, sides.relay[1] as number, shortFrames, longFrames)
+  const instrumented = line(
+    sides.telemetry[0] as number,
+    sides.telemetry[1] as number,
+    shortFrames,
+    longFrames,
+  )
   const listener = () => {}
   const shared = new AbortController().signal
   const primitives = {
@@ -165,6 +215,10 @@ export async function benchPerRequest(options: {
       perRequestUs: relayed.perRequestUs - floor.perRequestUs,
       perFrameUs: relayed.perFrameUs - floor.perFrameUs,
     },
+    telemetry: instrumented,
+    telemetryShareOfAdded:
+      (instrumented.perRequestUs - relayed.perRequestUs) /
+      (relayed.perRequestUs - floor.perRequestUs),
     primitives,
   }
 }

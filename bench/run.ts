@@ -82,9 +82,13 @@ async function main() {
       ['the frames iterated and written (floor)', perRequest.floor],
       ['relay()', perRequest.relay],
       ['added by the library', perRequest.added],
+      ['relay() with stream-boundary/otel (OTel SDK spans and metrics)', perRequest.telemetry],
     ] as const) {
       console.log(`| ${name} | ${fmt(side.perRequestUs, 1)} | ${fmt(side.perFrameUs, 2)} |`)
     }
+    console.log(
+      `\nTelemetry on: +${fmt(perRequest.telemetry.perRequestUs - perRequest.relay.perRequestUs, 1)} µs per request (${fmt(100 * perRequest.telemetryShareOfAdded, 0)} % of what the library adds), ${fmt(perRequest.telemetry.perFrameUs - perRequest.relay.perFrameUs, 2)} µs per frame.`,
+    )
     console.log('\n| runtime operation (a relay needs some per request) | µs each |')
     console.log('| --- | ---: |')
     for (const [name, us] of Object.entries(perRequest.primitives)) {

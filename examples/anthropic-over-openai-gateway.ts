@@ -192,9 +192,7 @@ export function openaiChunkToAnthropic(
  * when the upstream fails after commit, iterating `frames` throws, this stops, and the relay
  * writes the honest ending in Anthropic's protocol.
  */
-export async function* openaiToAnthropic(
-  frames: AsyncIterable<SseFrame>,
-): AsyncGenerator<string> {
+export async function* openaiToAnthropic(frames: AsyncIterable<SseFrame>): AsyncGenerator<string> {
   const state = newTranslation()
   for await (const frame of frames) {
     if (frame.data === undefined) continue
@@ -222,7 +220,11 @@ export function openaiToAnthropicStream(): TransformStream<Uint8Array, string> {
   return new TransformStream<Uint8Array, string>({
     transform(bytes, controller) {
       buffered += decoder.decode(bytes, { stream: true })
-      for (let end = buffered.search(/\r?\n\r?\n/); end !== -1; end = buffered.search(/\r?\n\r?\n/)) {
+      for (
+        let end = buffered.search(/\r?\n\r?\n/);
+        end !== -1;
+        end = buffered.search(/\r?\n\r?\n/)
+      ) {
         const text = buffered.slice(0, end)
         buffered = buffered.slice(end).replace(/^\r?\n\r?\n/, '')
         const data = dataOf(text)

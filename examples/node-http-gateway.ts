@@ -34,6 +34,7 @@ import {
   forwardHeadersDefaults,
   isFirstPartyApi,
   type KeyPool,
+  type KeyStateEvent,
   openaiChat,
   openaiResponses,
   type PoolKey,
@@ -54,6 +55,8 @@ export interface GatewayConfig {
   keys: PoolKey[]
   policy?: RelayPolicy
   hooks?: RelayHooks
+  /** Told every key state change of the gateway's pools (e.g. `telemetry.onKeyState`). */
+  onKeyState?: (event: KeyStateEvent) => void
   /** @default 0 (an ephemeral port) */
   port?: number
   /**
@@ -308,8 +311,9 @@ export async function startGateway(config: GatewayConfig): Promise<{
       return header
     },
   })
-  const openai = createMemoryKeyPool(config.keys)
-  const anthropic = createMemoryKeyPool(config.keys)
+  const poolOptions = config.onKeyState === undefined ? {} : { onKeyState: config.onKeyState }
+  const openai = createMemoryKeyPool(config.keys, poolOptions)
+  const anthropic = createMemoryKeyPool(config.keys, poolOptions)
   const { openaiBaseUrl, anthropicBaseUrl } = config
   const endpoints: Record<string, ReturnType<typeof endpoint>> = {
     '/v1/chat/completions': endpoint(`${openaiBaseUrl}/chat/completions`, openaiChat, openai),
@@ -420,6 +424,25 @@ export async function startGateway(config: GatewayConfig): Promise<{
   }
 }
 
+/**
+ * With `PROMETHEUS_PORT` set, the gateway's OpenTelemetry metrics (`stream-boundary/otel`)
+ * are served for Prometheus to scrape at `http://127.0.0.1:<port>/metrics`.
+ */
+async function prometheusTelemetry(
+  port: string | undefined,
+): Promise<Pick<GatewayConfig, 'hooks' | 'onKeyState'>> {
+  if (port === undefined || port === '') return {}
+  const { PrometheusExporter } = await import('@opentelemetry/exporter-prometheus')
+  const { MeterProvider } = await import('@opentelemetry/sdk-metrics')
+  const { createRelayTelemetry } = await import('stream-boundary/otel')
+  const exporter = new PrometheusExporter({ port: Number(port), host: '127.0.0.1' })
+  const telemetry = createRelayTelemetry({
+    meterProvider: new MeterProvider({ readers: [exporter] }),
+  })
+  console.log(`metrics for Prometheus on http://127.0.0.1:${port}/metrics`)
+  return { hooks: telemetry.hooks, onKeyState: telemetry.onKeyState }
+}
+
 const entry = process.argv[1]
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   const gateway = await startGateway({
@@ -427,6 +450,7 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
     anthropicBaseUrl: process.env.UPSTREAM_ANTHROPIC_URL ?? 'https://api.anthropic.com',
     keys: keysFromEnv(process.env.GATEWAY_KEYS),
     port: Number(process.env.PORT ?? 8787),
+    ...(await prometheusTelemetry(process.env.PROMETHEUS_PORT)),
   })
   console.log(`stream-boundary gateway listening on ${gateway.url}`)
 }

@@ -1,4 +1,4 @@
-// After `npm run build`: the subpath entries ("./node", "./redis", "./testing") share the
+// After `npm run build`: the subpath entries ("./node", "./otel", "./redis", "./testing") share the
 // root's copy of the core (tsup.config.ts imports it by self-reference, `stream-boundary`).
 // Checks that every name they import that way is a root export, in the ESM and the CJS
 // build, so a name moved off the root fails here and not in a user's `require`.
@@ -12,7 +12,7 @@ const rootNames = new Set(Object.keys(await import(new URL('index.js', dist).hre
 const cjsRootNames = new Set(Object.keys(require('../dist/index.cjs')))
 
 let failed = 0
-for (const entry of ['node', 'redis', 'testing']) {
+for (const entry of ['node', 'otel', 'redis', 'testing']) {
   const esm = readFileSync(new URL(`${entry}.js`, dist), 'utf8')
   const cjs = readFileSync(new URL(`${entry}.cjs`, dist), 'utf8')
   const esmNames = [...esm.matchAll(/^import \{([^}]*)\} from 'stream-boundary';$/gm)].flatMap(

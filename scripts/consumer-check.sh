@@ -49,6 +49,7 @@ import { fileURLToPath } from 'node:url'
 import fc from 'fast-check'
 import * as root from 'stream-boundary'
 import * as node from 'stream-boundary/node'
+import * as otel from 'stream-boundary/otel'
 import * as redis from 'stream-boundary/redis'
 import * as testing from 'stream-boundary/testing'
 
@@ -58,9 +59,15 @@ const checks = {
   "import 'stream-boundary/node'": () => typeof node.nodeSink === 'function' && typeof node.serveFetch === 'function',
   "import 'stream-boundary/testing'": () => typeof testing.checkAdapter === 'function' && typeof testing.arbitraries.protocolStream === 'function',
   "import 'stream-boundary/redis'": () => typeof redis === 'object',
+  "import 'stream-boundary/otel'": () => typeof otel.createRelayTelemetry === 'function',
+  'the root entry imports nothing of OpenTelemetry (ESM and CJS)': () =>
+    ['stream-boundary', 'stream-boundary/node', 'stream-boundary/redis', 'stream-boundary/testing'].every((entry) => {
+      const file = fileURLToPath(import.meta.resolve(entry))
+      return [file, file.replace(/\.js$/, '.cjs')].every((path) => !readFileSync(path, 'utf8').includes('@opentelemetry'))
+    }),
   ...oneCore(root, redis, testing, fc, 'ESM'),
   'ESM: the subpath entries import the core from the root, no copy of their own': () =>
-    ['node', 'redis', 'testing'].every((entry) => coreImportsOnlyRoot(`stream-boundary/${entry}`)),
+    ['node', 'otel', 'redis', 'testing'].every((entry) => coreImportsOnlyRoot(`stream-boundary/${entry}`)),
   'error guards match across the ESM and CJS copies': () => {
     const cjs = require('stream-boundary')
     return root.isFrameTooLargeError(new cjs.FrameTooLargeError(1, 2)) && cjs.isFrameTooLargeError(new root.FrameTooLargeError(1, 2))
@@ -140,6 +147,7 @@ const root = require('stream-boundary')
 const node = require('stream-boundary/node')
 const testing = require('stream-boundary/testing')
 const redis = require('stream-boundary/redis')
+const otel = require('stream-boundary/otel')
 const manifest = require('stream-boundary/package.json')
 
 const checks = {
@@ -147,6 +155,7 @@ const checks = {
   "require('stream-boundary/node')": () => typeof node.nodeSink === 'function',
   "require('stream-boundary/testing')": () => typeof testing.createFaultyUpstream === 'function',
   "require('stream-boundary/redis')": () => typeof redis === 'object',
+  "require('stream-boundary/otel')": () => typeof otel.createRelayTelemetry === 'function',
   "require('stream-boundary/package.json')": () => manifest.name === 'stream-boundary',
   'CJS: the testing kit runs on the root module itself (so its adapters are === the root ones)': () => {
     const testingModule = require.cache[require.resolve('stream-boundary/testing')]

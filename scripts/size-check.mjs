@@ -19,8 +19,12 @@ import { build } from 'esbuild'
  * relayed), redaction by value, guards around user code, a cut told, the strict option
  * tables (every option name of every options object) and Anthropic's error-type tables
  * (+3.5 KB): 42,952 B.
+ * 44,000 → 47,000 with whole-stream translators (the frame queue and the three shapes),
+ * token usage read in every protocol, the answer's id and model, the reference retry rules
+ * (route fallback on waits, the stop after repeated overloads, nested errors) and
+ * `giveUpResponse` (+3.1 KB): 46,028 B. OpenTelemetry is in its own entry, not here.
  */
-const budgetGzipBytes = 44_000
+const budgetGzipBytes = 47_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 
@@ -55,8 +59,13 @@ console.log(
   `stream-boundary (root entry, minified, dependencies bundled: ${root.dependencies.join(', ') || 'none'}): ` +
     `${kib(root.min)} min, ${kib(root.gzip)} gzip (${root.gzip} B; budget ${budgetGzipBytes} B)`,
 )
-for (const entry of ['node', 'redis', 'testing']) {
-  const { min, gzip } = await measure(entry, ['stream-boundary', 'fast-check', 'ioredis'])
+for (const entry of ['node', 'otel', 'redis', 'testing']) {
+  const { min, gzip } = await measure(entry, [
+    'stream-boundary',
+    'fast-check',
+    'ioredis',
+    '@opentelemetry/api',
+  ])
   console.log(
     `stream-boundary/${entry} (its own code, minified): ${kib(min)} min, ${kib(gzip)} gzip`,
   )

@@ -111,6 +111,7 @@ export { createMemoryKeyPool, memoryKeyPoolDefaults } from './key-pool/index.js'
 // The retry window: read until the first visible output, commit nothing before it.
 export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
 export { peekDefaults, peekFirstOutput } from './peek/index.js'
+export type { ResponseIdentity } from './protocols/identity.js'
 // Protocol adapters, and what an adapter author needs to write one.
 export type {
   BlockEdge,
@@ -126,6 +127,7 @@ export type {
   TerminalInfo,
   TerminalReason,
   TerminalVerdict,
+  TokenUsage,
   UpstreamErrorInfo,
   UpstreamRequest,
 } from './protocols/index.js'
@@ -141,7 +143,6 @@ export {
   redactValues,
   sanitizeMessage,
 } from './protocols/index.js'
-
 // Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
 export type {
   AdaptiveHedgeOptions,
@@ -177,6 +178,7 @@ export type {
   RelayOutcome,
   RelayPolicy,
   RelayRequestOptions,
+  RequestFacts,
   ResilientFetchOptions,
   RetryOnContext,
   Route,

@@ -12,6 +12,7 @@ import type {
   TerminalInfo,
   UpstreamErrorInfo,
 } from '../protocols/types.js'
+import { mergeUsage, type TokenUsage } from '../protocols/usage.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 
 /**
@@ -72,6 +73,13 @@ export interface StreamState extends RenderState {
   readonly errors: number
   /** The first error frame's info, or `null`. */
   readonly firstError: UpstreamErrorInfo | null
+  /**
+   * Token usage the stream reported so far (its frames' reports merged), or `null` when it
+   * reported none. Frames counted without parsing on the pump's hot path report nothing:
+   * every protocol reports its final usage on a frame that is parsed (a usage chunk, a
+   * terminal event).
+   */
+  readonly usage: TokenUsage | null
 }
 
 /**
@@ -123,6 +131,7 @@ interface MutableState {
   firstData: string | undefined
   openBlocks: number[]
   lastBlockIndex: number
+  usage: TokenUsage | null
 }
 
 /** Each adapter's limits when no options are given: checked once, not on every request. */
@@ -198,6 +207,7 @@ export function createStreamTracker(
     firstData: undefined,
     openBlocks: [],
     lastBlockIndex: -1,
+    usage: null,
   }
 
   function recordTerminal(terminal: TerminalInfo): void {
@@ -205,6 +215,10 @@ export function createStreamTracker(
     if (state.terminal === null || (state.terminal.reason === null && terminal.reason !== null)) {
       state.terminal = terminal
     }
+  }
+
+  function recordUsage(reported: TokenUsage): void {
+    state.usage = mergeUsage(state.usage ?? undefined, reported) ?? null
   }
 
   function observe(frame: SseFrame): FrameVerdict {
@@ -221,15 +235,18 @@ export function createStreamTracker(
         return verdict
       case 'meta':
         state.meta++
+        if (verdict.usage !== undefined) recordUsage(verdict.usage)
         break
       case 'terminal':
         recordTerminal(verdict.terminal)
+        if (verdict.usage !== undefined) recordUsage(verdict.usage)
         break
       case 'error':
         state.errors++
         state.firstError ??= verdict.error
         return verdict
       default: {
+        if (verdict.usage !== undefined) recordUsage(verdict.usage)
         state.counts[verdict.kind]++
         state.firstVisibleIndex ??= index
         if (verdict.kind === 'reasoning') {

@@ -30,6 +30,7 @@ import type {
   TerminalReason,
   UpstreamRequest,
 } from './types.js'
+import { anthropicUsage, withUsage } from './usage.js'
 
 const deltaEvent = needle('event: content_block_delta\ndata: {"type":"content_block_delta",')
 
@@ -399,7 +400,9 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
       return malformedFrame(`an Anthropic data frame is not a JSON object: ${data}`)
     const type = frame.event ?? stringField(body, 'type')
     if (type === undefined) return anthropicError(body) ?? { kind: 'meta' }
-    return inspectEvent(type, body)
+    // `message_start` reports input in its message, `message_delta` output at the top level.
+    const reported = anthropicUsage(body.usage ?? field(body.message, 'usage'))
+    return withUsage(inspectEvent(type, body), reported)
   },
   quickOutput(frame: SseFrame): boolean {
     return startsWith(frame.raw, deltaEvent) && endsWithObject(frame.raw)
@@ -421,6 +424,7 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitAnthropicBudget,
   renderFromMessage: anthropicFromMessage,
+  usageOf: (message: unknown) => anthropicUsage(field(message, 'usage')),
   // The SDK's stream acts on these events only (a frame without `event:` is skipped).
   clientIgnores: (frame: SseFrame): boolean =>
     frame.event === undefined || !clientEvents.has(frame.event),

@@ -32,6 +32,7 @@ import type {
   TerminalReason,
   UpstreamRequest,
 } from './types.js'
+import { geminiUsage, withUsage } from './usage.js'
 
 const dataObject = needle('data: {')
 const candidatesKey = needle('"candidates"', 4)
@@ -149,7 +150,7 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
     const body = parseObject(data)
     if (body === undefined)
       return malformedFrame(`a Gemini data frame is not a JSON object: ${data}`)
-    return inspectResponse(body)
+    return withUsage(inspectResponse(body), geminiUsage(body.usageMetadata))
   },
   quickOutput(frame: SseFrame): boolean {
     const raw = frame.raw
@@ -182,6 +183,7 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
   // A complete answer is one GenerateContentResponse: one frame carries it whole.
   renderFromMessage: (message: unknown): Uint8Array =>
     encode(sseFrameText(JSON.stringify(message))),
+  usageOf: (message: unknown) => geminiUsage(field(message, 'usageMetadata')),
   renderStop(state: RenderState): Uint8Array {
     return encode(
       chunk(state, { content: { parts: [{ text: '' }], role: 'model' }, finishReason: 'STOP' }),

@@ -34,3 +34,4 @@ export type {
   UpstreamErrorInfo,
   UpstreamRequest,
 } from './types.js'
+export type { TokenUsage } from './usage.js'

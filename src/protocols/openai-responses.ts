@@ -28,6 +28,7 @@ import type {
   RenderState,
   StreamAdapter,
 } from './types.js'
+import { responsesUsage, withUsage } from './usage.js'
 
 const toolItems = new Set([
   'function_call',
@@ -242,7 +243,7 @@ export const openaiResponses: StreamAdapter = Object.freeze({
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)
     const type = stringField(body, 'type') ?? frame.event
     if (type === undefined) return responsesError(body) ?? { kind: 'meta' }
-    return inspectEvent(type, body)
+    return withUsage(inspectEvent(type, body), responsesUsage(field(body.response, 'usage')))
   },
   quickOutput(frame: SseFrame): boolean {
     return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
@@ -265,6 +266,7 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitTopLevelBudget(['max_output_tokens']),
   renderFromMessage: responsesFromMessage,
+  usageOf: (message: unknown) => responsesUsage(field(message, 'usage')),
   renderStop(state: RenderState): Uint8Array {
     const response = responseOf(state)
     const output =

@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import type { TokenUsage } from './usage.js'
 
 /**
  * Why an answer ended, normalised across protocols.
@@ -74,6 +75,8 @@ export interface OutputVerdict {
   /** Set when the same frame also ends the answer (Gemini's last chunk). */
   readonly terminal?: TerminalInfo
   readonly block?: BlockEdge
+  /** Token usage the frame reported (Gemini reports it on output chunks). */
+  readonly usage?: TokenUsage
 }
 
 /**
@@ -84,6 +87,8 @@ export interface OutputVerdict {
 export interface MetaVerdict {
   readonly kind: 'meta'
   readonly block?: BlockEdge
+  /** Token usage the frame reported (OpenAI Chat's usage chunk, Anthropic's `message_start`). */
+  readonly usage?: TokenUsage
 }
 
 /**
@@ -104,6 +109,8 @@ export interface TerminalVerdict {
   readonly kind: 'terminal'
   readonly terminal: TerminalInfo
   readonly block?: BlockEdge
+  /** Token usage the frame reported (Responses' `response.completed`, Anthropic's `message_delta`). */
+  readonly usage?: TokenUsage
 }
 
 /**
@@ -246,6 +253,12 @@ export interface StreamAdapter {
    * client that asked for a stream still gets one.
    */
   renderFromMessage?(message: unknown): Uint8Array
+  /**
+   * Optional: the token usage a complete non-streaming answer (the parsed JSON body) reports.
+   * In a stream, usage comes on the verdicts (`usage` on `meta`, `terminal` and output
+   * verdicts). Without it, whole answers report no usage.
+   */
+  usageOf?(message: unknown): TokenUsage | undefined
   /**
    * The header that carries an API key in this protocol (`['authorization', 'Bearer …']`,
    * `['x-api-key', …]`). Without it, `createResilientFetch` refuses a `pool` for this adapter

@@ -12,8 +12,10 @@ import { deliverOn, type PumpEnd, type StallStats } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
+import { identityOf, identityOfData, type ResponseIdentity } from '../protocols/identity.js'
 import { redactSecrets } from '../protocols/sanitize.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { mergeUsage, type TokenUsage } from '../protocols/usage.js'
 import { type FrameSource, frameSourceOf } from '../sse/reader.js'
 import { type SignalLike, Stop } from '../stop.js'
 import {
@@ -203,6 +205,10 @@ export type AttemptResult =
       readonly eof: EofClass | null
       readonly bytes: number
       readonly stalls: StallStats
+      /** The token usage the upstream reported for this answer, when it did. */
+      readonly usage?: TokenUsage | undefined
+      /** The answer's id and model, as the upstream stated them. */
+      readonly response?: ResponseIdentity | undefined
     }
   | {
       readonly kind: 'failed'
@@ -212,6 +218,8 @@ export type AttemptResult =
       readonly stopped?: 'client-gone' | 'deadline' | 'hedge-lost' | undefined
       /** The upstream's HTTP error, when it answered with one. */
       readonly upstream?: UpstreamHttpError | undefined
+      /** Token usage the attempt's stream reported before it failed (input billed), if any. */
+      readonly usage?: TokenUsage | undefined
     }
 
 function isEventStream(headers: Headers): boolean {
@@ -571,14 +579,19 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
       input.onCommit()
     },
   })
+  const usage = delivered.peek.tracker.state.usage ?? undefined
   if (delivered.kind === 'not-committed') {
     const stopped = signals.stoppedBy()
+    const reported = (result: AttemptResult): AttemptResult =>
+      usage === undefined ? result : { ...result, usage }
     // The deadline's abort reason is a timeout error: the peek may name it a timeout of its own.
     if (stopped === 'client-gone' || stopped === 'deadline') {
-      return failed(clientGone, status, stopped)
+      return reported(failed(clientGone, status, stopped))
     }
-    if (stopped === 'hedge-lost' || beaten) return failed(hedgeLost, status, 'hedge-lost')
-    return failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status)
+    if (stopped === 'hedge-lost' || beaten) return reported(failed(hedgeLost, status, 'hedge-lost'))
+    return reported(
+      failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status),
+    )
   }
   const pumped = delivered.pump
   return {
@@ -588,6 +601,8 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     eof: pumped.eof,
     bytes: pumped.bytes,
     stalls: pumped.stalls,
+    usage,
+    response: identityOfData(delivered.peek.tracker.state.firstData),
   }
 }
 
@@ -645,8 +660,30 @@ async function answerWhole(
     eof: null,
     bytes: read.bytes.length,
     stalls: noStalls(input.policy.pump.stallThresholdMs),
+    ...wholeReport(input.route.adapter, read.bytes),
   }
 }
+
+/**
+ * What a whole JSON answer reports of itself: its usage (through the adapter's `usageOf`;
+ * usage is only reported, so an adapter that throws or answers garbage leaves it out) and
+ * its id and model.
+ */
+function wholeReport(
+  adapter: StreamAdapter,
+  bytes: Uint8Array,
+): { usage: TokenUsage | undefined; response: ResponseIdentity | undefined } {
+  const message = parseObject(utf8.decode(bytes))
+  let usage: TokenUsage | undefined
+  try {
+    usage = mergeUsage(undefined, adapter.usageOf?.(message))
+  } catch {
+    usage = undefined
+  }
+  return { usage, response: identityOf(message) }
+}
+
+const utf8 = new TextDecoder()
 
 /** Tells the pool the key works; a pool that throws here does not end the request. */
 function commitLease(lease: KeyLease | undefined): void {

@@ -33,6 +33,7 @@ export type {
   HedgeReport,
   HedgeSkipReason,
   RelayFailureReason,
+  RequestFacts,
 } from './outcome.js'
 export { parseRetryAfter } from './rate-limit-headers.js'
 export type {

@@ -8,7 +8,9 @@
 import type { EofClass } from '../classify/index.js'
 import type { DownstreamSink } from '../commit/gate.js'
 import type { PumpEnd, StallStats } from '../commit/pump.js'
+import type { ResponseIdentity } from '../protocols/identity.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import type { TokenUsage } from '../protocols/usage.js'
 import type { Credentials } from './attempt.js'
 import type { FailureReason } from './classify.js'
 import type { RelayPolicy } from './policy.js'
@@ -43,6 +45,12 @@ export interface AttemptRecord {
    * started as usual. A hedge that lost has `result: 'hedge-lost'`.
    */
   readonly hedgeOf?: number | undefined
+  /**
+   * Token usage the attempt's upstream reported before it ended, when it reported any: the
+   * committed attempt's whole usage, or what a failed or cancelled attempt was billed for
+   * where its protocol says (Anthropic's `message_start` carries the input).
+   */
+  readonly usage?: TokenUsage | undefined
 }
 
 /**
@@ -91,40 +99,65 @@ export interface HedgeReport {
  *
  * @group Relay
  */
-export type RelayOutcome =
-  | {
-      readonly kind: 'committed'
-      readonly attempts: readonly AttemptRecord[]
-      readonly route: string
-      readonly keyId: string | null
-      /** `non-streaming` when the answer came from the non-streaming fallback. */
-      readonly mode: 'stream' | 'non-streaming'
-      /** From the start of the request to the first output. */
-      readonly timeToFirstOutputMs: number
-      readonly end: PumpEnd
-      readonly eof: EofClass | null
-      readonly bytes: number
-      /** Gaps between upstream frames after commit longer than the stall threshold. */
-      readonly stalls: StallStats
-      readonly durationMs: number
-      /** What hedging did; `undefined` when the policy has no `hedge`. */
-      readonly hedges?: HedgeReport | undefined
-    }
-  | {
-      readonly kind: 'failed'
-      readonly attempts: readonly AttemptRecord[]
-      /** The status the client got (or the in-band error's status with early headers). */
-      readonly status: number
-      readonly error: RenderableError
-      readonly reason: RelayFailureReason
-      readonly retryAfterMs: number | undefined
-      readonly durationMs: number
-    }
-  | {
-      readonly kind: 'client-gone'
-      readonly attempts: readonly AttemptRecord[]
-      readonly durationMs: number
-    }
+export type RelayOutcome = RequestFacts &
+  (
+    | {
+        readonly kind: 'committed'
+        readonly attempts: readonly AttemptRecord[]
+        readonly route: string
+        readonly keyId: string | null
+        /** `non-streaming` when the answer came from the non-streaming fallback. */
+        readonly mode: 'stream' | 'non-streaming'
+        /** From the start of the request to the first output. */
+        readonly timeToFirstOutputMs: number
+        readonly end: PumpEnd
+        readonly eof: EofClass | null
+        readonly bytes: number
+        /** Gaps between upstream frames after commit longer than the stall threshold. */
+        readonly stalls: StallStats
+        readonly durationMs: number
+        /** What hedging did; `undefined` when the policy has no `hedge`. */
+        readonly hedges?: HedgeReport | undefined
+        /**
+         * Token usage the upstream reported for the answer the client got (OpenAI Chat reports
+         * it only when the request sets `stream_options: { include_usage: true }`);
+         * `undefined` when it reported none. Every attempt's own is on its record.
+         */
+        readonly usage?: TokenUsage | undefined
+        /** The answer's id and the model that wrote it, as the upstream stated them. */
+        readonly response?: ResponseIdentity | undefined
+      }
+    | {
+        readonly kind: 'failed'
+        readonly attempts: readonly AttemptRecord[]
+        /** The status the client got (or the in-band error's status with early headers). */
+        readonly status: number
+        readonly error: RenderableError
+        readonly reason: RelayFailureReason
+        readonly retryAfterMs: number | undefined
+        readonly durationMs: number
+      }
+    | {
+        readonly kind: 'client-gone'
+        readonly attempts: readonly AttemptRecord[]
+        readonly durationMs: number
+      }
+  )
+
+/**
+ * What every {@link RelayOutcome} says of the request itself (set by `relay()`).
+ *
+ * @group Relay
+ */
+export interface RequestFacts {
+  /** The upstream protocol: the relay's adapter's name (`openai-chat`…). */
+  readonly protocol?: string | undefined
+  /**
+   * The model the request asked for: `request.body.model`, or the model in a Gemini URL;
+   * `undefined` when the relay was given no `request`.
+   */
+  readonly model?: string | undefined
+}
 
 /**
  * Hooks, each given a frozen context. A hook that throws is ignored.

@@ -4,6 +4,7 @@ import { StreamTimeoutError } from '../errors.js'
 import { followSignals, followStops } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'
 import { rejectUnknownKeys } from '../options.js'
+import { requestedModel } from '../protocols/identity.js'
 import { realSignal, type SignalLike, stopOf } from '../stop.js'
 import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
 import { deadlineVerdict } from './decide.js'
@@ -295,7 +296,14 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     gaveUp: false,
     hedges: undefined,
   }
-  const finish = (outcome: RelayOutcome): RelayOutcome => {
+  // What every outcome says of the request: its protocol and the model it asked for.
+  const model = requestedModel(options.request?.url, options.request?.body)
+  const finish = (ended: RelayOutcome): RelayOutcome => {
+    const outcome: RelayOutcome = {
+      ...ended,
+      protocol: options.adapter.name,
+      ...(model === undefined ? {} : { model }),
+    }
     callHook(run.hooks.onOutcome, outcome)
     return outcome
   }

@@ -199,6 +199,8 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           stalls: result.stalls,
           durationMs: now() - run.started,
           ...(run.hedges === undefined ? {} : { hedges: run.hedges }),
+          ...(result.usage === undefined ? {} : { usage: result.usage }),
+          ...(result.response === undefined ? {} : { response: result.response }),
         },
       }
     }

@@ -7,6 +7,7 @@
 
 import type { KeyLease } from '../key-pool/types.js'
 import { redactValues } from '../protocols/sanitize.js'
+import type { TokenUsage } from '../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import type { FailureReason } from './classify.js'
 import { recordFirstOutput } from './hedge.js'
@@ -76,6 +77,7 @@ function attemptRecord(
   result: AttemptResultName,
   retryable: boolean,
   durationMs: number,
+  usage?: TokenUsage,
 ): AttemptRecord {
   const { attemptNumber, route, keyId, mode, requestId, startedMs, hedgeOf } = base
   const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
@@ -91,6 +93,7 @@ function attemptRecord(
     durationMs,
   }
   if (hedgeOf !== undefined) record.hedgeOf = hedgeOf
+  if (usage !== undefined) record.usage = usage
   return record
 }
 
@@ -170,7 +173,8 @@ export async function attemptOn(
     result: AttemptResultName,
     retryable: boolean,
     ms: number,
-  ) => attemptRecord(base, status, result, retryable, ms)
+    usage?: TokenUsage,
+  ) => attemptRecord(base, status, result, retryable, ms, usage)
   run.attempts.push(recordOf(null, 'running', false, 0))
   const freshConnection = run.freshConnection
   run.freshConnection = false
@@ -225,6 +229,7 @@ export async function attemptOn(
     result.kind === 'committed' ? 'committed' : result.verdict.reason,
     result.kind === 'failed' && result.verdict.retryable,
     durationMs(),
+    result.usage,
   )
   return { result, timeToFirstOutputMs, record }
 }

@@ -133,6 +133,7 @@ const propertyNames = [
   'renderReasoningAsText writes visible text, never a keep-alive',
   'renderErrorBody writes a JSON object holding the sanitised message',
   'renderFromMessage writes whole SSE frames its adapter reads, whatever the JSON object',
+  'usage is counts of the known fields, in verdicts and from usageOf, whatever the input',
 ] as const
 
 type PropertyName = (typeof propertyNames)[number]
@@ -563,6 +564,45 @@ function renderFromMessageReads(adapter: StreamAdapter, inputs: Inputs): Conform
   )
 }
 
+/** The fields a reported usage may have. */
+const usageFields = [
+  'inputTokens',
+  'outputTokens',
+  'cachedInputTokens',
+  'cacheCreationInputTokens',
+  'reasoningTokens',
+]
+
+/** Why `usage` is not a usage report, or `undefined` when it is one. */
+function badUsage(usage: unknown): string | undefined {
+  if (usage === undefined) return undefined
+  if (typeof usage !== 'object' || usage === null)
+    return `usage is ${showValue(usage)}, not an object`
+  for (const [key, value] of Object.entries(usage)) {
+    if (!usageFields.includes(key)) return `usage has an unknown field "${key}"`
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+      return `usage.${key} is ${showValue(value)}, not a count`
+  }
+  return undefined
+}
+
+function usageIsCounts(adapter: StreamAdapter, inputs: Inputs): Conformance {
+  return conformance(
+    fc.tuple(inputs.anyBytes, wrongShapeMessage(inputs.own)),
+    async ([bytes, message]) => {
+      const { verdicts } = await track(adapter, [bytes])
+      for (const verdict of verdicts) {
+        const bad = badUsage((verdict as { usage?: unknown }).usage)
+        if (bad !== undefined) fail(`A ${verdict.kind} verdict's ${bad}`)
+      }
+      if (adapter.usageOf === undefined) return
+      const bad = badUsage(adapter.usageOf(message))
+      if (bad !== undefined) fail(`usageOf: ${bad}`)
+    },
+    ([bytes, message]) => `Input: ${show(bytes)}\nMessage: ${showValue(message)}`,
+  )
+}
+
 /** Every property, by name: the compiler checks none is missing. */
 function conformances(
   adapter: StreamAdapter,
@@ -584,6 +624,8 @@ function conformances(
       errorBodyHoldsMessage(adapter, inputs),
     'renderFromMessage writes whole SSE frames its adapter reads, whatever the JSON object': () =>
       renderFromMessageReads(adapter, inputs),
+    'usage is counts of the known fields, in verdicts and from usageOf, whatever the input': () =>
+      usageIsCounts(adapter, inputs),
   }
 }
 
@@ -626,6 +668,11 @@ function conformances(
  *    (when the adapter has `renderFromMessage`): for any JSON object (protocol keys holding
  *    wrong-typed values, objects from your streams' frames, random objects) it returns whole
  *    SSE frames, and `inspect` reads each of them.
+ * 10. **usage is counts of the known fields, in verdicts and from usageOf, whatever the
+ *    input**: every `usage` a verdict carries (over the same bytes as property 1), and what
+ *    `usageOf` returns for any JSON object (when the adapter has it), is `undefined` or an
+ *    object whose fields are among `inputTokens`, `outputTokens`, `cachedInputTokens`,
+ *    `cacheCreationInputTokens` and `reasoningTokens`, each a non-negative safe integer.
  *
  * In every property, an adapter method that throws, or returns the wrong kind of value
  * (`inspect` an object with a `kind`, a renderer a `Uint8Array`, `renderErrorBody` a string),

@@ -77,7 +77,19 @@ function chatWriter(): WireWriter {
         ),
       ]
     },
-    finish: (reason) => [chunk({}, reason === 'tool_use' ? 'tool_calls' : 'stop'), sse('[DONE]')],
+    // The usage chunk, as OpenAI sends it to a request with `stream_options.include_usage`.
+    finish: (reason) => [
+      chunk({}, reason === 'tool_use' ? 'tool_calls' : 'stop'),
+      sse({
+        id: 'chatcmpl-faulty',
+        object: 'chat.completion.chunk',
+        created: 1_764_000_000,
+        model: 'faulty-model',
+        choices: [],
+        usage: { prompt_tokens: 10, completion_tokens: 12, total_tokens: 22 },
+      }),
+      sse('[DONE]'),
+    ],
     error: (retryable, message) =>
       sse({
         error: {
@@ -362,7 +374,11 @@ function responsesWriter(): WireWriter {
     },
     finish: () => {
       const frames = close()
-      return [...frames, event('response.completed', { response: response('completed', output) })]
+      const usage = { input_tokens: 10, output_tokens: 12, total_tokens: 22 }
+      return [
+        ...frames,
+        event('response.completed', { response: { ...response('completed', output), usage } }),
+      ]
     },
     error: (retryable, message) => {
       const type = retryable ? 'server_error' : 'invalid_request_error'
@@ -396,7 +412,7 @@ function responsesWriter(): WireWriter {
 }
 
 function geminiWriter(): WireWriter {
-  const chunk = (parts: unknown[], finishReason?: string) =>
+  const chunk = (parts: unknown[], finishReason?: string, usageMetadata?: object) =>
     sse({
       candidates: [
         {
@@ -405,8 +421,10 @@ function geminiWriter(): WireWriter {
           ...(finishReason === undefined ? {} : { finishReason }),
         },
       ],
+      ...(usageMetadata === undefined ? {} : { usageMetadata }),
       modelVersion: 'faulty-model',
     })
+  const usageMetadata = { promptTokenCount: 10, candidatesTokenCount: 12, totalTokenCount: 22 }
   return {
     start: () => [],
     text: (delta) => [chunk([{ text: delta }])],
@@ -414,7 +432,7 @@ function geminiWriter(): WireWriter {
     tool: (name, fragments) => [
       chunk([{ functionCall: { name, args: { fragments: fragments.join('') } } }]),
     ],
-    finish: () => [chunk([{ text: '' }], 'STOP')],
+    finish: () => [chunk([{ text: '' }], 'STOP', usageMetadata)],
     error: (retryable, message) =>
       sse({
         error: retryable
@@ -431,6 +449,7 @@ function geminiWriter(): WireWriter {
       candidates: [
         { content: { parts: [{ text }], role: 'model' }, finishReason: 'STOP', index: 0 },
       ],
+      usageMetadata,
       modelVersion: 'faulty-model',
     }),
     overflowMessage: (input, output, limit) =>

@@ -215,6 +215,10 @@ describe('checkAdapter: an adapter method that throws', () => {
       'renderFromMessage',
       'renderFromMessage writes whole SSE frames its adapter reads, whatever the JSON object',
     ],
+    [
+      'usageOf',
+      'usage is counts of the known fields, in verdicts and from usageOf, whatever the input',
+    ],
   ] as const)(
     '%s: the failure names the method and the property "%s"',
     async (method, property) => {
@@ -355,5 +359,28 @@ describe('checkAdapter: options', () => {
     // @ts-expect-error: `numRun` is not an option.
     const options: CheckAdapterOptions = { streams, numRun: 5 }
     expect(options).toBeDefined()
+  })
+})
+
+describe('checkAdapter: usage', () => {
+  it('an adapter whose verdicts report a usage that is no count fails the usage property, naming the field', async () => {
+    const lying = {
+      ...openaiChat,
+      name: 'lying',
+      inspect: (frame: Parameters<typeof openaiChat.inspect>[0]) => {
+        const verdict = openaiChat.inspect(frame)
+        return verdict.kind === 'meta' || verdict.kind === 'terminal'
+          ? { ...verdict, usage: { inputTokens: -3 } }
+          : verdict
+      },
+    }
+    const error = await checkAdapter(lying, {
+      streams: arbitraries.protocolStream(openaiChat),
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AdapterConformanceError)
+    expect((error as AdapterConformanceError).property).toBe(
+      'usage is counts of the known fields, in verdicts and from usageOf, whatever the input',
+    )
+    expect((error as Error).message).toContain('usage.inputTokens is -3, not a count')
   })
 })

@@ -157,9 +157,11 @@ const publicNames = {
       'RelayOutcome',
       'RelayPolicy',
       'RelayRequestOptions',
+      'RequestFacts',
       'RenderableError',
       'RenderState',
       'ResilientFetchOptions',
+      'ResponseIdentity',
       'ResponseTranslator',
       'RetryOnContext',
       'Route',
@@ -175,6 +177,7 @@ const publicNames = {
       'TerminalReason',
       'TerminalVerdict',
       'TimeoutKind',
+      'TokenUsage',
       'TranslatorContext',
       'UpstreamErrorInfo',
       'UpstreamHttpError',
@@ -186,6 +189,10 @@ const publicNames = {
   'src/node.ts': {
     values: ['clientSignal', 'nodeResponse', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
+  },
+  'src/otel.ts': {
+    values: ['createRelayTelemetry'],
+    types: ['RelayTelemetry', 'RelayTelemetryOptions'],
   },
   'src/redis.ts': {
     values: [

@@ -4,13 +4,15 @@
  * @module
  */
 
+export type { DeliverOptions, DeliverOutcome } from './deliver.js'
+export { deliver } from './deliver.js'
+export { failBeforeContent } from './endings.js'
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
 export { commitGateDefaults, createCommitGate } from './gate.js'
 export type { ForwardHeadersPolicy } from './headers.js'
 export { forwardableHeaders, forwardHeadersDefaults } from './headers.js'
+export { pump } from './pump.js'
 export type {
-  DeliverOptions,
-  DeliverOutcome,
   DownstreamOptions,
   DownstreamTransform,
   DownstreamTransformContext,
@@ -20,8 +22,8 @@ export type {
   PumpOutcome,
   PumpPolicy,
   StallStats,
-} from './pump.js'
-export { deliver, failBeforeContent, pump, pumpDefaults } from './pump.js'
+} from './pump-policy.js'
+export { pumpDefaults } from './pump-policy.js'
 export type {
   FrameTranslator,
   ResponseTranslator,

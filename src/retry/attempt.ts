@@ -7,8 +7,9 @@
  */
 
 import type { EofClass } from '../classify/index.js'
+import { deliverOn } from '../commit/deliver.js'
 import type { CommitGate } from '../commit/gate.js'
-import { deliverOn, type PumpEnd, type StallStats } from '../commit/pump.js'
+import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'

@@ -1,4 +1,4 @@
-import { failBeforeContent } from '../commit/pump.js'
+import { failBeforeContent } from '../commit/endings.js'
 import { isStreamBoundaryError, isUserCodeError } from '../errors.js'
 import { errorBodyFor, parseObject } from '../protocols/common.js'
 import type { StreamAdapter } from '../protocols/types.js'

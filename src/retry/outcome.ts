@@ -7,7 +7,7 @@
 
 import type { EofClass } from '../classify/index.js'
 import type { DownstreamSink } from '../commit/gate.js'
-import type { PumpEnd, StallStats } from '../commit/pump.js'
+import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
 import type { ResponseIdentity } from '../protocols/identity.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import type { TokenUsage } from '../protocols/usage.js'

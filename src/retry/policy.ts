@@ -8,7 +8,11 @@
 
 import { commitGateDefaults } from '../commit/gate.js'
 import type { ForwardHeadersPolicy } from '../commit/headers.js'
-import { type DownstreamOptions, normalizePumpPolicy, type PumpPolicy } from '../commit/pump.js'
+import {
+  type DownstreamOptions,
+  normalizePumpPolicy,
+  type PumpPolicy,
+} from '../commit/pump-policy.js'
 import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'

@@ -1,5 +1,5 @@
+import { wholeStreamTranslator } from '../commit/encoder.js'
 import { type CommitGate, createCommitGate } from '../commit/gate.js'
-import { wholeStreamTranslator } from '../commit/pump.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals, followStops } from '../follow-signals.js'
 import type { KeyPool } from '../key-pool/types.js'

@@ -1,0 +1,165 @@
+import { followStops } from '../follow-signals.js'
+import { rejectUnknownKeys } from '../options.js'
+import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
+import type { StreamAdapter } from '../protocols/types.js'
+import type { SseFrame } from '../sse/frame.js'
+import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
+import { type SignalLike, stopOf } from '../stop.js'
+import type { CommitGate } from './gate.js'
+import { type PumpInput, pumpWith } from './pump.js'
+import {
+  type DownstreamOptions,
+  normalizePumpPolicy,
+  type PumpOutcome,
+  type PumpPolicy,
+} from './pump-policy.js'
+
+/**
+ * Options of {@link deliver}.
+ *
+ * @group Downstream
+ */
+export interface DeliverOptions extends PumpPolicy {
+  readonly gate: CommitGate
+  /** The upstream body, or a reader over it. */
+  readonly body: FrameSource | FrameReader
+  readonly adapter: StreamAdapter
+  /** Peek options (the signal is `signal`). */
+  readonly peek?: Omit<PeekOptions, 'signal'> | undefined
+  /** Options of the frame reader created over `body`. */
+  readonly maxFrameBytes?: number | undefined
+  /** Rewrites a frame's bytes before they are written (`null` drops the frame). */
+  readonly transform?: ((frame: SseFrame) => Uint8Array | null) | undefined
+  /** The client's protocol and translator, when they differ from the upstream's. */
+  readonly downstream?: DownstreamOptions | undefined
+  /** Aborting ends the attempt, before or after commit (the host gave up). */
+  readonly signal?: AbortSignal | undefined
+  /** Aborting ends the peek only (a pre-commit deadline); it is ignored once committed. */
+  readonly peekSignal?: AbortSignal | undefined
+  /** See {@link PumpOptions.secrets}. */
+  readonly secrets?: readonly string[] | undefined
+  /**
+   * Asked once, when the first output arrived and before anything is written: `false` means
+   * another attempt already won the client (a hedge), so nothing is written, the body is
+   * cancelled and the outcome is `not-committed` with an `aborted` peek.
+   */
+  readonly claim?: (() => boolean) | undefined
+  /** Called once, when the first output arrived and before anything is written. */
+  readonly onCommit?: ((peek: Extract<PeekOutcome, { kind: 'output' }>) => void) | undefined
+}
+
+/**
+ * What {@link deliver} reports.
+ *
+ * @group Downstream
+ */
+export type DeliverOutcome =
+  | {
+      readonly kind: 'committed'
+      readonly peek: Extract<PeekOutcome, { kind: 'output' }>
+      readonly pump: PumpOutcome
+    }
+  | { readonly kind: 'not-committed'; readonly peek: Exclude<PeekOutcome, { kind: 'output' }> }
+
+function isReader(body: FrameSource | FrameReader): body is FrameReader {
+  return (
+    typeof (body as FrameReader).next === 'function' &&
+    typeof (body as FrameReader).cancel === 'function'
+  )
+}
+
+const deliverKeys = Object.keys({
+  gate: true,
+  body: true,
+  adapter: true,
+  peek: true,
+  maxFrameBytes: true,
+  transform: true,
+  downstream: true,
+  signal: true,
+  peekSignal: true,
+  secrets: true,
+  claim: true,
+  onCommit: true,
+  onPartialEof: true,
+  onThinkingOnly: true,
+  idleTimeoutMs: true,
+  writeStallTimeoutMs: true,
+  stallThresholdMs: true,
+} satisfies Record<keyof DeliverOptions, true>)
+
+/**
+ * One attempt over one upstream body: (with `earlyHeaders`, commit headers first,) peek for
+ * the first output, and on output commit and pump to the end. On any other peek outcome
+ * nothing reaches the client and the upstream body is released: the caller may retry.
+ *
+ * @group Downstream
+ */
+export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
+  rejectUnknownKeys('deliver', options, deliverKeys)
+  return deliverOn(options)
+}
+
+/**
+ * {@link deliver} as the relay calls it: its signals may be library-made stops (no
+ * `AbortSignal` per attempt for what only the library listens to).
+ */
+export async function deliverOn(
+  options: Omit<DeliverOptions, 'signal' | 'peekSignal'> & {
+    readonly signal?: SignalLike | undefined
+    readonly peekSignal?: SignalLike | undefined
+  },
+): Promise<DeliverOutcome> {
+  const { gate, adapter } = options
+  // Checked before anything is read or written: a bad pump option must not surface after commit.
+  const policy = normalizePumpPolicy(options)
+  const reader = isReader(options.body)
+    ? options.body
+    : createFrameReader(
+        options.body,
+        options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes },
+      )
+  const peekStop = followStops([stopOf(gate), options.signal, options.peekSignal])
+  let peeked: PeekOutcome
+  try {
+    try {
+      // An attempt stopped before its peek began (another attempt won and may have closed
+      // the response already) commits nothing, headers included.
+      if (gate.earlyHeaders && !peekStop.controller.signal.aborted) await gate.commitHeaders()
+    } catch (error) {
+      await reader.cancel(error)
+      throw error
+    }
+    try {
+      peeked = await peekUntil(reader, adapter, options.peek ?? {}, peekStop.controller)
+    } catch (error) {
+      // An adapter that threw mid-peek: the upstream is released before the throw goes on.
+      await reader.cancel(error).catch(() => {})
+      throw error
+    }
+  } finally {
+    peekStop.release()
+  }
+  if (peeked.kind === 'output' && options.claim !== undefined && !options.claim()) {
+    const reason = new Error('another attempt reached the client first')
+    peeked = { ...peeked, kind: 'aborted', reason }
+  }
+  if (peeked.kind !== 'output') {
+    await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)
+    return { kind: 'not-committed', peek: peeked }
+  }
+  options.onCommit?.(peeked)
+  // What the pump reads of its options, named (not a copy of every option given).
+  const pumpOptions: PumpInput = {
+    gate,
+    frames: peeked.frames,
+    reader: peeked.reader,
+    tracker: peeked.tracker,
+    transform: options.transform,
+    downstream: options.downstream,
+    signal: options.signal,
+    secrets: options.secrets,
+  }
+  const pumped = await pumpWith(pumpOptions, policy)
+  return { kind: 'committed', peek: peeked, pump: pumped }
+}

@@ -1,0 +1,175 @@
+/**
+ * How a pumped stream ends: at upstream EOF by its class and the policy, after a read
+ * failure, or before content with a real status; never a fake success. And the release of
+ * the upstream on every end.
+ *
+ * @module
+ */
+
+import type { EofClass, StreamTracker } from '../classify/index.js'
+import {
+  isDownstreamClosedError,
+  isFrameTooLargeError,
+  isUpstreamReadError,
+  StreamTimeoutError,
+} from '../errors.js'
+import { errorBodyFor } from '../protocols/common.js'
+import type { RenderableError, RenderState, StreamAdapter } from '../protocols/types.js'
+import type { FrameReader } from '../sse/reader.js'
+import type { SignalLike } from '../stop.js'
+import type { CommitGate } from './gate.js'
+import type { PumpEnd, PumpErrorCause } from './pump-policy.js'
+import { stallOf } from './watchdog.js'
+
+const endMessages = {
+  'partial-eof': 'The upstream stream ended before its final event; the answer is incomplete',
+  'thinking-only': 'The upstream sent reasoning but no answer before the stream ended',
+  empty: 'The upstream stream ended without any output',
+  'read-error': 'The connection to the upstream was lost mid-stream; the answer is incomplete',
+  'eof-mid-frame':
+    "The upstream's stream ended in the middle of an event; the answer is incomplete",
+  'frame-too-large': 'The upstream sent a frame larger than the relay accepts',
+} as const
+
+/** How the pump's endings write: rendered bytes the tracker also sees, and a bounded close. */
+export interface EndingWriter {
+  rendered(bytes: Uint8Array): Promise<void>
+  close(): Promise<void>
+  /** The client's adapter, and what it has been sent so far. */
+  readonly adapter: StreamAdapter
+  state(): RenderState
+}
+
+async function writeError(
+  out: EndingWriter,
+  cause: PumpErrorCause,
+  error: RenderableError,
+): Promise<PumpEnd> {
+  await out.rendered(out.adapter.renderError(error, out.state()))
+  await out.close()
+  return { kind: 'error-written', cause, error }
+}
+
+/** The end at upstream EOF, decided by its class and the policy; never a fake success. */
+export async function endAtEof(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  eof: EofClass,
+  policy: {
+    onPartialEof: 'error' | 'synthesize-stop'
+    onThinkingOnly: 'error' | 'promote-reasoning'
+  },
+  cut: boolean,
+): Promise<PumpEnd> {
+  const { state } = tracker
+  const upstreamError = (cause: 'partial-eof' | 'eof-mid-frame' | 'thinking-only' | 'empty') =>
+    writeError(out, cause, { type: 'upstream_error', message: endMessages[cause] })
+  // Output, then the body ended inside an event: tokens were lost, whatever the policy says
+  // of a stream that merely stopped between events. After the terminal the answer was whole.
+  if (cut && eof.kind !== 'completed' && eof.kind !== 'empty') return upstreamError('eof-mid-frame')
+  switch (eof.kind) {
+    case 'completed':
+      await out.close()
+      return { kind: 'completed' }
+    case 'error-only':
+      // The upstream's own error frame already went out, in its protocol.
+      await out.close()
+      return { kind: 'upstream-error' }
+    case 'partial':
+      if (state.errors > 0) {
+        await out.close()
+        return { kind: 'upstream-error' }
+      }
+      if (policy.onPartialEof !== 'synthesize-stop') return upstreamError('partial-eof')
+      await out.rendered(out.adapter.renderStop(out.state()))
+      await out.close()
+      return { kind: 'stop-synthesized' }
+    case 'thinking-only':
+      if (policy.onThinkingOnly !== 'promote-reasoning') return upstreamError('thinking-only')
+      await out.rendered(out.adapter.renderReasoningAsText(out.state()))
+      await out.rendered(out.adapter.renderStop(out.state()))
+      await out.close()
+      return { kind: 'reasoning-promoted' }
+    case 'empty':
+      return upstreamError('empty')
+  }
+}
+
+/** The end after a read threw: a watchdog, the client, the host, or the upstream itself. */
+export async function endAfterReadFailure(
+  error: unknown,
+  stop: SignalLike,
+  reader: FrameReader,
+  tracker: StreamTracker,
+  out: EndingWriter,
+  atEof: () => Promise<PumpEnd>,
+): Promise<PumpEnd> {
+  const stopped = stop.aborted && error === stop.reason
+  const downstreamGone = stopped && !(error instanceof StreamTimeoutError)
+  // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
+  if (tracker.state.terminalSeen && !downstreamGone) {
+    if (!isUpstreamReadError(error)) await reader.cancel(error)
+    return atEof()
+  }
+  if (stopped) {
+    if (error instanceof StreamTimeoutError) {
+      return writeError(out, 'idle-timeout', { type: 'timeout', message: error.message })
+    }
+    if (isDownstreamClosedError(error)) {
+      const stalled = stallOf(error)
+      return stalled === undefined
+        ? { kind: 'client-gone', error }
+        : { kind: 'downstream-stalled', error: stalled }
+    }
+    return { kind: 'aborted', reason: error }
+  }
+  if (isUpstreamReadError(error)) {
+    return writeError(out, 'read-error', {
+      type: 'upstream_error',
+      message: endMessages['read-error'],
+    })
+  }
+  if (isFrameTooLargeError(error)) {
+    return writeError(out, 'frame-too-large', {
+      type: 'upstream_error',
+      message: endMessages['frame-too-large'],
+    })
+  }
+  throw error
+}
+
+/** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
+export async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
+  if (end.kind === 'client-gone' || end.kind === 'aborted') {
+    await reader.cancel(end.kind === 'client-gone' ? end.error : end.reason)
+    if (end.kind === 'aborted') gate.abort(end.reason)
+  } else if (end.kind === 'downstream-stalled') {
+    // Cut the client first: the upstream's cancel may take a round trip.
+    gate.abort(end.error)
+    await reader.cancel(end.error)
+  } else if (!reader.done) {
+    await reader.cancel()
+  }
+}
+
+/**
+ * Ends a request that failed before content: with a real status and the protocol's JSON
+ * error body while headers are uncommitted, else in-band with the protocol's error frame.
+ *
+ * @group Downstream
+ */
+export async function failBeforeContent(
+  gate: CommitGate,
+  adapter: StreamAdapter,
+  status: number,
+  error: RenderableError,
+  headers?: HeadersInit,
+): Promise<void> {
+  if (gate.state === 'closed') return
+  if (gate.state === 'open') {
+    await gate.respond(status, errorBodyFor(adapter, { status, ...error }), headers)
+    return
+  }
+  await gate.write(adapter.renderError(error))
+  await gate.close()
+}

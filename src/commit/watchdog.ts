@@ -1,0 +1,160 @@
+/**
+ * The pump's clocks and stops: the watchdog (upstream idle, client write stall) and what
+ * stops a pump (the client leaving, the host's signal, the watchdog).
+ *
+ * @module
+ */
+
+import { isDownstreamClosedError, StreamTimeoutError } from '../errors.js'
+import { type SignalLike, Stop, stopOf } from '../stop.js'
+import type { CommitGate } from './gate.js'
+import type { normalizePumpPolicy } from './pump-policy.js'
+
+export const now = (): number => performance.now()
+
+/**
+ * The pump's two clocks on one referenced timer (invariants 12 and 14). Upstream silence
+ * counts only while the pump is ready to read: time blocked on a write the client has not
+ * taken is subtracted, and that time counts toward the write-stall bound instead.
+ */
+export class Watchdog {
+  readonly #idleMs: number
+  readonly #stallMs: number
+  readonly #onIdle: (error: StreamTimeoutError) => void
+  #timer: ReturnType<typeof setTimeout> | undefined
+  /** When `#timer` fires (`now()` time). */
+  #due = 0
+  #stopped = false
+  /** When the last frame other than a keep-alive arrived. */
+  #lastActivity = now()
+  /** Time blocked on writes since then. */
+  #blockedMs = 0
+  #writingSince: number | undefined
+  #failWrite: ((reason: unknown) => void) | undefined
+
+  constructor(idleMs: number, stallMs: number, onIdle: (error: StreamTimeoutError) => void) {
+    this.#idleMs = idleMs
+    this.#stallMs = stallMs
+    this.#onIdle = onIdle
+    this.#arm()
+  }
+
+  /** A frame other than a keep-alive arrived: the upstream is alive. */
+  activity(at: number): void {
+    this.#lastActivity = at
+    this.#blockedMs = 0
+  }
+
+  /** Ends a blocked write now (the host gave up): it rejects with `reason`. */
+  interrupt(reason: unknown): void {
+    this.#failWrite?.(reason)
+  }
+
+  /** Waits for a write the client has not taken yet; rejects with `write-stall` past the bound. */
+  async blocked(written: Promise<void>): Promise<void> {
+    this.#writingSince = now()
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.#failWrite = reject
+        written.then(resolve, reject)
+      })
+    } finally {
+      this.#blockedMs += now() - this.#writingSince
+      this.#writingSince = undefined
+      this.#failWrite = undefined
+      // The idle clock goes on from here, its deadline moved by the time spent blocked. The
+      // armed timer stays when it fires no later than that (a check that fires early
+      // re-arms): no new timer per blocked write.
+      this.#arm(true)
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+
+  /**
+   * Re-arms lazily for the nearest bound that could fire; none when both are off. With
+   * `keepEarlier`, a timer already due no later than that bound stays.
+   */
+  #arm(keepEarlier = false): void {
+    if (this.#stopped) return
+    const at = now()
+    let delay: number
+    if (this.#writingSince !== undefined) {
+      delay = this.#stallMs - (at - this.#writingSince)
+    } else {
+      const quiet = at - this.#lastActivity - this.#blockedMs
+      // Never sleep past a stall bound: a write may start blocking at any moment.
+      delay = Math.min(this.#idleMs - quiet, this.#stallMs)
+    }
+    if (delay === Number.POSITIVE_INFINITY) return
+    const due = at + Math.max(delay, 1)
+    if (keepEarlier && this.#timer !== undefined && this.#due <= due) return
+    clearTimeout(this.#timer)
+    this.#due = due
+    this.#timer = setTimeout(this.#check, due - at)
+  }
+
+  readonly #check = (): void => {
+    this.#timer = undefined
+    const at = now()
+    if (this.#writingSince !== undefined) {
+      if (at - this.#writingSince >= this.#stallMs) {
+        this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
+        return
+      }
+    } else if (at - this.#lastActivity - this.#blockedMs >= this.#idleMs) {
+      this.#onIdle(new StreamTimeoutError('idle', this.#idleMs))
+      return
+    }
+    this.#arm()
+  }
+}
+
+/** The write-stall error carried by a gate failure (the gate's own keep-alive stalled). */
+export function stallOf(error: unknown): StreamTimeoutError | undefined {
+  const found = isDownstreamClosedError(error) ? error.cause : error
+  return found instanceof StreamTimeoutError && found.timeout === 'write-stall' ? found : undefined
+}
+
+/**
+ * What stops a pump: the client leaving (the gate's signal), the host's signal, and the
+ * watchdog's idle and write-stall clocks, all aborting `stop`. `release` stops the watchdog
+ * and removes the listeners.
+ */
+export function watchPump(
+  gate: CommitGate,
+  signal: SignalLike | undefined,
+  policy: ReturnType<typeof normalizePumpPolicy>,
+) {
+  const stop = new Stop()
+  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
+    stop.abort(error),
+  )
+  const gone = stopOf(gate)
+  const onGateAbort = () => stop.abort(gone.reason)
+  const onHostAbort = () => {
+    stop.abort(signal?.reason)
+    // The host gave up: do not wait for a slow client to take a write first.
+    watchdog.interrupt(signal?.reason)
+  }
+  // A relay with no host signal of its own passes the gate's: one listener then, the host's.
+  const watched: (readonly [SignalLike | undefined, () => void])[] =
+    signal === gone ? [] : [[gone, onGateAbort]]
+  watched.push([signal, onHostAbort])
+  for (const [target, listener] of watched) {
+    if (target?.aborted) listener()
+    else target?.addEventListener('abort', listener, { once: true })
+  }
+  return {
+    stop,
+    watchdog,
+    release() {
+      watchdog.stop()
+      for (const [target, listener] of watched) target?.removeEventListener('abort', listener)
+    },
+  }
+}

@@ -6,13 +6,6 @@
  * @module
  */
 
-import type { KeyOutcome } from '../key-pool/types.js'
-import type { PeekOutcome } from '../peek/index.js'
-import { sanitizeMessage } from '../protocols/sanitize.js'
-import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
-import { errorTypeForStatus } from './error-body.js'
-import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
-
 /** What a certificate-verification failure means for the person who must fix it. */
 type TlsProblem =
   | 'self-signed'

@@ -6,13 +6,7 @@
  * @module
  */
 
-import type { KeyOutcome } from '../key-pool/types.js'
-import type { PeekOutcome } from '../peek/index.js'
-import { sanitizeMessage } from '../protocols/sanitize.js'
-import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
 import type { FailureReason, FailureVerdict } from './classify.js'
-import { errorTypeForStatus } from './error-body.js'
-import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
 /** Every way the library gives up on a request before content was committed. */
 type GiveUpKind =

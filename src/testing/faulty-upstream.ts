@@ -17,6 +17,7 @@ import { didYouMean, rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
+import { faultSteps, type Step } from './fault-steps.js'
 import { wireFor } from './wire.js'
 
 /**
@@ -279,12 +280,6 @@ const secretHeaders = new Set([
   'proxy-authorization',
 ])
 
-function words(text: string): string[] {
-  return text.match(/\S+\s*/g) ?? [text]
-}
-
-type Step = string | Uint8Array | { wait: number } | { hang: true } | { reset: true }
-
 /** A body that plays steps, stops on cancel, and never leaves a timer behind. */
 function playSteps(
   steps: readonly Step[],
@@ -506,98 +501,6 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
   }
 
-  function steps(fault: Fault, adapter: StreamAdapter, tag: string): Step[] {
-    const wire = wireFor(adapter)
-    const answer = `${tag}${baseAnswer}`
-    const thought = `${tag}${baseThought}`
-    const spaced = (frames: string[], gap: number): Step[] =>
-      frames.flatMap((frame, i) => (i === 0 || gap === 0 ? [frame] : [{ wait: gap }, frame]))
-    const answerFrames = () => [
-      ...wire.start(),
-      ...words(answer).flatMap((word) => wire.text(word)),
-    ]
-    switch (fault.kind) {
-      case 'ok':
-        return spaced([...answerFrames(), ...wire.finish('stop')], frameDelayMs)
-      case 'slow-drip':
-        return spaced([...answerFrames(), ...wire.finish('stop')], fault.delayMs ?? 300)
-      case 'empty':
-        return []
-      case 'headers-then-hang':
-        return [{ hang: true }]
-      case 'keepalives-only': {
-        const count = fault.forMs === undefined ? 10_000 : Math.ceil(fault.forMs / keepAliveMs)
-        return Array.from({ length: count }, (): Step[] => [
-          ': keep-alive\n\n',
-          { wait: keepAliveMs },
-        ]).flat()
-      }
-      case 'role-only-then-stall':
-        return [...wire.start(), fault.forMs === undefined ? { hang: true } : { wait: fault.forMs }]
-      case 'error-frame':
-        return [...wire.start(), wire.error(true, 'The upstream is overloaded, try again')]
-      case 'fatal-error-frame':
-        return [...wire.start(), wire.error(false, 'The request is invalid')]
-      case 'partial-then-cut': {
-        const half = words(answer)
-        half.length = Math.max(1, Math.floor(half.length / 2))
-        return spaced([...wire.start(), ...half.flatMap((word) => wire.text(word))], frameDelayMs)
-      }
-      case 'thinking-only':
-        return spaced(
-          [...wire.start(), ...words(thought).flatMap((word) => wire.reasoning(word))],
-          frameDelayMs,
-        )
-      case 'reset-mid-frame': {
-        const frames = answerFrames()
-        const next = frames[frames.length - 1] ?? ''
-        return [...frames.slice(0, -1), next.slice(0, 12), { reset: true }]
-      }
-      case 'eof-mid-frame':
-      case 'eof-mid-frame-close': {
-        // Half the answer, then a clean end of the body inside the next frame's data line.
-        const frames = answerFrames()
-        const half = Math.max(wire.start().length + 1, Math.floor(frames.length / 2))
-        const next = frames[half] ?? ''
-        return spaced(
-          [...frames.slice(0, half), next.slice(0, next.indexOf('{') + 12)],
-          frameDelayMs,
-        )
-      }
-      case 'oversized-frame':
-        return [
-          ...wire.start(),
-          ...wire.text(`${tag}${'x'.repeat(2 * 1024 * 1024)}`),
-          ...wire.finish('stop'),
-        ]
-      case 'invalid-utf8': {
-        // Two bytes that are not UTF-8, inside the text of the last delta.
-        const parts = words(answer)
-        const last = parts.pop() ?? ''
-        const head = [...wire.start(), ...parts.flatMap((word) => wire.text(word))]
-        const frame = encoder.encode(wire.text(last).join(''))
-        const quoted = encoder.encode(JSON.stringify(last))
-        let at = frame.length - quoted.length
-        while (at > 0 && !quoted.every((byte, i) => frame[at + i] === byte)) at--
-        const bad = new Uint8Array(frame.length + 2)
-        bad.set(frame.subarray(0, at + 1))
-        bad.set([0xff, 0xfe], at + 1)
-        bad.set(frame.subarray(at + 1), at + 3)
-        return [...head, bad, ...wire.finish('stop')]
-      }
-      case 'streaming-unsupported':
-      case 'context-overflow':
-        return spaced([...answerFrames(), ...wire.finish('stop')], frameDelayMs)
-      case 'no-final-blank-line': {
-        const frames = [...answerFrames(), ...wire.finish('stop')]
-        const last = frames.pop() ?? ''
-        return [...frames, last.replace(/\n+$/, '')]
-      }
-      default:
-        return []
-    }
-  }
-
   async function handle(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const adapter = adapterForUrl(url) ?? openaiChat
@@ -645,16 +548,32 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         request.signal.addEventListener('abort', stop, { once: true })
       })
     }
-    return new Response(playSteps(steps(fault, adapter, tag), request.signal, opened, ended), {
-      status: 200,
-      headers: {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache',
-        'x-request-id': `req_faulty_${requests.length}`,
-        // Served over HTTP, the body is then delimited by the connection's close, not chunked.
-        ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
+    return new Response(
+      playSteps(
+        faultSteps[fault.kind]({
+          fault,
+          wire: wireFor(adapter),
+          answer: `${tag}${baseAnswer}`,
+          thought: `${tag}${baseThought}`,
+          tag,
+          frameDelayMs,
+          keepAliveMs,
+        }),
+        request.signal,
+        opened,
+        ended,
+      ),
+      {
+        status: 200,
+        headers: {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-request-id': `req_faulty_${requests.length}`,
+          // Served over HTTP, the body is then delimited by the connection's close, not chunked.
+          ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
+        },
       },
-    })
+    )
   }
 
   return {

@@ -13,7 +13,7 @@ function isSubpathCode(file: string): boolean {
   const path = relative(src, file).split(sep).join('/')
   return (
     path === 'node.ts' ||
-    path === 'otel.ts' ||
+    path.startsWith('otel/') ||
     path === 'redis.ts' ||
     path.startsWith('redis/') ||
     path.startsWith('testing/') ||
@@ -59,7 +59,7 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     node: 'src/node.ts',
-    otel: 'src/otel.ts',
+    otel: 'src/otel/index.ts',
     redis: 'src/redis.ts',
     testing: 'src/testing/index.ts',
     cli: 'src/cli/bin.ts',

@@ -10,7 +10,7 @@ export default defineConfig({
       },
       {
         find: /^stream-boundary\/otel$/,
-        replacement: fileURLToPath(new URL('./src/otel.ts', import.meta.url)),
+        replacement: fileURLToPath(new URL('./src/otel/index.ts', import.meta.url)),
       },
       {
         find: /^stream-boundary\/redis$/,

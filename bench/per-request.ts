@@ -16,7 +16,7 @@ import {
   openaiChat,
   relay,
 } from '../src/index.js'
-import { createRelayTelemetry } from '../src/otel.js'
+import { createRelayTelemetry } from '../src/otel/index.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 
 interface Line {

@@ -24,7 +24,7 @@ import {
   relay,
   webSink,
 } from '../../src/index.js'
-import { createRelayTelemetry } from '../../src/otel.js'
+import { createRelayTelemetry } from '../../src/otel/index.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
 import { runs } from '../support/runs.js'
 

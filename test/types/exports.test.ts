@@ -190,7 +190,7 @@ const publicNames = {
     values: ['clientSignal', 'nodeResponse', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
   },
-  'src/otel.ts': {
+  'src/otel/index.ts': {
     values: ['createRelayTelemetry'],
     types: ['RelayTelemetry', 'RelayTelemetryOptions'],
   },

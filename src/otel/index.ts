@@ -23,8 +23,8 @@ import {
   type TracerProvider,
   trace,
 } from '@opentelemetry/api'
-import type { AttemptRecord, KeyStateEvent, RelayHooks, RelayOutcome, TokenUsage } from './index.js'
-import { rejectUnknownKeys } from './options.js'
+import type { AttemptRecord, KeyStateEvent, RelayHooks, RelayOutcome, TokenUsage } from '../index.js'
+import { rejectUnknownKeys } from '../options.js'
 
 /** The instrumentation scope's name. */
 const scope = 'stream-boundary'

@@ -72,7 +72,7 @@ export async function benchFirstOutput(samples: number): Promise<FirstOutputResu
       let firstByteAt = 0
       const gate = createCommitGate(
         timingSink(() => (firstByteAt = performance.now())),
-        { keepAliveIntervalMs: 0 },
+        { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
       )
       const pending = deliver({ gate, body: up.stream, adapter: openaiChat })
       await new Promise((resolve) => setImmediate(resolve))

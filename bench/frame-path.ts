@@ -97,7 +97,9 @@ export async function benchFramePath(options: {
           {
             name: 'whole pump: reader + tracker + gate (null sink)',
             run: async () => {
-              const gate = createCommitGate(nullSink(), { keepAliveIntervalMs: 0 })
+              const gate = createCommitGate(nullSink(), {
+                keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+              })
               const outcome = await deliver({ gate, body: streamOf(chunks), adapter })
               if (outcome.kind !== 'committed')
                 throw new Error('the benchmark stream did not commit')

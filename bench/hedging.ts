@@ -147,7 +147,10 @@ async function startGateway(upstream: string, keys: number, hedge: Hedging | und
       sink: nodeSink(res),
       pool,
       adapter: openaiChat,
-      policy: { keepAliveIntervalMs: 0, ...(hedge === undefined ? {} : { hedge }) },
+      policy: {
+        keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+        ...(hedge === undefined ? {} : { hedge }),
+      },
       attempt: ({ key, signal, attemptNumber }) =>
         fetch(upstream, {
           method: 'POST',

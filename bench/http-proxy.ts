@@ -81,7 +81,7 @@ const url =
             openaiBaseUrl: `${upstream}/v1`,
             anthropicBaseUrl: upstream,
             keys: [{ id: 'bench', secret: 'sk-bench-not-real' }],
-            policy: { keepAliveIntervalMs: 0 },
+            policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
             upstreamClient:
               mode === 'gateway' ? 'node:http' : mode === 'gateway-fetch' ? 'fetch' : toWebClient,
           })

@@ -78,7 +78,7 @@ export async function benchMemory(options: {
   })
   const pumpBytesPerStream = await heapPerStream(options.streams, (stream) =>
     deliver({
-      gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }),
+      gate: createCommitGate(nullSink(), { keepAliveIntervalMs: Number.POSITIVE_INFINITY }),
       body: stream,
       adapter: openaiChat,
     }),
@@ -109,7 +109,7 @@ export async function benchMemory(options: {
     { highWaterMark: 0 },
   )
   const outcome = await deliver({
-    gate: createCommitGate(nullSink(), { keepAliveIntervalMs: 0 }),
+    gate: createCommitGate(nullSink(), { keepAliveIntervalMs: Number.POSITIVE_INFINITY }),
     body: soak,
     adapter: openaiChat,
   })

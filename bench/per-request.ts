@@ -63,7 +63,7 @@ function relayOnce(chunks: readonly Uint8Array[]): Promise<unknown> {
     sink: nullSink(),
     pool,
     adapter: openaiChat,
-    policy: { keepAliveIntervalMs: 0 },
+    policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
     attempt: async () => iterableResponse(yieldAll(chunks), { headers }),
   })
 }
@@ -93,7 +93,7 @@ function relayWithTelemetryOnce(chunks: readonly Uint8Array[]): Promise<unknown>
     pool,
     adapter: openaiChat,
     hooks: telemetry.hooks,
-    policy: { keepAliveIntervalMs: 0 },
+    policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
     attempt: async () => iterableResponse(yieldAll(chunks), { headers }),
   })
 }

@@ -99,7 +99,7 @@ export async function benchRelayPath(options: {
             sink,
             pool,
             adapter: openaiChat,
-            policy: { keepAliveIntervalMs: 0 },
+            policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
             attempt: async () =>
               new Response(streamOf(chunks), {
                 headers: { 'content-type': 'text/event-stream' },

@@ -8,6 +8,7 @@ import { type SignalLike, stopOf } from '../stop.js'
 import type { CommitGate } from './gate.js'
 import { type PumpInput, pumpWith } from './pump.js'
 import {
+  checkOneTranslator,
   type DownstreamOptions,
   normalizePumpPolicy,
   type PumpOutcome,
@@ -97,6 +98,7 @@ const deliverKeys = Object.keys({
  */
 export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
   rejectUnknownKeys('deliver', options, deliverKeys)
+  checkOneTranslator(options)
   return deliverOn(options)
 }
 

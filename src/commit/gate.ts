@@ -74,8 +74,8 @@ export interface CommitGateOptions {
   earlyHeaders?: boolean
   /**
    * After headers are committed, write an SSE comment when nothing was written for this long,
-   * so idle proxies and clients keep the connection. It never counts as content. `0` or
-   * `Infinity` disables.
+   * so idle proxies and clients keep the connection. It never counts as content. `Infinity`
+   * disables; `0` is a `RangeError` (the one rule for every bound).
    * @default 15_000
    */
   keepAliveIntervalMs?: number
@@ -212,17 +212,14 @@ function normalize(options: CommitGateOptions) {
   if (!Number.isInteger(status) || status < 200 || status > 599) {
     throw new RangeError(`status must be an HTTP status from 200 to 599, got ${String(status)}`)
   }
-  const keepAliveIntervalMs = options.keepAliveIntervalMs ?? commitGateDefaults.keepAliveIntervalMs
-  if (
-    keepAliveIntervalMs !== Number.POSITIVE_INFINITY &&
-    !(keepAliveIntervalMs >= 0 && keepAliveIntervalMs <= maxTimerDelayMs)
-  ) {
-    throw new RangeError(
-      `keepAliveIntervalMs must be 0, a positive number of milliseconds up to ${maxTimerDelayMs}, or Infinity; got ${String(keepAliveIntervalMs)}`,
-    )
-  }
+  // The one rule for every bound: `Infinity` turns it off, `0` is a `RangeError`.
+  const keepAliveIntervalMs = timeoutMilliseconds(
+    'keepAliveIntervalMs',
+    options.keepAliveIntervalMs ?? commitGateDefaults.keepAliveIntervalMs,
+  )
   return {
     status,
+    // Inside the gate, 0 stands for "no keep-alive timer".
     keepAliveIntervalMs: keepAliveIntervalMs === Number.POSITIVE_INFINITY ? 0 : keepAliveIntervalMs,
     writeStallTimeoutMs: timeoutMilliseconds(
       'writeStallTimeoutMs',

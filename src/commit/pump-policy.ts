@@ -230,6 +230,25 @@ export interface PumpOptions extends PumpPolicy {
   readonly secrets?: readonly string[] | undefined
 }
 
+/**
+ * One translator at a time: `transform` (a byte rewrite) beside a `downstream` translator
+ * would be ignored in silence, so it is a `TypeError`.
+ */
+export function checkOneTranslator(options: {
+  readonly transform?: unknown
+  readonly downstream?: DownstreamOptions | undefined
+}): void {
+  const { transform, downstream } = options
+  if (transform === undefined || downstream === undefined) return
+  const other = (
+    ['transform', 'translateFrames', 'translateStream', 'translateResponse'] as const
+  ).find((key) => downstream[key] !== undefined)
+  if (other === undefined) return
+  throw new TypeError(
+    `transform and downstream.${other} both translate frames: give one (downstream.${other} for the client's protocol)`,
+  )
+}
+
 /** Validates a pump policy and fills in its defaults; throws a `RangeError` naming a bad option. */
 export function normalizePumpPolicy(policy: PumpPolicy) {
   const idleTimeoutMs = timeoutMilliseconds(

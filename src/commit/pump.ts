@@ -31,6 +31,7 @@ import {
 } from './encoder.js'
 import { type EndingWriter, endAfterReadFailure, endAtEof, release } from './endings.js'
 import {
+  checkOneTranslator,
   normalizePumpPolicy,
   type PumpEnd,
   type PumpOptions,
@@ -94,6 +95,7 @@ function takeBatch(
  * @group Downstream
  */
 export function pump(options: PumpOptions): Promise<PumpOutcome> {
+  checkOneTranslator(options)
   return pumpWith(options, normalizePumpPolicy(options))
 }
 

@@ -23,7 +23,13 @@ import {
   type TracerProvider,
   trace,
 } from '@opentelemetry/api'
-import type { AttemptRecord, KeyStateEvent, RelayHooks, RelayOutcome, TokenUsage } from '../index.js'
+import type {
+  AttemptRecord,
+  KeyStateEvent,
+  RelayHooks,
+  RelayOutcome,
+  TokenUsage,
+} from '../index.js'
 import { rejectUnknownKeys } from '../options.js'
 
 /** The instrumentation scope's name. */

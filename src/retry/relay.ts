@@ -160,7 +160,10 @@ function prepare(options: RelayOptions): {
     const gate = createCommitGate(options.sink, {
       // A whole answer has one head, sent with it.
       earlyHeaders: config.earlyHeaders && !whole,
-      keepAliveIntervalMs: config.downstream.keepAlive === false ? 0 : config.keepAliveIntervalMs,
+      keepAliveIntervalMs:
+        config.downstream.keepAlive === false
+          ? Number.POSITIVE_INFINITY
+          : config.keepAliveIntervalMs,
       keepAliveAfterContent: config.downstream.keepAlive === true,
       writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
       ...(config.headers === undefined ? {} : { headers: config.headers }),

@@ -46,7 +46,7 @@ describe('invariant 19: a cut is told', () => {
           ).map((bytes) => ({ bytes })),
         )
         const sink = createRecordingSink()
-        const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+        const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
         const outcome = await deliver({ gate, body: body.stream, adapter })
         expect(body.released).toBe(true)
         if (outcome.kind !== 'committed') return // the cut came before any output: retryable

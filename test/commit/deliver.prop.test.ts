@@ -62,7 +62,7 @@ describe('deliver properties', () => {
         if (down.failAfterWrites !== undefined) sink.failWritesAfter(down.failAfterWrites)
         const gate = createCommitGate(sink, {
           earlyHeaders: down.earlyHeaders,
-          keepAliveIntervalMs: 0,
+          keepAliveIntervalMs: Number.POSITIVE_INFINITY,
         })
         const pending = deliver({
           gate,

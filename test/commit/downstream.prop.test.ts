@@ -1,10 +1,12 @@
 import fc from 'fast-check'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
+  anthropicMessages,
   createCommitGate,
   createFrameReader,
   type DownstreamTransformContext,
   deliver,
+  openaiChat,
 } from '../../src/index.js'
 import { concatBytes, splitAt } from '../../src/testing/arbitraries.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
@@ -54,7 +56,7 @@ describe('deliver with a downstream side', () => {
         const sink = createRecordingSink()
         const gate = createCommitGate(sink, {
           earlyHeaders: up.earlyHeaders,
-          keepAliveIntervalMs: 0,
+          keepAliveIntervalMs: Number.POSITIVE_INFINITY,
         })
         const seen: string[] = []
         const contexts = new Set<DownstreamTransformContext>()
@@ -102,5 +104,20 @@ describe('deliver with a downstream side', () => {
       }),
       { numRuns: runs(100) },
     )
+  })
+})
+
+describe('one translator at a time', () => {
+  it('transform beside a downstream translator is a TypeError naming both, before anything is read', () => {
+    const body = new ReadableStream<Uint8Array>({ pull: () => {} })
+    expect(() =>
+      deliver({
+        gate: createCommitGate(createRecordingSink()),
+        body,
+        adapter: openaiChat,
+        transform: (frame) => frame.raw,
+        downstream: { adapter: anthropicMessages, transform: () => null },
+      }),
+    ).toThrow('transform and downstream.transform both translate frames')
   })
 })

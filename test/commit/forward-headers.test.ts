@@ -152,7 +152,7 @@ describe('createCommitGate({ forwardHeaders })', () => {
   async function headOf(policy: ForwardHeadersPolicy | undefined) {
     const sink = createRecordingSink()
     const gate = createCommitGate(sink, {
-      keepAliveIntervalMs: 0,
+      keepAliveIntervalMs: Number.POSITIVE_INFINITY,
       headers: { 'x-gateway': 'g1' },
       ...(policy === undefined ? {} : { forwardHeaders: policy }),
     })

@@ -18,7 +18,7 @@ describe('createCommitGate', () => {
   it('moves open → headers-committed → content-committed → closed, and retry is refused after content', async () => {
     const sink = createRecordingSink()
     const gate = createCommitGate(sink, {
-      keepAliveIntervalMs: 0,
+      keepAliveIntervalMs: Number.POSITIVE_INFINITY,
       headers: { 'x-request-id': 'r1' },
     })
     expect([gate.state, gate.canRetry]).toEqual(['open', true])
@@ -58,7 +58,7 @@ describe('createCommitGate', () => {
 
   it('keeps the order of unawaited writes and a close issued right after them', async () => {
     const sink = createRecordingSink()
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     const pending = [
       gate.write(utf8('1')),
       gate.write(utf8('2')),
@@ -82,7 +82,9 @@ describe('createCommitGate', () => {
     expect(head?.type === 'head' && head.headers.get('retry-after')).toBe('3')
     expect(sink.text).toBe('{"error":{"message":"bad gateway"}}')
 
-    const late = createCommitGate(createRecordingSink(), { keepAliveIntervalMs: 0 })
+    const late = createCommitGate(createRecordingSink(), {
+      keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+    })
     await late.commitHeaders()
     expect(isHeadersSentError(await late.respond(502, '').catch((e: unknown) => e))).toBe(true)
     await late.close()
@@ -129,7 +131,7 @@ describe('createCommitGate', () => {
 
   it('turns a failed write into a terminal DownstreamClosedError and aborts its signal', async () => {
     const sink = createRecordingSink()
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     sink.failWritesAfter(1, new Error('write EPIPE'))
     await gate.write(utf8('data: 1\n\n'))
     const error = await gate.write(utf8('data: 2\n\n')).catch((e: unknown) => e)
@@ -165,8 +167,14 @@ describe('createCommitGate', () => {
     expect(() => createCommitGate(createRecordingSink(), { status: 99 })).toThrow(
       'status must be an HTTP status from 200 to 599, got 99',
     )
-    expect(() => createCommitGate(createRecordingSink(), { keepAliveIntervalMs: -1 })).toThrow(
-      'keepAliveIntervalMs must be 0, a positive number of milliseconds up to 2147483647, or Infinity; got -1',
-    )
+    // The one rule for every bound: Infinity turns it off, 0 (like -1) is a RangeError.
+    for (const bad of [-1, 0]) {
+      expect(() => createCommitGate(createRecordingSink(), { keepAliveIntervalMs: bad })).toThrow(
+        `keepAliveIntervalMs must be a positive number of milliseconds up to 2147483647, or Infinity to turn it off; got ${bad}`,
+      )
+    }
+    expect(() =>
+      createCommitGate(createRecordingSink(), { keepAliveIntervalMs: Number.POSITIVE_INFINITY }),
+    ).not.toThrow()
   })
 })

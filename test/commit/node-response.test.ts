@@ -184,7 +184,7 @@ describe('nodeResponse over node:http', () => {
       sink,
       pool: createMemoryKeyPool([{ id: 'k', secret: 'sk-not-real-1234' }]),
       adapter: openaiChat,
-      policy: { keepAliveIntervalMs: 0 },
+      policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
       attempt: async () => (await get(url)).response,
     })
     expect(outcome.kind).toBe('committed')

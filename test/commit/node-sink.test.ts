@@ -123,7 +123,7 @@ async function readAtLeast(
   return Buffer.concat(parts)
 }
 
-const quiet = { keepAliveIntervalMs: 0 }
+const quiet = { keepAliveIntervalMs: Number.POSITIVE_INFINITY }
 
 const chunkBytes = 256 * 1024
 /** 400 chunks of 256 KiB = 100 MiB: far beyond any loopback socket buffer. */

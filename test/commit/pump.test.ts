@@ -28,7 +28,9 @@ afterEach(() => {
 
 function setup(
   steps: ScriptStep[],
-  gateOptions: Parameters<typeof createCommitGate>[1] = { keepAliveIntervalMs: 0 },
+  gateOptions: Parameters<typeof createCommitGate>[1] = {
+    keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+  },
 ) {
   const body = scriptedBody(steps)
   const sink = createRecordingSink()
@@ -230,7 +232,7 @@ describe('earlyHeaders', () => {
     useFakeClock()
     const { sink, gate, body } = setup([{ wait: 50 }, { bytes: role }, { hang: true }], {
       earlyHeaders: true,
-      keepAliveIntervalMs: 0,
+      keepAliveIntervalMs: Number.POSITIVE_INFINITY,
     })
     const pending = deliver({
       gate,

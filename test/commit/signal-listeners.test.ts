@@ -25,7 +25,8 @@ describe('a long-lived caller signal', () => {
   it('holds no listener once deliver or peekFirstOutput settles, on every path', async () => {
     const host = new AbortController()
     const listeners = () => getEventListeners(host.signal, 'abort').length
-    const gate = () => createCommitGate(createRecordingSink(), { keepAliveIntervalMs: 0 })
+    const gate = () =>
+      createCommitGate(createRecordingSink(), { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
 
     const committed = await deliver({
       gate: gate(),
@@ -50,7 +51,7 @@ describe('a long-lived caller signal', () => {
     const failingSink = createRecordingSink()
     failingSink.failWritesAfter(0)
     const closed = await deliver({
-      gate: createCommitGate(failingSink, { keepAliveIntervalMs: 0 }),
+      gate: createCommitGate(failingSink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY }),
       body: scriptedBody([{ bytes: answer }]).stream,
       adapter: openaiChat,
       signal: host.signal,

@@ -128,7 +128,7 @@ describe('timeout values: one rule for every option', () => {
       for (const value of invalid) {
         const sink = createRecordingSink()
         const body = scriptedBody([{ bytes: role + text('a') + stop + done }])
-        const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+        const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
         const delivered = deliver({ gate, body: body.stream, adapter: openaiChat, [name]: value })
         await expect(delivered).rejects.toThrow(RangeError)
         await expect(delivered).rejects.toThrow(message(name, value))
@@ -211,7 +211,7 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     useFakeClock()
     const sink = createRecordingSink()
     const body = scriptedBody([{ bytes: role + text('a') }, { hang: true }])
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     const release = sink.holdWrites()
     let settled = false
     const delivered = deliver({
@@ -245,7 +245,7 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     const steps: ScriptStep[] = [{ bytes: role + text('a') }]
     for (let i = 0; i < 20; i++) steps.push({ wait: 200 }, { bytes: ': keep-alive\n\n' })
     const body = scriptedBody(steps)
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     const delivered = deliver({
       gate,
       body: body.stream,
@@ -265,7 +265,7 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     useFakeClock()
     const sink = createRecordingSink()
     const body = scriptedBody([{ bytes: role + text('a') }, { wait: 10 }, { bytes: text('b') }])
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     sink.holdWrites()
     let settled = false
     const delivered = deliver({
@@ -297,7 +297,7 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     useFakeClock()
     const sink = createRecordingSink()
     const body = scriptedBody([{ bytes: role + text('a') }, { hang: true }])
-    const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     sink.holdWrites()
     const host = new AbortController()
     const delivered = deliver({ gate, body: body.stream, adapter: openaiChat, signal: host.signal })
@@ -320,7 +320,7 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     const closing = new Promise<void>(() => {})
     const stuck = { ...sink, close: () => closing }
     const body = scriptedBody([{ bytes: role + text('a') + stop + done }])
-    const gate = createCommitGate(stuck, { keepAliveIntervalMs: 0 })
+    const gate = createCommitGate(stuck, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
     const delivered = deliver({ gate, body: body.stream, adapter: openaiChat })
     await vi.advanceTimersByTimeAsync(pumpDefaults.writeStallTimeoutMs)
     const outcome = await delivered

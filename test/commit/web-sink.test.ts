@@ -15,7 +15,7 @@ import {
 } from '../../src/index.js'
 import { text, utf8 } from '../support/sources.js'
 
-const quiet = { keepAliveIntervalMs: 0 }
+const quiet = { keepAliveIntervalMs: Number.POSITIVE_INFINITY }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 

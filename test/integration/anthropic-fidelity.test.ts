@@ -221,7 +221,7 @@ describe("reasoning promoted by deliver({ onThinkingOnly: 'promote-reasoning' })
       const outcomes: unknown[] = []
       const sdk = await sdkAgainst(async (res) => {
         const outcome = await deliver({
-          gate: createCommitGate(nodeSink(res), { keepAliveIntervalMs: 0 }),
+          gate: createCommitGate(nodeSink(res), { keepAliveIntervalMs: Number.POSITIVE_INFINITY }),
           body: scriptedBody([{ bytes: wire }]).stream,
           adapter: 'upstream' in how ? how.upstream : anthropicMessages,
           onThinkingOnly: 'promote-reasoning',

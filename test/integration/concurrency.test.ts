@@ -119,7 +119,10 @@ describe('300 concurrent streams over 4 keys, 20 % pre-output faults, no upstrea
       openaiBaseUrl: upstream.url,
       anthropicBaseUrl: upstream.url,
       keys: ['k1', 'k2', 'k3', 'k4'].map((id) => ({ id, secret: `sk-${id}-0123456789abcdef` })),
-      policy: { backoff: { baseMs: 20, maxMs: 200 }, keepAliveIntervalMs: 0 },
+      policy: {
+        backoff: { baseMs: 20, maxMs: 200 },
+        keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+      },
     })
   })
 
@@ -174,7 +177,11 @@ describe('300 concurrent streams over 4 keys, hedged: a tenth sit in prefill for
       openaiBaseUrl: upstream.url,
       anthropicBaseUrl: upstream.url,
       keys: ['k1', 'k2', 'k3', 'k4'].map((id) => ({ id, secret: `sk-${id}-0123456789abcdef` })),
-      policy: { backoff: { baseMs: 20, maxMs: 200 }, keepAliveIntervalMs: 0, hedge: hedging },
+      policy: {
+        backoff: { baseMs: 20, maxMs: 200 },
+        keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+        hedge: hedging,
+      },
     })
   })
 

@@ -52,7 +52,7 @@ async function gatewayFor(upstreamUrl: string, maxPendingStreams?: number) {
     openaiBaseUrl: `${upstreamUrl}/v1`,
     anthropicBaseUrl: upstreamUrl,
     keys: [{ id: 'a', secret: 'sk-a-not-real' }],
-    policy: { keepAliveIntervalMs: 0 },
+    policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
     ...(maxPendingStreams === undefined ? {} : { maxPendingStreams }),
   })
   cleanup(() => gateway.close())

@@ -187,7 +187,7 @@ async function startGateway(upstreamUrl: string, keys: readonly string[], policy
 const hedged = (extra: RelayPolicy = {}): RelayPolicy => ({
   hedge: createHedging({ afterMs: 100, budget: 1 }),
   peek: { firstByteTimeoutMs: 10_000, firstOutputTimeoutMs: 10_000 },
-  keepAliveIntervalMs: 0,
+  keepAliveIntervalMs: Number.POSITIVE_INFINITY,
   ...extra,
 })
 

@@ -76,7 +76,7 @@ async function serve(policy: { idleTimeoutMs: number; writeStallTimeoutMs: numbe
       },
     }
     const gate = createCommitGate(timedSink, {
-      keepAliveIntervalMs: 0,
+      keepAliveIntervalMs: Number.POSITIVE_INFINITY,
       writeStallTimeoutMs: policy.writeStallTimeoutMs,
     })
     deliver({ gate, body: upstream.stream, adapter: openaiChat, ...policy }).then(

@@ -213,7 +213,7 @@ describe('hedged attempts (invariant 15)', () => {
                   priority: request.background ? 'background' : 'interactive',
                   earlyHeaders: request.earlyHeaders,
                   maxAttempts: setup.maxAttempts,
-                  keepAliveIntervalMs: 0,
+                  keepAliveIntervalMs: Number.POSITIVE_INFINITY,
                   backoff: { baseMs: 100, maxMs: 400 },
                   maxWaitMs: 5_000,
                   peek: { firstByteTimeoutMs: 3_000, firstOutputTimeoutMs: 3_000 },

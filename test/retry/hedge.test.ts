@@ -38,7 +38,7 @@ async function warm(hedging: Hedging, n: number) {
       adapter: openaiChat,
       attempt: upstream.attempt,
       name: 'warm-up',
-      policy: { hedge: hedging, keepAliveIntervalMs: 0 },
+      policy: { hedge: hedging, keepAliveIntervalMs: Number.POSITIVE_INFINITY },
     })
     await vi.advanceTimersByTimeAsync(1)
     await pending
@@ -81,7 +81,7 @@ async function hedged(
         options.hooks?.onCommit?.(context)
       },
     },
-    policy: { keepAliveIntervalMs: 0, ...policy },
+    policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY, ...policy },
   })
   await vi.advanceTimersByTimeAsync(options.advanceMs ?? 30_000)
   const outcome = await pending
@@ -423,7 +423,7 @@ describe('a losing attempt that answers late', () => {
         return late.attempt(context)
       },
       policy: {
-        keepAliveIntervalMs: 0,
+        keepAliveIntervalMs: Number.POSITIVE_INFINITY,
         earlyHeaders: true,
         hedge: createHedging({ afterMs: 100, budget: 1 }),
       },
@@ -520,7 +520,10 @@ describe('hedging from the first request', () => {
       sink: createRecordingSink(),
       adapter: openaiChat,
       attempt,
-      policy: { keepAliveIntervalMs: 0, hedge: createHedging({ afterMs: 100, sameKey: true }) },
+      policy: {
+        keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+        hedge: createHedging({ afterMs: 100, sameKey: true }),
+      },
     })
     await vi.advanceTimersByTimeAsync(5_000)
     const outcome = await pending

@@ -204,7 +204,7 @@ export async function checkLeaseProperty(
             maxAttempts: setup.maxAttempts,
             earlyHeaders: setup.earlyHeaders,
             deadlineMs: setup.deadlineMs === undefined ? undefined : ms(setup.deadlineMs),
-            keepAliveIntervalMs: 0,
+            keepAliveIntervalMs: Number.POSITIVE_INFINITY,
             backoff: { baseMs: ms(100), maxMs: ms(400) },
             peek: { firstByteTimeoutMs: ms(1_000), firstOutputTimeoutMs: ms(1_500) },
             idleTimeoutMs: ms(2_000),

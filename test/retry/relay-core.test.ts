@@ -280,7 +280,7 @@ describe('a long-lived host signal', () => {
         adapter: openaiChat,
         attempt: upstream.attempt,
         signal: host.signal,
-        policy: { backoff: { baseMs: 1 }, keepAliveIntervalMs: 0 },
+        policy: { backoff: { baseMs: 1 }, keepAliveIntervalMs: Number.POSITIVE_INFINITY },
       })
       if (disconnect) sink.disconnect()
       return pending

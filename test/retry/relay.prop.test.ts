@@ -139,7 +139,7 @@ describe('relay properties', () => {
             policy: {
               maxAttempts,
               earlyHeaders,
-              keepAliveIntervalMs: 0,
+              keepAliveIntervalMs: Number.POSITIVE_INFINITY,
               backoff: { baseMs: 100, maxMs: 400 },
               peek: { firstByteTimeoutMs: 1000, firstOutputTimeoutMs: 1500 },
               idleTimeoutMs: 2000,

@@ -346,7 +346,7 @@ describe('relay', () => {
 
   it('with early headers, a failure before content is written in-band, not as a status', async () => {
     const { sink, outcome } = await run([emptyEof], {
-      policy: { earlyHeaders: true, maxAttempts: 2, keepAliveIntervalMs: 0 },
+      policy: { earlyHeaders: true, maxAttempts: 2, keepAliveIntervalMs: Number.POSITIVE_INFINITY },
     })
     expect(outcome).toMatchObject({ kind: 'failed', status: 502 })
     expect(sink.status).toBe(200)

@@ -61,7 +61,7 @@ async function relayOnce(policy: { deadlineMs?: number } = {}): Promise<RelayOut
     sink,
     pool,
     adapter: openaiChat,
-    policy: { keepAliveIntervalMs: 0, ...policy },
+    policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY, ...policy },
     attempt: async ({ signal }) => {
       expect(signal).toBeInstanceOf(AbortSignal)
       return iterableResponse(chunks(), { headers: { 'content-type': 'text/event-stream' } })
@@ -92,7 +92,7 @@ describe('abort signals per relayed request', () => {
   it('sink.signal and gate.signal are real AbortSignals that abort when the client leaves, whether asked for before or after', async () => {
     for (const askBefore of [true, false]) {
       const { sink, response } = webSink()
-      const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+      const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
       const before = askBefore ? [sink.signal, gate.signal] : []
       await gate.write(new TextEncoder().encode('data: {}\n\n'))
       await (await response).body?.cancel(new Error('gone'))
@@ -121,7 +121,7 @@ describe('abort signals per relayed request', () => {
       const url = await loopback.listen(
         createServer((_req, res) => {
           const sink = nodeSink(res)
-          const gate = createCommitGate(sink, { keepAliveIntervalMs: 0 })
+          const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
           const before = askBefore ? [sink.signal, gate.signal] : []
           void gate.write(new TextEncoder().encode('data: {}\n\n'))
           resolveServed({ sink, gate, before })

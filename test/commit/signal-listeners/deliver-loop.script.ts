@@ -19,7 +19,9 @@ const host = new AbortController()
 const gc = (globalThis as { gc?: () => void }).gc as () => void
 
 async function once(): Promise<void> {
-  const gate = createCommitGate(createRecordingSink(), { keepAliveIntervalMs: 0 })
+  const gate = createCommitGate(createRecordingSink(), {
+    keepAliveIntervalMs: Number.POSITIVE_INFINITY,
+  })
   const outcome = await deliver({
     gate,
     body: new Response(stream).body as ReadableStream<Uint8Array>,

@@ -12,7 +12,7 @@ import {
   RetryAfterCommitError,
   StreamTimeoutError,
 } from '../errors.js'
-import { maxTimerDelayMs, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
+import { rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
 import {
   type ForwardHeadersPolicy,

@@ -8,11 +8,13 @@
 
 import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
 import {
-  type AuthFailureWithoutLease,
-  authFailedWithoutLease,
-  outcomeKinds,
-  tellKeyState,
-} from './outcomes.js'
+  initialKeyState,
+  KeyHealth,
+  type KeyState,
+  type LeaseRecord,
+  restore,
+} from './key-health.js'
+import { type AuthFailureWithoutLease, authFailedWithoutLease, tellKeyState } from './outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -25,7 +27,7 @@ import type {
   KeyStats,
   PoolKey,
 } from './types.js'
-import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
+import { countInWindow } from './window.js'
 
 /**
  * How the next key is chosen among the usable ones.
@@ -132,48 +134,9 @@ export const memoryKeyPoolDefaults = Object.freeze({
   authDisableMs: 300_000,
 })
 
-interface KeyState {
-  readonly key: PoolKey
-  readonly weight: number
-  readonly maxInflight: number
-  disabled: boolean
-  /** Epoch ms an auth hold lasts; 0 = an operator hold (or not disabled). */
-  disabledUntil: number
-  cooldownUntil: number
-  window: WindowBucket[]
-  failures: number
-  circuit: 'closed' | 'open' | 'half-open'
-  circuitUntil: number
-  /** Bumped whenever the circuit opens or closes: older leases no longer speak for it. */
-  generation: number
-  /** Serial of the half-open circuit's probe lease. */
-  probe: number | undefined
-  /** Serial of the auth hold's probe lease. */
-  authProbe: number | undefined
-  inflight: number
-  leases: number
-  currentWeight: number
-  outcomes: Record<KeyOutcome['kind'], number>
-}
-
-/** What one key can do for an acquire right now. */
-type Availability =
-  | { readonly kind: 'free' }
-  | { readonly kind: 'busy' }
-  | { readonly kind: 'cooling'; readonly wait: number; readonly rateLimited: boolean }
-  | { readonly kind: 'held'; readonly wait: number }
-  | { readonly kind: 'off' }
-
 interface Waiter {
   readonly exclude: ReadonlySet<string> | undefined
   readonly settle: (result: AcquireResult) => void
-}
-
-interface LeaseRecord {
-  readonly serial: number
-  readonly generation: number
-  committed: boolean
-  reported: boolean
 }
 
 /** Every option of {@link MemoryKeyPoolOptions}: a table the compiler keeps complete. */
@@ -233,43 +196,99 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   }
 }
 
-function initialKeyState(key: PoolKey, maxInflight: number): KeyState {
-  return {
-    key,
-    weight: key.weight === undefined ? 1 : positive(`weight of key "${key.id}"`, key.weight),
-    maxInflight:
-      key.maxInflight === undefined
-        ? maxInflight
-        : positive(`maxInflight of key "${key.id}"`, key.maxInflight),
-    disabled: false,
-    disabledUntil: 0,
-    cooldownUntil: 0,
-    window: [],
-    failures: 0,
-    circuit: 'closed',
-    circuitUntil: 0,
-    generation: 0,
-    probe: undefined,
-    authProbe: undefined,
-    inflight: 0,
-    leases: 0,
-    currentWeight: 0,
-    outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
-      KeyOutcome['kind'],
-      number
-    >,
+/** Which free key to lease: round-robin, weighted (smooth) or least-inflight. */
+class KeySelector {
+  #cursor = 0
+
+  constructor(
+    private readonly selection: KeySelection,
+    private readonly states: readonly KeyState[],
+  ) {}
+
+  pick(usable: KeyState[]): KeyState {
+    const { states } = this
+    if (this.selection === 'weighted') {
+      let total = 0
+      let best = usable[0] as KeyState
+      for (const state of usable) {
+        state.currentWeight += state.weight
+        total += state.weight
+        if (state.currentWeight > best.currentWeight) best = state
+      }
+      best.currentWeight -= total
+      return best
+    }
+    // Round-robin order from the cursor; least-inflight takes the least busy in that order.
+    const order = (state: KeyState) =>
+      (states.indexOf(state) - this.#cursor + states.length) % states.length
+    const ordered = [...usable].sort((a, b) => order(a) - order(b))
+    let chosen = ordered[0] as KeyState
+    if (this.selection === 'least-inflight') {
+      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
+    }
+    this.#cursor = (states.indexOf(chosen) + 1) % states.length
+    return chosen
   }
 }
 
-function restore(state: KeyState, saved: KeyStateSnapshot, now: number): void {
-  state.disabled = saved.disabled
-  state.disabledUntil = saved.disabled ? (saved.disabledUntil ?? 0) : 0
-  state.cooldownUntil = saved.cooldownUntil
-  state.failures = saved.failures
-  // Restored failures count as failures of this bucket, with no lease to dilute them.
-  if (saved.failures > 0) state.window = [[now, 0, saved.failures]]
-  state.circuit = saved.circuit
-  state.circuitUntil = saved.circuitUntil
+/** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
+class WaitQueue {
+  readonly #waiters: Waiter[] = []
+
+  get length(): number {
+    return this.#waiters.length
+  }
+
+  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
+  serve(decide: (exclude: ReadonlySet<string> | undefined) => AcquireResult): void {
+    const waiters = this.#waiters
+    for (let i = 0; i < waiters.length; ) {
+      const waiter = waiters[i] as Waiter
+      const result = decide(waiter.exclude)
+      if (result.kind === 'busy') {
+        i++
+        continue
+      }
+      waiters.splice(i, 1)
+      waiter.settle(result)
+    }
+  }
+
+  wait(
+    options: AcquireOptions,
+    waitMs: number,
+    decide: (exclude: ReadonlySet<string> | undefined) => AcquireResult,
+  ): Promise<AcquireResult> {
+    const { exclude, signal } = options
+    const waiters = this.#waiters
+    return new Promise<AcquireResult>((resolve, reject) => {
+      const waiter: Waiter = {
+        exclude,
+        settle(result) {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', onAbort)
+          resolve(result)
+        },
+      }
+      const leave = () => {
+        const index = waiters.indexOf(waiter)
+        if (index >= 0) waiters.splice(index, 1)
+      }
+      const onAbort = () => {
+        leave()
+        clearTimeout(timer)
+        reject(signal?.reason)
+      }
+      // Request-scoped: it holds the process while the caller waits, and is always cleared.
+      const timer = setTimeout(() => {
+        leave()
+        signal?.removeEventListener('abort', onAbort)
+        resolve(decide(exclude))
+      }, waitMs)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      waiters.push(waiter)
+    })
+  }
 }
 
 /**
@@ -310,63 +329,13 @@ export function createMemoryKeyPool(
     const state = byId.get(saved.id)
     if (state !== undefined) restore(state, saved, config.now())
   }
-  let cursor = 0
+  const selector = new KeySelector(config.selection, states)
   let serials = 0
-  const waiters: Waiter[] = []
+  const queue = new WaitQueue()
 
   const tell = (state: KeyState, event: Omit<KeyStateEvent, 'keyId'>) =>
     tellKeyState(config.onKeyState, { keyId: state.key.id, ...event })
-
-  function refresh(state: KeyState, now: number): void {
-    if (pruneWindow(state.window, now, config.breakerWindowMs)) {
-      state.failures = windowTotals(state.window).failures
-    }
-    if (state.circuit === 'open' && state.circuitUntil <= now) {
-      state.circuit = 'half-open'
-      state.probe = undefined
-      tell(state, { state: 'circuit-half-open', reason: 'timer' })
-    }
-  }
-
-  function availability(state: KeyState, now: number): Availability {
-    if (state.disabled && state.disabledUntil === 0) return { kind: 'off' }
-    if (state.disabled && state.disabledUntil > now) {
-      return { kind: 'held', wait: state.disabledUntil - now }
-    }
-    const cooldown = Math.max(0, state.cooldownUntil - now)
-    const open = state.circuit === 'open' ? Math.max(0, state.circuitUntil - now) : 0
-    if (cooldown > 0 || open > 0) {
-      return { kind: 'cooling', wait: Math.max(cooldown, open), rateLimited: open === 0 }
-    }
-    if (state.inflight >= state.maxInflight) return { kind: 'busy' }
-    if (state.circuit === 'half-open' && state.probe !== undefined) return { kind: 'busy' }
-    if (state.disabled && state.authProbe !== undefined) return { kind: 'busy' }
-    return { kind: 'free' }
-  }
-
-  function pick(usable: KeyState[]): KeyState {
-    if (config.selection === 'weighted') {
-      let total = 0
-      let best = usable[0] as KeyState
-      for (const state of usable) {
-        state.currentWeight += state.weight
-        total += state.weight
-        if (state.currentWeight > best.currentWeight) best = state
-      }
-      best.currentWeight -= total
-      return best
-    }
-    // Round-robin order from the cursor; least-inflight takes the least busy in that order.
-    const order = (state: KeyState) =>
-      (states.indexOf(state) - cursor + states.length) % states.length
-    const ordered = [...usable].sort((a, b) => order(a) - order(b))
-    let chosen = ordered[0] as KeyState
-    if (config.selection === 'least-inflight') {
-      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
-    }
-    cursor = (states.indexOf(chosen) + 1) % states.length
-    return chosen
-  }
+  const health = new KeyHealth(config, tell)
 
   /** The answer for one acquire now, leasing when a candidate is free. */
   function decide(exclude: ReadonlySet<string> | undefined): AcquireResult {
@@ -378,9 +347,9 @@ export function createMemoryKeyPool(
     let rateLimited = true
     let earliest = Number.POSITIVE_INFINITY
     for (const state of states) {
-      refresh(state, now)
+      health.refresh(state, now)
       if (exclude?.has(state.key.id)) continue
-      const found = availability(state, now)
+      const found = health.availability(state, now)
       if (found.kind === 'free') free.push(state)
       else if (found.kind === 'busy') busy = true
       else if (found.kind === 'cooling' || found.kind === 'held') {
@@ -389,7 +358,7 @@ export function createMemoryKeyPool(
         if (found.kind === 'held' || !found.rateLimited) rateLimited = false
       }
     }
-    if (free.length > 0) return { kind: 'leased', lease: lease(pick(free), now) }
+    if (free.length > 0) return { kind: 'leased', lease: lease(selector.pick(free), now) }
     const retryInMs = Number.isFinite(earliest) ? earliest : undefined
     if (busy) return { kind: 'busy', retryInMs }
     if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
@@ -421,132 +390,17 @@ export function createMemoryKeyPool(
       commit(): void {
         if (record.committed || record.reported) return
         record.committed = true
-        provenGood(state, record)
+        health.provenGood(state, record)
       },
       async report(outcome: KeyOutcome): Promise<void> {
         if (record.reported) return
         record.reported = true
         state.inflight--
         state.outcomes[outcome.kind]++
-        learn(state, record, outcome, config.now())
-        serveWaiters()
+        health.learn(state, record, outcome, config.now())
+        queue.serve(decide)
       },
     }
-  }
-
-  /** A probe's first output (or a `success`/`rejected` report) closes or re-enables. */
-  function provenGood(state: KeyState, record: LeaseRecord): void {
-    if (state.probe === record.serial) {
-      state.probe = undefined
-      state.circuit = 'closed'
-      state.generation++
-      state.window = []
-      state.failures = 0
-      tell(state, { state: 'circuit-closed', reason: 'probe-succeeded' })
-    }
-    if (state.authProbe === record.serial) {
-      state.authProbe = undefined
-      state.disabled = false
-      state.disabledUntil = 0
-      tell(state, { state: 'enabled', reason: 'probe-succeeded' })
-    }
-  }
-
-  function openCircuit(state: KeyState, now: number, reason: 'failure-rate' | 'probe-failed') {
-    state.circuit = 'open'
-    state.circuitUntil = now + config.circuitOpenMs
-    state.generation++
-    state.window = []
-    state.failures = 0
-    tell(state, { state: 'circuit-open', reason, until: state.circuitUntil })
-  }
-
-  /** An auth failure, with or without a lease: held for `authDisableMs`, then one probe. */
-  function holdForAuth(state: KeyState, now: number): void {
-    // An operator hold stays an operator hold.
-    if (state.disabled && state.disabledUntil === 0) return
-    state.disabled = true
-    state.disabledUntil = now + config.authDisableMs
-    tell(state, { state: 'disabled', reason: 'auth-failed', until: state.disabledUntil })
-  }
-
-  function learn(state: KeyState, record: LeaseRecord, outcome: KeyOutcome, now: number): void {
-    refresh(state, now)
-    const kind = outcome.kind
-    // A no-op after commit(): the probe slot was consumed then.
-    if (kind === 'success' || kind === 'rejected') provenGood(state, record)
-    const probe = state.probe === record.serial
-    // Whatever else the outcome, the probe slots this lease held are free again.
-    if (probe) state.probe = undefined
-    if (state.authProbe === record.serial) state.authProbe = undefined
-    if (kind === 'rate-limited') {
-      const until =
-        now + Math.min(outcome.retryAfterMs ?? config.defaultCooldownMs, config.maxCooldownMs)
-      if (until > state.cooldownUntil) {
-        state.cooldownUntil = until
-        tell(state, { state: 'cooling', reason: 'rate-limited', until })
-      }
-    } else if (kind === 'auth-failed') {
-      holdForAuth(state, now)
-    } else if (kind === 'server-error') {
-      if (probe) openCircuit(state, now, 'probe-failed')
-      else if (state.circuit === 'closed' && record.generation === state.generation) {
-        countInWindow(state.window, now, config.breakerWindowMs, 2)
-        const { leases, failures } = windowTotals(state.window)
-        state.failures = failures
-        if (
-          failures >= config.failureThreshold &&
-          failures >= config.breakerFailureRatio * leases
-        ) {
-          openCircuit(state, now, 'failure-rate')
-        }
-      }
-    }
-  }
-
-  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
-  function serveWaiters(): void {
-    for (let i = 0; i < waiters.length; ) {
-      const waiter = waiters[i] as Waiter
-      const result = decide(waiter.exclude)
-      if (result.kind === 'busy') {
-        i++
-        continue
-      }
-      waiters.splice(i, 1)
-      waiter.settle(result)
-    }
-  }
-
-  function wait(options: AcquireOptions, waitMs: number): Promise<AcquireResult> {
-    const { exclude, signal } = options
-    return new Promise<AcquireResult>((resolve, reject) => {
-      const waiter: Waiter = {
-        exclude,
-        settle(result) {
-          clearTimeout(timer)
-          signal?.removeEventListener('abort', onAbort)
-          resolve(result)
-        },
-      }
-      const leave = () => {
-        const index = waiters.indexOf(waiter)
-        if (index >= 0) waiters.splice(index, 1)
-      }
-      const onAbort = () => {
-        leave()
-        clearTimeout(timer)
-        reject(signal?.reason)
-      }
-      // Request-scoped: it holds the process while the caller waits, and is always cleared.
-      const timer = setTimeout(() => {
-        leave()
-        signal?.removeEventListener('abort', onAbort)
-        resolve(decide(exclude))
-      }, waitMs)
-      signal?.addEventListener('abort', onAbort, { once: true })
-      waiters.push(waiter)
-    })
   }
 
   function setDisabled(id: string, disabled: boolean): void {
@@ -558,7 +412,7 @@ export function createMemoryKeyPool(
     state.disabledUntil = 0
     state.authProbe = undefined
     tell(state, { state: disabled ? 'disabled' : 'enabled', reason: 'operator' })
-    if (!disabled) serveWaiters()
+    if (!disabled) queue.serve(decide)
   }
 
   const pool: KeyPool & AuthFailureWithoutLease = {
@@ -566,11 +420,11 @@ export function createMemoryKeyPool(
       const { signal } = acquireOptions
       if (signal?.aborted) throw signal.reason
       // Capacity freed without a report (a cooldown ended) goes to the queue first.
-      if (waiters.length > 0) serveWaiters()
+      if (queue.length > 0) queue.serve(decide)
       const result = decide(acquireOptions.exclude)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
-      return wait(acquireOptions, waitMs)
+      return queue.wait(acquireOptions, waitMs, decide)
     },
     async enable(id: string): Promise<void> {
       setDisabled(id, false)
@@ -606,7 +460,7 @@ export function createMemoryKeyPool(
       const state = byId.get(keyId)
       if (state === undefined) return
       state.outcomes['auth-failed']++
-      holdForAuth(state, config.now())
+      health.holdForAuth(state, config.now())
     },
   }
   return pool

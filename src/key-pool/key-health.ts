@@ -1,0 +1,212 @@
+/**
+ * One key's health, as a state machine: cooldowns from rate limits, timed auth holds with a
+ * probe, and a failure-rate circuit breaker over a sliding window. The in-memory pool keeps
+ * one {@link KeyState} per key and asks {@link KeyHealth} what it can do and what an outcome
+ * teaches; the Redis pool's Lua scripts (`redis/scripts.ts`) follow the same rules.
+ *
+ * @module
+ */
+
+import { positiveNumber as positive } from '../options.js'
+import { outcomeKinds } from './outcomes.js'
+import type { KeyOutcome, KeyStateEvent, KeyStateSnapshot, PoolKey } from './types.js'
+import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
+
+/** What a key is doing, mutable, one per key of a pool. */
+export interface KeyState {
+  readonly key: PoolKey
+  readonly weight: number
+  readonly maxInflight: number
+  disabled: boolean
+  /** Epoch ms an auth hold lasts; 0 = an operator hold (or not disabled). */
+  disabledUntil: number
+  cooldownUntil: number
+  window: WindowBucket[]
+  failures: number
+  circuit: 'closed' | 'open' | 'half-open'
+  circuitUntil: number
+  /** Bumped whenever the circuit opens or closes: older leases no longer speak for it. */
+  generation: number
+  /** Serial of the half-open circuit's probe lease. */
+  probe: number | undefined
+  /** Serial of the auth hold's probe lease. */
+  authProbe: number | undefined
+  inflight: number
+  leases: number
+  currentWeight: number
+  outcomes: Record<KeyOutcome['kind'], number>
+}
+
+/** What one key can do for an acquire right now. */
+export type Availability =
+  | { readonly kind: 'free' }
+  | { readonly kind: 'busy' }
+  | { readonly kind: 'cooling'; readonly wait: number; readonly rateLimited: boolean }
+  | { readonly kind: 'held'; readonly wait: number }
+  | { readonly kind: 'off' }
+
+/** One lease, as its key's health counts it. */
+export interface LeaseRecord {
+  readonly serial: number
+  readonly generation: number
+  committed: boolean
+  reported: boolean
+}
+
+/** The rules a key's health follows (the pool's options). */
+export interface HealthRules {
+  readonly breakerWindowMs: number
+  readonly circuitOpenMs: number
+  readonly authDisableMs: number
+  readonly defaultCooldownMs: number
+  readonly maxCooldownMs: number
+  readonly failureThreshold: number
+  readonly breakerFailureRatio: number
+}
+
+/** A key's state before anything happened to it. */
+export function initialKeyState(key: PoolKey, maxInflight: number): KeyState {
+  return {
+    key,
+    weight: key.weight === undefined ? 1 : positive(`weight of key "${key.id}"`, key.weight),
+    maxInflight:
+      key.maxInflight === undefined
+        ? maxInflight
+        : positive(`maxInflight of key "${key.id}"`, key.maxInflight),
+    disabled: false,
+    disabledUntil: 0,
+    cooldownUntil: 0,
+    window: [],
+    failures: 0,
+    circuit: 'closed',
+    circuitUntil: 0,
+    generation: 0,
+    probe: undefined,
+    authProbe: undefined,
+    inflight: 0,
+    leases: 0,
+    currentWeight: 0,
+    outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
+      KeyOutcome['kind'],
+      number
+    >,
+  }
+}
+
+/** A key's state as a snapshot saved it. */
+export function restore(state: KeyState, saved: KeyStateSnapshot, now: number): void {
+  state.disabled = saved.disabled
+  state.disabledUntil = saved.disabled ? (saved.disabledUntil ?? 0) : 0
+  state.cooldownUntil = saved.cooldownUntil
+  state.failures = saved.failures
+  // Restored failures count as failures of this bucket, with no lease to dilute them.
+  if (saved.failures > 0) state.window = [[now, 0, saved.failures]]
+  state.circuit = saved.circuit
+  state.circuitUntil = saved.circuitUntil
+}
+
+/** The state machine over every key of one pool: what a key can do, what an outcome teaches. */
+export class KeyHealth {
+  constructor(
+    private readonly rules: HealthRules,
+    private readonly tell: (state: KeyState, event: Omit<KeyStateEvent, 'keyId'>) => void,
+  ) {}
+
+  refresh(state: KeyState, now: number): void {
+    if (pruneWindow(state.window, now, this.rules.breakerWindowMs)) {
+      state.failures = windowTotals(state.window).failures
+    }
+    if (state.circuit === 'open' && state.circuitUntil <= now) {
+      state.circuit = 'half-open'
+      state.probe = undefined
+      this.tell(state, { state: 'circuit-half-open', reason: 'timer' })
+    }
+  }
+
+  availability(state: KeyState, now: number): Availability {
+    if (state.disabled && state.disabledUntil === 0) return { kind: 'off' }
+    if (state.disabled && state.disabledUntil > now) {
+      return { kind: 'held', wait: state.disabledUntil - now }
+    }
+    const cooldown = Math.max(0, state.cooldownUntil - now)
+    const open = state.circuit === 'open' ? Math.max(0, state.circuitUntil - now) : 0
+    if (cooldown > 0 || open > 0) {
+      return { kind: 'cooling', wait: Math.max(cooldown, open), rateLimited: open === 0 }
+    }
+    if (state.inflight >= state.maxInflight) return { kind: 'busy' }
+    if (state.circuit === 'half-open' && state.probe !== undefined) return { kind: 'busy' }
+    if (state.disabled && state.authProbe !== undefined) return { kind: 'busy' }
+    return { kind: 'free' }
+  }
+
+  /** A probe's first output (or a `success`/`rejected` report) closes or re-enables. */
+  provenGood(state: KeyState, record: LeaseRecord): void {
+    if (state.probe === record.serial) {
+      state.probe = undefined
+      state.circuit = 'closed'
+      state.generation++
+      state.window = []
+      state.failures = 0
+      this.tell(state, { state: 'circuit-closed', reason: 'probe-succeeded' })
+    }
+    if (state.authProbe === record.serial) {
+      state.authProbe = undefined
+      state.disabled = false
+      state.disabledUntil = 0
+      this.tell(state, { state: 'enabled', reason: 'probe-succeeded' })
+    }
+  }
+
+  openCircuit(state: KeyState, now: number, reason: 'failure-rate' | 'probe-failed') {
+    state.circuit = 'open'
+    state.circuitUntil = now + this.rules.circuitOpenMs
+    state.generation++
+    state.window = []
+    state.failures = 0
+    this.tell(state, { state: 'circuit-open', reason, until: state.circuitUntil })
+  }
+
+  /** An auth failure, with or without a lease: held for `authDisableMs`, then one probe. */
+  holdForAuth(state: KeyState, now: number): void {
+    // An operator hold stays an operator hold.
+    if (state.disabled && state.disabledUntil === 0) return
+    state.disabled = true
+    state.disabledUntil = now + this.rules.authDisableMs
+    this.tell(state, { state: 'disabled', reason: 'auth-failed', until: state.disabledUntil })
+  }
+
+  learn(state: KeyState, record: LeaseRecord, outcome: KeyOutcome, now: number): void {
+    this.refresh(state, now)
+    const kind = outcome.kind
+    // A no-op after commit(): the probe slot was consumed then.
+    if (kind === 'success' || kind === 'rejected') this.provenGood(state, record)
+    const probe = state.probe === record.serial
+    // Whatever else the outcome, the probe slots this lease held are free again.
+    if (probe) state.probe = undefined
+    if (state.authProbe === record.serial) state.authProbe = undefined
+    if (kind === 'rate-limited') {
+      const until =
+        now +
+        Math.min(outcome.retryAfterMs ?? this.rules.defaultCooldownMs, this.rules.maxCooldownMs)
+      if (until > state.cooldownUntil) {
+        state.cooldownUntil = until
+        this.tell(state, { state: 'cooling', reason: 'rate-limited', until })
+      }
+    } else if (kind === 'auth-failed') {
+      this.holdForAuth(state, now)
+    } else if (kind === 'server-error') {
+      if (probe) this.openCircuit(state, now, 'probe-failed')
+      else if (state.circuit === 'closed' && record.generation === state.generation) {
+        countInWindow(state.window, now, this.rules.breakerWindowMs, 2)
+        const { leases, failures } = windowTotals(state.window)
+        state.failures = failures
+        if (
+          failures >= this.rules.failureThreshold &&
+          failures >= this.rules.breakerFailureRatio * leases
+        ) {
+          this.openCircuit(state, now, 'failure-rate')
+        }
+      }
+    }
+  }
+}

@@ -406,6 +406,159 @@ const redisOptionKeys = Object.keys({
   initialState: true,
 } satisfies Record<keyof RedisKeyPoolOptions, true>)
 
+/** The pool's connection to Redis: every command bounded by `commandTimeoutMs`, failing fast while down. */
+class RedisLink {
+  constructor(
+    readonly client: ScriptClient,
+    readonly commandTimeoutMs: number,
+  ) {}
+
+  /** Resolves once the client is `ready`; false when it was not within `commandTimeoutMs`. */
+  connection(): Promise<boolean> {
+    if (this.client.status === 'ready') return Promise.resolve(true)
+    return new Promise<boolean>((resolve) => {
+      const onReady = () => {
+        clearTimeout(timer)
+        resolve(true)
+      }
+      const timer = setTimeout(
+        () => {
+          this.client.off('ready', onReady)
+          resolve(false)
+        },
+        Math.min(this.commandTimeoutMs, maxDelay),
+      )
+      this.client.once('ready', onReady)
+    })
+  }
+
+  run<T>(operation: RedisPoolOperation, send: () => Promise<T>): Promise<T> {
+    // Fail at once rather than queue behind a connection that is down.
+    if (downStatuses.has(this.client.status)) {
+      return Promise.reject(
+        new RedisUnavailableError(operation, new Error(`the connection is ${this.client.status}`)),
+      )
+    }
+    // Still connecting (a pool used at start-up): wait for it rather than go local at once.
+    if (this.client.status !== 'ready') {
+      return this.connection().then((ready) => {
+        if (ready) return this.run(operation, send)
+        throw new RedisUnavailableError(
+          operation,
+          new Error(`the connection was not ready within ${this.commandTimeoutMs} ms`),
+        )
+      })
+    }
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => {
+          reject(
+            new RedisUnavailableError(
+              operation,
+              new Error(`no reply within ${this.commandTimeoutMs} ms`),
+            ),
+          )
+        },
+        Math.min(this.commandTimeoutMs, maxDelay),
+      )
+      // Only housekeeping lets the process exit; a request's own call holds it.
+      if (operation === 'renew' || operation === 'probe') {
+        ;(timer as { unref?: () => void }).unref?.()
+      }
+      new Promise<T>((sent) => sent(send())).then(
+        (value) => {
+          clearTimeout(timer)
+          resolve(value)
+        },
+        (error: unknown) => {
+          clearTimeout(timer)
+          reject(new RedisUnavailableError(operation, error))
+        },
+      )
+    })
+  }
+
+  script<T>(
+    operation: RedisPoolOperation,
+    name: ScriptName,
+    scriptKeys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<T> {
+    return this.run(operation, async () => {
+      const method = (this.client as unknown as Record<string, ScriptMethod>)[commandNames[name]]
+      if (method === undefined) throw new TypeError(`The ${name} script is not defined`)
+      return decode<T>(await method.call(this.client, scriptKeys.length, ...scriptKeys, ...args))
+    })
+  }
+
+  asUnavailable(error: unknown, operation: RedisPoolOperation): RedisUnavailableError {
+    return isRedisUnavailableError(error) ? error : new RedisUnavailableError(operation, error)
+  }
+}
+
+/** What this replica last heard from Redis of each key: its snapshot and stats. */
+class KnownKeys {
+  constructor(
+    readonly states: Known[],
+    readonly ids: readonly string[],
+    readonly onKeyState: ((event: KeyStateEvent) => void) | undefined,
+  ) {}
+
+  learn(index: number, row: Row): void {
+    const state = this.states[index]
+    if (state === undefined) return
+    state.disabled = row[0] === 1
+    state.cooldownUntil = Number(row[1])
+    state.failures = row[2]
+    state.circuit = row[3]
+    state.circuitUntil = Number(row[4])
+    state.leases = row[6]
+    state.disabledUntil = Number(row[7])
+    const counts = row[8]
+    if (counts !== undefined) {
+      outcomeKinds.forEach((kind, j) => {
+        state.outcomes[kind] = counts[j] ?? 0
+      })
+    }
+  }
+
+  learnAll(rows: readonly Row[]): void {
+    for (const [index, row] of rows.entries()) this.learn(index, row)
+  }
+
+  snapshot(): KeyPoolSnapshot {
+    return {
+      version: 1,
+      keys: this.states.map(
+        (state, index): KeyStateSnapshot => ({
+          id: this.ids[index] as string,
+          disabled: state.disabled,
+          disabledUntil: state.disabledUntil,
+          cooldownUntil: state.cooldownUntil,
+          failures: state.failures,
+          circuit: state.circuit,
+          circuitUntil: state.circuitUntil,
+        }),
+      ),
+    }
+  }
+
+  /** Tells `onKeyState` what a script changed. */
+  tellEvents(events: EventRows | undefined, index?: number): void {
+    if (!Array.isArray(events)) return
+    for (const [i, state, reason, until] of events) {
+      const keyId = this.ids[index ?? i - 1]
+      if (keyId === undefined) continue
+      tellKeyState(this.onKeyState, {
+        keyId,
+        state,
+        reason,
+        ...(until === '' ? {} : { until: Number(until) }),
+      })
+    }
+  }
+}
+
 /**
  * Creates a {@link KeyPool} whose state lives in Redis, shared by every gateway replica that
  * uses the same `prefix`: a 429 seen by one replica cools the key for all, a 401 disables it
@@ -550,142 +703,15 @@ export function createRedisKeyPool(
   let renewTimer: ReturnType<typeof setInterval> | undefined
   let closed = false
   const waiters: RedisWaiter[] = []
-
-  /** Resolves once the client is `ready`; false when it was not within `commandTimeoutMs`. */
-  function connection(): Promise<boolean> {
-    if (client.status === 'ready') return Promise.resolve(true)
-    return new Promise<boolean>((resolve) => {
-      const onReady = () => {
-        clearTimeout(timer)
-        resolve(true)
-      }
-      const timer = setTimeout(
-        () => {
-          client.off('ready', onReady)
-          resolve(false)
-        },
-        Math.min(config.commandTimeoutMs, maxDelay),
-      )
-      client.once('ready', onReady)
-    })
-  }
-
-  function run<T>(operation: RedisPoolOperation, send: () => Promise<T>): Promise<T> {
-    // Fail at once rather than queue behind a connection that is down.
-    if (downStatuses.has(client.status)) {
-      return Promise.reject(
-        new RedisUnavailableError(operation, new Error(`the connection is ${client.status}`)),
-      )
-    }
-    // Still connecting (a pool used at start-up): wait for it rather than go local at once.
-    if (client.status !== 'ready') {
-      return connection().then((ready) => {
-        if (ready) return run(operation, send)
-        throw new RedisUnavailableError(
-          operation,
-          new Error(`the connection was not ready within ${config.commandTimeoutMs} ms`),
-        )
-      })
-    }
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => {
-          reject(
-            new RedisUnavailableError(
-              operation,
-              new Error(`no reply within ${config.commandTimeoutMs} ms`),
-            ),
-          )
-        },
-        Math.min(config.commandTimeoutMs, maxDelay),
-      )
-      // Only housekeeping lets the process exit; a request's own call holds it.
-      if (operation === 'renew' || operation === 'probe') {
-        ;(timer as { unref?: () => void }).unref?.()
-      }
-      new Promise<T>((sent) => sent(send())).then(
-        (value) => {
-          clearTimeout(timer)
-          resolve(value)
-        },
-        (error: unknown) => {
-          clearTimeout(timer)
-          reject(new RedisUnavailableError(operation, error))
-        },
-      )
-    })
-  }
-
-  function script<T>(
-    operation: RedisPoolOperation,
-    name: ScriptName,
-    scriptKeys: readonly string[],
-    args: readonly (string | number)[],
-  ): Promise<T> {
-    return run(operation, async () => {
-      const method = (client as unknown as Record<string, ScriptMethod>)[commandNames[name]]
-      if (method === undefined) throw new TypeError(`The ${name} script is not defined`)
-      return decode<T>(await method.call(client, scriptKeys.length, ...scriptKeys, ...args))
-    })
-  }
-
-  function asUnavailable(error: unknown, operation: RedisPoolOperation): RedisUnavailableError {
-    return isRedisUnavailableError(error) ? error : new RedisUnavailableError(operation, error)
-  }
-
-  function learn(index: number, row: Row): void {
-    const state = known[index]
-    if (state === undefined) return
-    state.disabled = row[0] === 1
-    state.cooldownUntil = Number(row[1])
-    state.failures = row[2]
-    state.circuit = row[3]
-    state.circuitUntil = Number(row[4])
-    state.leases = row[6]
-    state.disabledUntil = Number(row[7])
-    const counts = row[8]
-    if (counts !== undefined) {
-      outcomeKinds.forEach((kind, j) => {
-        state.outcomes[kind] = counts[j] ?? 0
-      })
-    }
-  }
-
-  function learnAll(rows: readonly Row[]): void {
-    for (const [index, row] of rows.entries()) learn(index, row)
-  }
-
-  function snapshot(): KeyPoolSnapshot {
-    return {
-      version: 1,
-      keys: known.map(
-        (state, index): KeyStateSnapshot => ({
-          id: ids[index] as string,
-          disabled: state.disabled,
-          disabledUntil: state.disabledUntil,
-          cooldownUntil: state.cooldownUntil,
-          failures: state.failures,
-          circuit: state.circuit,
-          circuitUntil: state.circuitUntil,
-        }),
-      ),
-    }
-  }
-
-  /** Tells `onKeyState` what a script changed. */
-  function tellEvents(events: EventRows | undefined, index?: number): void {
-    if (!Array.isArray(events)) return
-    for (const [i, state, reason, until] of events) {
-      const keyId = ids[index ?? i - 1]
-      if (keyId === undefined) continue
-      tellKeyState(memoryOptions.onKeyState, {
-        keyId,
-        state,
-        reason,
-        ...(until === '' ? {} : { until: Number(until) }),
-      })
-    }
-  }
+  const link = new RedisLink(client, config.commandTimeoutMs)
+  const run = link.run.bind(link)
+  const script = link.script.bind(link)
+  const asUnavailable = link.asUnavailable.bind(link)
+  const knownKeys = new KnownKeys(known, ids, memoryOptions.onKeyState)
+  const learn = knownKeys.learn.bind(knownKeys)
+  const learnAll = knownKeys.learnAll.bind(knownKeys)
+  const snapshot = knownKeys.snapshot.bind(knownKeys)
+  const tellEvents = knownKeys.tellEvents.bind(knownKeys)
 
   function track(work: Promise<void>): Promise<void> {
     const current: Promise<void> = work.finally(() => {

@@ -33,6 +33,7 @@ import type {
 } from '../key-pool/types.js'
 import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
 import { luaScripts } from './scripts.js'
+import { type RedisWaiter, waitForSlot } from './slot-queue.js'
 
 /**
  * Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives.
@@ -292,11 +293,6 @@ interface ScriptClient {
 }
 
 /** A request of this replica waiting at the in-flight cap. */
-interface RedisWaiter {
-  /** Asks Redis again; `passOn` lets a waiter that excludes keys wake the next one. */
-  attempt(passOn: boolean): void
-}
-
 type ScriptName = keyof typeof luaScripts
 type ScriptMethod = (this: unknown, ...args: (string | number)[]) => Promise<unknown>
 
@@ -321,8 +317,6 @@ const commandNames = Object.fromEntries(
 
 const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
 /** A waiter's poll of Redis starts at this interval and doubles up to `pollMaxMs`. */
-const pollStartMs = 25
-const pollMaxMs = 100
 const maxAbandoned = 1024
 /** setTimeout/setInterval fire at once beyond this. */
 const maxDelay = 2 ** 31 - 1
@@ -1078,85 +1072,6 @@ export function createRedisKeyPool(
     return acquireLocally(current, options)
   }
 
-  /**
-   * Waits in this replica's FIFO queue for a slot. Only the head asks Redis, on a backoff
-   * poll (25 ms doubling to 100 ms: releases on other replicas are not announced) and at
-   * once when a lease of this replica is reported; a head that gets a lease hands the turn
-   * to the next waiter at once, since capacity may remain.
-   */
-  function waitForSlot(options: AcquireOptions, waitMs: number): Promise<AcquireResult> {
-    const { signal } = options
-    return new Promise<AcquireResult>((resolve, reject) => {
-      let delay = pollStartMs
-      let poll: ReturnType<typeof setTimeout> | undefined
-      let running = false
-      let rerun = false
-      let timedOut = false
-      let settled = false
-      const settle = (finish: () => void) => {
-        settled = true
-        clearTimeout(poll)
-        clearTimeout(deadline)
-        signal?.removeEventListener('abort', onAbort)
-        const index = waiters.indexOf(waiter)
-        if (index >= 0) waiters.splice(index, 1)
-        finish()
-        if (index === 0) waiters[0]?.attempt(false)
-      }
-      const schedule = () => {
-        if (settled || running || waiters[0] !== waiter) return
-        clearTimeout(poll)
-        // Request-scoped, like the deadline: it holds the process while the caller waits.
-        poll = setTimeout(() => waiter.attempt(false), delay)
-        delay = Math.min(delay * 2, pollMaxMs)
-      }
-      const settleWith = (result: AcquireResult, passOn: boolean) => {
-        running = false
-        if (settled) {
-          // Aborted while Redis was answering: give the lease straight back.
-          if (result.kind === 'leased') void result.lease.report({ kind: 'cancelled' })
-          return
-        }
-        if (result.kind !== 'busy' || timedOut) return settle(() => resolve(result))
-        if (rerun) {
-          rerun = false
-          return waiter.attempt(passOn)
-        }
-        // A waiter that excludes keys may have missed a slot the next one can take.
-        if (passOn && (options.exclude?.size ?? 0) > 0) {
-          waiters[waiters.indexOf(waiter) + 1]?.attempt(true)
-        }
-        schedule()
-      }
-      const waiter: RedisWaiter = {
-        attempt(passOn) {
-          if (settled) return
-          if (running) {
-            rerun = true
-            return
-          }
-          running = true
-          clearTimeout(poll)
-          acquireOnce(options).then(
-            (result) => settleWith(result, passOn),
-            (error: unknown) => {
-              running = false
-              if (!settled) settle(() => reject(error))
-            },
-          )
-        },
-      }
-      const onAbort = () => settle(() => reject(signal?.reason))
-      const deadline = setTimeout(() => {
-        timedOut = true
-        if (!running) waiter.attempt(false)
-      }, waitMs)
-      signal?.addEventListener('abort', onAbort, { once: true })
-      waiters.push(waiter)
-      schedule()
-    })
-  }
-
   async function setDisabled(id: string, disabled: boolean): Promise<void> {
     const index = indexOf.get(id)
     if (index === undefined) return
@@ -1195,14 +1110,14 @@ export function createRedisKeyPool(
       // Waiters of this replica go first: a newcomer does not take the slot a release frees.
       if (waiters.length > 0) {
         return waitMs > 0
-          ? waitForSlot(acquireOptions, waitMs)
+          ? waitForSlot(waiters, acquireOnce, acquireOptions, waitMs)
           : { kind: 'busy', retryInMs: undefined }
       }
       const result = await acquireOnce(acquireOptions)
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
       // Aborted while Redis answered: do not start waiting.
       if (signal?.aborted) throw signal.reason
-      return waitForSlot(acquireOptions, waitMs)
+      return waitForSlot(waiters, acquireOnce, acquireOptions, waitMs)
     },
     enable(id: string): Promise<void> {
       return setDisabled(id, false)

@@ -5,10 +5,8 @@
  * @module stream-boundary/redis
  */
 
-export type { RedisKeyPool, RedisKeyPoolOptions, RedisPoolOperation } from './redis/pool.js'
-export {
-  createRedisKeyPool,
-  isRedisUnavailableError,
-  RedisUnavailableError,
-  redisKeyPoolDefaults,
-} from './redis/pool.js'
+export type { RedisPoolOperation } from './redis/errors.js'
+export { isRedisUnavailableError, RedisUnavailableError } from './redis/errors.js'
+export type { RedisKeyPool, RedisKeyPoolOptions } from './redis/options.js'
+export { redisKeyPoolDefaults } from './redis/options.js'
+export { createRedisKeyPool } from './redis/pool.js'

@@ -1,23 +1,15 @@
 /**
- * The Redis key pool: the memory pool's semantics, with the state in Redis so every gateway
- * replica sees the same cooldowns, disables, circuits and inflight counts, and a local
- * memory pool to serve from while Redis is unreachable.
+ * `createRedisKeyPool`: the key pool with its state in Redis, shared by every replica, that
+ * degrades to a local pool while Redis is down and merges back what changed when it returns.
  *
  * @module
  */
 
-import type { Cluster, Redis } from 'ioredis'
-import { isStreamBoundaryError, StreamBoundaryError } from '../errors.js'
-import {
-  createMemoryKeyPool,
-  type MemoryKeyPoolOptions,
-  memoryKeyPoolDefaults,
-} from '../key-pool/memory.js'
+import { createMemoryKeyPool } from '../key-pool/memory.js'
 import {
   type AuthFailureWithoutLease,
   authFailedWithoutLease,
   outcomeKinds,
-  tellKeyState,
 } from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
@@ -26,532 +18,30 @@ import type {
   KeyOutcome,
   KeyPool,
   KeyPoolSnapshot,
-  KeyStateEvent,
-  KeyStateSnapshot,
   KeyStats,
   PoolKey,
 } from '../key-pool/types.js'
-import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
-import { luaScripts } from './scripts.js'
+import type { RedisUnavailableError } from './errors.js'
+import { KnownKeys, RedisLink } from './link.js'
+import type { RedisKeyPool, RedisKeyPoolOptions } from './options.js'
+import {
+  type AcquireReply,
+  callHook,
+  type Fallback,
+  maxAbandoned,
+  maxDelay,
+  type OpenLease,
+  type OutcomeKind,
+  type ReportReply,
+  type RowReply,
+  type RowsReply,
+  type SyncKey,
+  type SyncPayload,
+  seedOf,
+  syncKeyOf,
+} from './replies.js'
+import { settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
-
-/**
- * Options of {@link createRedisKeyPool}: the memory pool's, plus where the state lives.
- *
- * @group Key pools
- */
-export interface RedisKeyPoolOptions extends MemoryKeyPoolOptions {
-  /**
-   * The ioredis client (`new Redis(…)` or `new Cluster(…)`), owned by the host: the pool
-   * never connects or quits it. Create it with `enableOfflineQueue: false` so that commands
-   * fail at once while the connection is down instead of queueing.
-   *
-   * @example
-   * const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false })
-   */
-  redis: Redis | Cluster
-  /**
-   * Names this pool's state in Redis. Replicas of one pool share a prefix; two pools (two
-   * routes, two providers) need two prefixes. Every Redis key is `{prefix}:…`, one hash tag,
-   * so a pool lives in one Redis Cluster slot.
-   *
-   * @example 'gateway:openai-keys'
-   */
-  prefix: string
-  /**
-   * How long a lease counts toward `maxInflight` after its replica last renewed it. Replicas
-   * renew their open leases every third of this, so a long stream keeps its slot; a crashed
-   * replica's slots come back after at most this long.
-   * @default 30_000
-   */
-  leaseTtlMs?: number
-  /**
-   * How long a Redis call may take before the pool gives up on it and serves locally. A
-   * pool used before its client is `ready` waits this long for the connection first.
-   * @default 500
-   */
-  commandTimeoutMs?: number
-  /**
-   * While degraded, how often (at most) pool activity triggers a `PING` to see whether
-   * Redis is back.
-   * @default 1_000
-   */
-  probeIntervalMs?: number
-  /**
-   * Called once when Redis stops answering and the pool starts serving from its local
-   * fallback. Gets the error (key ids at most, never a secret). A hook that throws is ignored.
-   */
-  onDegraded?: (error: RedisUnavailableError) => void
-  /** Called once the local state has been pushed back and Redis is the source of truth again. */
-  onRecovered?: () => void
-  /**
-   * The clock, in epoch milliseconds. By default the scripts read Redis's own `TIME`, so
-   * replicas whose clocks drift still agree on cooldowns and lease expiry; the local fallback
-   * then uses `Date.now`. Pass a clock to drive the pool yourself (tests).
-   * @default Redis TIME
-   */
-  now?: () => number
-}
-
-/**
- * Defaults of {@link RedisKeyPoolOptions}.
- *
- * @group Key pools
- */
-export const redisKeyPoolDefaults = Object.freeze({
-  ...memoryKeyPoolDefaults,
-  leaseTtlMs: 30_000,
-  commandTimeoutMs: 500,
-  probeIntervalMs: 1_000,
-})
-
-/**
- * A {@link KeyPool} whose state lives in Redis.
- *
- * @group Key pools
- */
-export interface RedisKeyPool extends KeyPool {
-  /** True while Redis is unreachable and this replica serves from its local fallback. */
-  readonly degraded: boolean
-  /**
-   * Stops renewing this replica's leases (they then expire after `leaseTtlMs`). Does not
-   * close the Redis client, which the host owns.
-   */
-  close(): void
-}
-
-/**
- * What the pool was doing when Redis failed it.
- *
- * @group Key pools
- */
-export type RedisPoolOperation =
-  | 'seed'
-  | 'acquire'
-  | 'commit'
-  | 'report'
-  | 'enable'
-  | 'disable'
-  | 'stats'
-  | 'renew'
-  | 'probe'
-  | 'resync'
-
-/**
- * Redis did not serve the key pool: a connection error, a reply later than
- * `commandTimeoutMs`, or an error reply. Handed to `onDegraded`, never thrown at a request.
- *
- * @group Errors
- */
-export class RedisUnavailableError extends StreamBoundaryError {
-  override readonly name = 'RedisUnavailableError' as const
-  /** What the pool was doing. */
-  readonly operation: RedisPoolOperation
-
-  constructor(operation: RedisPoolOperation, cause: unknown) {
-    const reason = cause instanceof Error ? cause.message : String(cause)
-    super('REDIS_UNAVAILABLE', `Redis did not serve the key pool (${operation}): ${reason}`, {
-      cause,
-    })
-    this.operation = operation
-  }
-}
-
-/**
- * True when `value` is a {@link RedisUnavailableError} (from any copy of the package).
- *
- * @group Errors
- */
-export function isRedisUnavailableError(value: unknown): value is RedisUnavailableError {
-  return isStreamBoundaryError(value) && value.code === 'REDIS_UNAVAILABLE'
-}
-
-type OutcomeKind = KeyOutcome['kind']
-type Circuit = KeyStateSnapshot['circuit']
-
-/** One key as a script returns it: the snapshot fields, inflight, leases, outcome counts. */
-type Row = readonly [
-  disabled: 0 | 1,
-  cooldownUntil: string,
-  failures: number,
-  circuit: Circuit,
-  circuitUntil: string,
-  inflight: number,
-  leases: number,
-  disabledUntil: string,
-  outcomes?: readonly number[],
-]
-/** `[1-based key index, state, reason, until ('' when unbounded)]`; `{}` when none (cjson). */
-type EventRows = readonly (readonly [
-  number,
-  KeyStateEvent['state'],
-  KeyStateEvent['reason'],
-  string,
-])[]
-type AcquireReply = readonly [
-  verdict:
-    | readonly ['leased', index: number, generation: number, probe: 0 | 1]
-    | readonly ['busy', retryInMs: string | number]
-    | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
-    | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]],
-  now: string,
-  rows: readonly Row[],
-  events: EventRows,
-]
-type ReportReply = readonly [applied: 0 | 1, now: string, row: Row, events: EventRows]
-type RowReply = readonly [row: Row, events: EventRows]
-type RowsReply = readonly [now: string, rows: readonly Row[], events?: EventRows]
-
-/** An outcome reported during an outage for a lease Redis still holds. */
-interface Replay {
-  /** 1-based index of the key (Lua). */
-  readonly key: number
-  readonly lease: string
-  readonly gen: number
-  readonly kind: OutcomeKind
-  readonly retryAfterMs?: number
-  readonly at: number
-}
-
-interface SyncKey {
-  /** Written only when Redis does not know the key (it restarted empty, or initialState). */
-  seed: readonly [0 | 1, number, number, Circuit, number, number]
-  /** Any other change of the hold during the outage (disable, enable, a probe's): it wins. */
-  disabled?: boolean
-  disabledUntil?: number
-  /** An auth failure during the outage: merged as a report is, until this epoch ms. */
-  authHold?: number
-  cooldownUntil?: number
-  circuit?: readonly [number, Circuit, number]
-  /** Cumulative for this outage: leases, then one count per outcome kind. */
-  counts: readonly number[]
-}
-
-interface SyncPayload {
-  keys: readonly SyncKey[]
-  release: readonly string[]
-  replay: readonly Replay[]
-  adopt: readonly (readonly [number, string])[]
-  config: ScriptConfig
-}
-
-/** The options the scripts apply, sent as JSON. */
-interface ScriptConfig {
-  readonly defaultCooldownMs: number
-  readonly maxCooldownMs: number
-  readonly failureThreshold: number
-  readonly breakerWindowMs: number
-  readonly breakerFailureRatio: number
-  readonly circuitOpenMs: number
-  readonly authDisableMs: number
-}
-
-/** What this replica last learned from Redis about one key. */
-interface Known {
-  disabled: boolean
-  disabledUntil: number
-  cooldownUntil: number
-  failures: number
-  circuit: Circuit
-  circuitUntil: number
-  leases: number
-  outcomes: Record<OutcomeKind, number>
-}
-
-/** The local pool of one outage, and what must go back to Redis when it ends. */
-interface Fallback {
-  readonly id: string
-  readonly pool: KeyPool & AuthFailureWithoutLease
-  /** The state when the outage began: only what changed since is pushed back. */
-  readonly baseline: KeyPoolSnapshot
-  /** Local leases taken on behalf of Redis leases that were open when the outage began. */
-  readonly shadows: number[]
-  readonly release: string[]
-  readonly replay: Replay[]
-}
-
-interface OpenLease {
-  readonly index: number
-  readonly id: string
-  /** The key's breaker generation when the lease was handed out. */
-  readonly gen: number
-  /** Redis made it a probe (half-open circuit or auth hold): its commit must reach Redis. */
-  readonly probe: boolean
-  /** Redis counts this lease (it came from Redis, or was adopted after an outage). */
-  inRedis: boolean
-  local: { readonly fallback: Fallback; readonly lease: KeyLease } | undefined
-  shadowing: Promise<void> | undefined
-}
-
-/** The slice of an ioredis client the pool uses; `Redis` and `Cluster` both have it. */
-interface ScriptClient {
-  readonly status: string
-  ping(): Promise<unknown>
-  defineCommand(name: string, definition: { lua: string }): void
-  once(event: 'ready', listener: () => void): unknown
-  off(event: 'ready', listener: () => void): unknown
-}
-
-/** A request of this replica waiting at the in-flight cap. */
-type ScriptName = keyof typeof luaScripts
-type ScriptMethod = (this: unknown, ...args: (string | number)[]) => Promise<unknown>
-
-/** FNV-1a: enough to tell two versions of a script apart. */
-function fingerprint(text: string): string {
-  let hash = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193)
-  }
-  return (hash >>> 0).toString(36)
-}
-
-// The fingerprint keeps two versions of this package on one client from overwriting each
-// other's scripts.
-const commandNames = Object.fromEntries(
-  Object.entries(luaScripts).map(([name, lua]) => [
-    name,
-    `streamBoundaryPool_${name}_${fingerprint(lua)}`,
-  ]),
-) as Record<ScriptName, string>
-
-const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
-/** A waiter's poll of Redis starts at this interval and doubles up to `pollMaxMs`. */
-const maxAbandoned = 1024
-/** setTimeout/setInterval fire at once beyond this. */
-const maxDelay = 2 ** 31 - 1
-
-function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
-  return [
-    state.disabled ? 1 : 0,
-    state.cooldownUntil,
-    state.failures,
-    state.circuit,
-    state.circuitUntil,
-    state.disabledUntil ?? 0,
-  ]
-}
-
-/**
- * What one key's state at the end of an outage pushes back to Redis: its seed, cooldown and
- * cumulative counts, and what changed since `before`, the state when the outage began.
- */
-function syncKeyOf(
-  state: KeyStateSnapshot,
-  before: KeyStateSnapshot,
-  counts: readonly number[],
-): SyncKey {
-  const entry: SyncKey = { seed: seedOf(state), cooldownUntil: state.cooldownUntil, counts }
-  const until = state.disabledUntil ?? 0
-  const untilBefore = before.disabledUntil ?? 0
-  if (state.disabled !== before.disabled || until !== untilBefore) {
-    // A timed hold that no local enable preceded is an auth failure: Redis merges it as a
-    // report, so an operator hold placed there meanwhile stays.
-    if (state.disabled && until > 0 && !(before.disabled && untilBefore === 0)) {
-      entry.authHold = until
-    } else {
-      entry.disabled = state.disabled
-      entry.disabledUntil = until
-    }
-  }
-  if (
-    state.failures !== before.failures ||
-    state.circuit !== before.circuit ||
-    state.circuitUntil !== before.circuitUntil
-  ) {
-    entry.circuit = [state.failures, state.circuit, state.circuitUntil]
-  }
-  return entry
-}
-
-function decode<T>(reply: unknown): T {
-  if (typeof reply !== 'string') throw new TypeError('A key pool script returned no JSON')
-  return JSON.parse(reply) as T
-}
-
-function callHook<A extends unknown[]>(hook: ((...args: A) => void) | undefined, ...args: A) {
-  try {
-    hook?.(...args)
-  } catch {
-    // A hook that throws is ignored.
-  }
-}
-
-/** Every option of {@link RedisKeyPoolOptions}: a table the compiler keeps complete. */
-const redisOptionKeys = Object.keys({
-  redis: true,
-  prefix: true,
-  leaseTtlMs: true,
-  commandTimeoutMs: true,
-  probeIntervalMs: true,
-  onDegraded: true,
-  onRecovered: true,
-  now: true,
-  selection: true,
-  maxInflight: true,
-  defaultCooldownMs: true,
-  maxCooldownMs: true,
-  failureThreshold: true,
-  breakerWindowMs: true,
-  breakerFailureRatio: true,
-  circuitOpenMs: true,
-  authDisableMs: true,
-  onKeyState: true,
-  initialState: true,
-} satisfies Record<keyof RedisKeyPoolOptions, true>)
-
-/** The pool's connection to Redis: every command bounded by `commandTimeoutMs`, failing fast while down. */
-class RedisLink {
-  constructor(
-    readonly client: ScriptClient,
-    readonly commandTimeoutMs: number,
-  ) {}
-
-  /** Resolves once the client is `ready`; false when it was not within `commandTimeoutMs`. */
-  connection(): Promise<boolean> {
-    if (this.client.status === 'ready') return Promise.resolve(true)
-    return new Promise<boolean>((resolve) => {
-      const onReady = () => {
-        clearTimeout(timer)
-        resolve(true)
-      }
-      const timer = setTimeout(
-        () => {
-          this.client.off('ready', onReady)
-          resolve(false)
-        },
-        Math.min(this.commandTimeoutMs, maxDelay),
-      )
-      this.client.once('ready', onReady)
-    })
-  }
-
-  run<T>(operation: RedisPoolOperation, send: () => Promise<T>): Promise<T> {
-    // Fail at once rather than queue behind a connection that is down.
-    if (downStatuses.has(this.client.status)) {
-      return Promise.reject(
-        new RedisUnavailableError(operation, new Error(`the connection is ${this.client.status}`)),
-      )
-    }
-    // Still connecting (a pool used at start-up): wait for it rather than go local at once.
-    if (this.client.status !== 'ready') {
-      return this.connection().then((ready) => {
-        if (ready) return this.run(operation, send)
-        throw new RedisUnavailableError(
-          operation,
-          new Error(`the connection was not ready within ${this.commandTimeoutMs} ms`),
-        )
-      })
-    }
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => {
-          reject(
-            new RedisUnavailableError(
-              operation,
-              new Error(`no reply within ${this.commandTimeoutMs} ms`),
-            ),
-          )
-        },
-        Math.min(this.commandTimeoutMs, maxDelay),
-      )
-      // Only housekeeping lets the process exit; a request's own call holds it.
-      if (operation === 'renew' || operation === 'probe') {
-        ;(timer as { unref?: () => void }).unref?.()
-      }
-      new Promise<T>((sent) => sent(send())).then(
-        (value) => {
-          clearTimeout(timer)
-          resolve(value)
-        },
-        (error: unknown) => {
-          clearTimeout(timer)
-          reject(new RedisUnavailableError(operation, error))
-        },
-      )
-    })
-  }
-
-  script<T>(
-    operation: RedisPoolOperation,
-    name: ScriptName,
-    scriptKeys: readonly string[],
-    args: readonly (string | number)[],
-  ): Promise<T> {
-    return this.run(operation, async () => {
-      const method = (this.client as unknown as Record<string, ScriptMethod>)[commandNames[name]]
-      if (method === undefined) throw new TypeError(`The ${name} script is not defined`)
-      return decode<T>(await method.call(this.client, scriptKeys.length, ...scriptKeys, ...args))
-    })
-  }
-
-  asUnavailable(error: unknown, operation: RedisPoolOperation): RedisUnavailableError {
-    return isRedisUnavailableError(error) ? error : new RedisUnavailableError(operation, error)
-  }
-}
-
-/** What this replica last heard from Redis of each key: its snapshot and stats. */
-class KnownKeys {
-  constructor(
-    readonly states: Known[],
-    readonly ids: readonly string[],
-    readonly onKeyState: ((event: KeyStateEvent) => void) | undefined,
-  ) {}
-
-  learn(index: number, row: Row): void {
-    const state = this.states[index]
-    if (state === undefined) return
-    state.disabled = row[0] === 1
-    state.cooldownUntil = Number(row[1])
-    state.failures = row[2]
-    state.circuit = row[3]
-    state.circuitUntil = Number(row[4])
-    state.leases = row[6]
-    state.disabledUntil = Number(row[7])
-    const counts = row[8]
-    if (counts !== undefined) {
-      outcomeKinds.forEach((kind, j) => {
-        state.outcomes[kind] = counts[j] ?? 0
-      })
-    }
-  }
-
-  learnAll(rows: readonly Row[]): void {
-    for (const [index, row] of rows.entries()) this.learn(index, row)
-  }
-
-  snapshot(): KeyPoolSnapshot {
-    return {
-      version: 1,
-      keys: this.states.map(
-        (state, index): KeyStateSnapshot => ({
-          id: this.ids[index] as string,
-          disabled: state.disabled,
-          disabledUntil: state.disabledUntil,
-          cooldownUntil: state.cooldownUntil,
-          failures: state.failures,
-          circuit: state.circuit,
-          circuitUntil: state.circuitUntil,
-        }),
-      ),
-    }
-  }
-
-  /** Tells `onKeyState` what a script changed. */
-  tellEvents(events: EventRows | undefined, index?: number): void {
-    if (!Array.isArray(events)) return
-    for (const [i, state, reason, until] of events) {
-      const keyId = this.ids[index ?? i - 1]
-      if (keyId === undefined) continue
-      tellKeyState(this.onKeyState, {
-        keyId,
-        state,
-        reason,
-        ...(until === '' ? {} : { until: Number(until) }),
-      })
-    }
-  }
-}
 
 /**
  * Creates a {@link KeyPool} whose state lives in Redis, shared by every gateway replica that
@@ -604,82 +94,25 @@ export function createRedisKeyPool(
   keys: readonly PoolKey[],
   options: RedisKeyPoolOptions,
 ): RedisKeyPool {
-  rejectUnknownKeys('createRedisKeyPool', options, redisOptionKeys)
   const {
-    redis,
-    prefix,
-    leaseTtlMs,
-    commandTimeoutMs,
-    probeIntervalMs,
+    memoryOptions,
     onDegraded,
     onRecovered,
-    now,
-    ...memoryOptions
-  } = options
-  // Validates keys and the shared options with the memory pool's own messages, and gives
-  // the starting state (initialState applied).
-  const initial = createMemoryKeyPool(keys, memoryOptions)
-  if (typeof (redis as { defineCommand?: unknown } | undefined)?.defineCommand !== 'function') {
-    throw new TypeError('redis must be an ioredis client (new Redis() or new Cluster())')
-  }
-  if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
-    throw new TypeError(`prefix must be a non-empty string without { or }, got ${String(prefix)}`)
-  }
-  const config = {
-    selection: memoryOptions.selection ?? redisKeyPoolDefaults.selection,
-    maxInflight: memoryOptions.maxInflight ?? redisKeyPoolDefaults.maxInflight,
-    leaseTtlMs: positive('leaseTtlMs', leaseTtlMs ?? redisKeyPoolDefaults.leaseTtlMs),
-    commandTimeoutMs: positive(
-      'commandTimeoutMs',
-      commandTimeoutMs ?? redisKeyPoolDefaults.commandTimeoutMs,
-    ),
-    probeIntervalMs: positive(
-      'probeIntervalMs',
-      probeIntervalMs ?? redisKeyPoolDefaults.probeIntervalMs,
-    ),
-  }
-  const client = redis as unknown as ScriptClient
-  for (const name of Object.keys(luaScripts) as ScriptName[]) {
-    const command = commandNames[name]
-    if (typeof (client as unknown as Record<string, unknown>)[command] !== 'function') {
-      client.defineCommand(command, { lua: luaScripts[name] })
-    }
-  }
-
-  const ids = keys.map((key) => key.id)
-  const indexOf = new Map(ids.map((id, index) => [id, index]))
-  const perKeyArgs = keys.map((key) => [key.maxInflight ?? config.maxInflight, key.weight ?? 1])
-  const tag = `{${prefix}}`
-  const redisKeys = ids.map((id) => [`${tag}:s:${id}`, `${tag}:l:${id}`, `${tag}:d:${id}`])
-  const allKeys = redisKeys.flat()
-  const cursorKey = `${tag}:cursor`
-  const localNow = now ?? Date.now
-  const clockArg = () => (now === undefined ? '-1' : String(now()))
-  const d = redisKeyPoolDefaults
-  const scriptConfig: ScriptConfig = {
-    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
-    maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
-    failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
-    breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
-    breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
-    circuitOpenMs: memoryOptions.circuitOpenMs ?? d.circuitOpenMs,
-    authDisableMs: memoryOptions.authDisableMs ?? d.authDisableMs,
-  }
-  const configJson = JSON.stringify(scriptConfig)
-
-  const known: Known[] = initial.toJSON().keys.map((state) => ({
-    disabled: state.disabled,
-    disabledUntil: state.disabledUntil ?? 0,
-    cooldownUntil: state.cooldownUntil,
-    failures: state.failures,
-    circuit: state.circuit,
-    circuitUntil: state.circuitUntil,
-    leases: 0,
-    outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
-      OutcomeKind,
-      number
-    >,
-  }))
+    config,
+    client,
+    ids,
+    indexOf,
+    perKeyArgs,
+    tag,
+    redisKeys,
+    allKeys,
+    cursorKey,
+    localNow,
+    clockArg,
+    scriptConfig,
+    configJson,
+    known,
+  } = settingsOf(keys, options)
   const replica = Array.from(crypto.getRandomValues(new Uint8Array(6)), (byte) =>
     byte.toString(16).padStart(2, '0'),
   ).join('')

@@ -1,0 +1,240 @@
+/**
+ * What the pool and its Lua scripts say to each other: the replies, the sync payload, the
+ * state this replica keeps of each key and of the outage fallback, and their conversions.
+ *
+ * @module
+ */
+
+import type { AuthFailureWithoutLease } from '../key-pool/outcomes.js'
+import type {
+  KeyLease,
+  KeyOutcome,
+  KeyPool,
+  KeyPoolSnapshot,
+  KeyStateEvent,
+  KeyStateSnapshot,
+} from '../key-pool/types.js'
+import { luaScripts } from './scripts.js'
+
+export type OutcomeKind = KeyOutcome['kind']
+
+type Circuit = KeyStateSnapshot['circuit']
+
+/** One key as a script returns it: the snapshot fields, inflight, leases, outcome counts. */
+export type Row = readonly [
+  disabled: 0 | 1,
+  cooldownUntil: string,
+  failures: number,
+  circuit: Circuit,
+  circuitUntil: string,
+  inflight: number,
+  leases: number,
+  disabledUntil: string,
+  outcomes?: readonly number[],
+]
+
+/** `[1-based key index, state, reason, until ('' when unbounded)]`; `{}` when none (cjson). */
+export type EventRows = readonly (readonly [
+  number,
+  KeyStateEvent['state'],
+  KeyStateEvent['reason'],
+  string,
+])[]
+
+export type AcquireReply = readonly [
+  verdict:
+    | readonly ['leased', index: number, generation: number, probe: 0 | 1]
+    | readonly ['busy', retryInMs: string | number]
+    | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
+    | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]],
+  now: string,
+  rows: readonly Row[],
+  events: EventRows,
+]
+
+export type ReportReply = readonly [applied: 0 | 1, now: string, row: Row, events: EventRows]
+
+export type RowReply = readonly [row: Row, events: EventRows]
+
+export type RowsReply = readonly [now: string, rows: readonly Row[], events?: EventRows]
+
+/** An outcome reported during an outage for a lease Redis still holds. */
+interface Replay {
+  /** 1-based index of the key (Lua). */
+  readonly key: number
+  readonly lease: string
+  readonly gen: number
+  readonly kind: OutcomeKind
+  readonly retryAfterMs?: number
+  readonly at: number
+}
+
+export interface SyncKey {
+  /** Written only when Redis does not know the key (it restarted empty, or initialState). */
+  seed: readonly [0 | 1, number, number, Circuit, number, number]
+  /** Any other change of the hold during the outage (disable, enable, a probe's): it wins. */
+  disabled?: boolean
+  disabledUntil?: number
+  /** An auth failure during the outage: merged as a report is, until this epoch ms. */
+  authHold?: number
+  cooldownUntil?: number
+  circuit?: readonly [number, Circuit, number]
+  /** Cumulative for this outage: leases, then one count per outcome kind. */
+  counts: readonly number[]
+}
+
+export interface SyncPayload {
+  keys: readonly SyncKey[]
+  release: readonly string[]
+  replay: readonly Replay[]
+  adopt: readonly (readonly [number, string])[]
+  config: ScriptConfig
+}
+
+/** The options the scripts apply, sent as JSON. */
+export interface ScriptConfig {
+  readonly defaultCooldownMs: number
+  readonly maxCooldownMs: number
+  readonly failureThreshold: number
+  readonly breakerWindowMs: number
+  readonly breakerFailureRatio: number
+  readonly circuitOpenMs: number
+  readonly authDisableMs: number
+}
+
+/** What this replica last learned from Redis about one key. */
+export interface Known {
+  disabled: boolean
+  disabledUntil: number
+  cooldownUntil: number
+  failures: number
+  circuit: Circuit
+  circuitUntil: number
+  leases: number
+  outcomes: Record<OutcomeKind, number>
+}
+
+/** The local pool of one outage, and what must go back to Redis when it ends. */
+export interface Fallback {
+  readonly id: string
+  readonly pool: KeyPool & AuthFailureWithoutLease
+  /** The state when the outage began: only what changed since is pushed back. */
+  readonly baseline: KeyPoolSnapshot
+  /** Local leases taken on behalf of Redis leases that were open when the outage began. */
+  readonly shadows: number[]
+  readonly release: string[]
+  readonly replay: Replay[]
+}
+
+export interface OpenLease {
+  readonly index: number
+  readonly id: string
+  /** The key's breaker generation when the lease was handed out. */
+  readonly gen: number
+  /** Redis made it a probe (half-open circuit or auth hold): its commit must reach Redis. */
+  readonly probe: boolean
+  /** Redis counts this lease (it came from Redis, or was adopted after an outage). */
+  inRedis: boolean
+  local: { readonly fallback: Fallback; readonly lease: KeyLease } | undefined
+  shadowing: Promise<void> | undefined
+}
+
+/** The slice of an ioredis client the pool uses; `Redis` and `Cluster` both have it. */
+export interface ScriptClient {
+  readonly status: string
+  ping(): Promise<unknown>
+  defineCommand(name: string, definition: { lua: string }): void
+  once(event: 'ready', listener: () => void): unknown
+  off(event: 'ready', listener: () => void): unknown
+}
+
+/** A request of this replica waiting at the in-flight cap. */
+export type ScriptName = keyof typeof luaScripts
+
+export type ScriptMethod = (this: unknown, ...args: (string | number)[]) => Promise<unknown>
+
+/** FNV-1a: enough to tell two versions of a script apart. */
+function fingerprint(text: string): string {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  return (hash >>> 0).toString(36)
+}
+
+// The fingerprint keeps two versions of this package on one client from overwriting each
+// other's scripts.
+export const commandNames = Object.fromEntries(
+  Object.entries(luaScripts).map(([name, lua]) => [
+    name,
+    `streamBoundaryPool_${name}_${fingerprint(lua)}`,
+  ]),
+) as Record<ScriptName, string>
+
+export const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
+
+/** A waiter's poll of Redis starts at this interval and doubles up to `pollMaxMs`. */
+export const maxAbandoned = 1024
+
+/** setTimeout/setInterval fire at once beyond this. */
+export const maxDelay = 2 ** 31 - 1
+
+export function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
+  return [
+    state.disabled ? 1 : 0,
+    state.cooldownUntil,
+    state.failures,
+    state.circuit,
+    state.circuitUntil,
+    state.disabledUntil ?? 0,
+  ]
+}
+
+/**
+ * What one key's state at the end of an outage pushes back to Redis: its seed, cooldown and
+ * cumulative counts, and what changed since `before`, the state when the outage began.
+ */
+export function syncKeyOf(
+  state: KeyStateSnapshot,
+  before: KeyStateSnapshot,
+  counts: readonly number[],
+): SyncKey {
+  const entry: SyncKey = { seed: seedOf(state), cooldownUntil: state.cooldownUntil, counts }
+  const until = state.disabledUntil ?? 0
+  const untilBefore = before.disabledUntil ?? 0
+  if (state.disabled !== before.disabled || until !== untilBefore) {
+    // A timed hold that no local enable preceded is an auth failure: Redis merges it as a
+    // report, so an operator hold placed there meanwhile stays.
+    if (state.disabled && until > 0 && !(before.disabled && untilBefore === 0)) {
+      entry.authHold = until
+    } else {
+      entry.disabled = state.disabled
+      entry.disabledUntil = until
+    }
+  }
+  if (
+    state.failures !== before.failures ||
+    state.circuit !== before.circuit ||
+    state.circuitUntil !== before.circuitUntil
+  ) {
+    entry.circuit = [state.failures, state.circuit, state.circuitUntil]
+  }
+  return entry
+}
+
+export function decode<T>(reply: unknown): T {
+  if (typeof reply !== 'string') throw new TypeError('A key pool script returned no JSON')
+  return JSON.parse(reply) as T
+}
+
+export function callHook<A extends unknown[]>(
+  hook: ((...args: A) => void) | undefined,
+  ...args: A
+) {
+  try {
+    hook?.(...args)
+  } catch {
+    // A hook that throws is ignored.
+  }
+}

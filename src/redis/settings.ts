@@ -1,0 +1,121 @@
+/**
+ * The Redis key pool's settings, checked and derived once at creation: the options with
+ * their defaults, the client with the pool's scripts defined on it, each key's Redis keys
+ * and script arguments, and the starting state of every key.
+ *
+ * @module
+ */
+
+import { createMemoryKeyPool } from '../key-pool/memory.js'
+import { outcomeKinds } from '../key-pool/outcomes.js'
+import type { PoolKey } from '../key-pool/types.js'
+import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
+import { type RedisKeyPoolOptions, redisKeyPoolDefaults, redisOptionKeys } from './options.js'
+import {
+  commandNames,
+  type Known,
+  type OutcomeKind,
+  type ScriptClient,
+  type ScriptConfig,
+  type ScriptName,
+} from './replies.js'
+import { luaScripts } from './scripts.js'
+
+/** Everything `createRedisKeyPool` derives from its arguments before it serves. */
+export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOptions) {
+  rejectUnknownKeys('createRedisKeyPool', options, redisOptionKeys)
+  const {
+    redis,
+    prefix,
+    leaseTtlMs,
+    commandTimeoutMs,
+    probeIntervalMs,
+    onDegraded,
+    onRecovered,
+    now,
+    ...memoryOptions
+  } = options
+  // Validates keys and the shared options with the memory pool's own messages, and gives
+  // the starting state (initialState applied).
+  const initial = createMemoryKeyPool(keys, memoryOptions)
+  if (typeof (redis as { defineCommand?: unknown } | undefined)?.defineCommand !== 'function') {
+    throw new TypeError('redis must be an ioredis client (new Redis() or new Cluster())')
+  }
+  if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
+    throw new TypeError(`prefix must be a non-empty string without { or }, got ${String(prefix)}`)
+  }
+  const config = {
+    selection: memoryOptions.selection ?? redisKeyPoolDefaults.selection,
+    maxInflight: memoryOptions.maxInflight ?? redisKeyPoolDefaults.maxInflight,
+    leaseTtlMs: positive('leaseTtlMs', leaseTtlMs ?? redisKeyPoolDefaults.leaseTtlMs),
+    commandTimeoutMs: positive(
+      'commandTimeoutMs',
+      commandTimeoutMs ?? redisKeyPoolDefaults.commandTimeoutMs,
+    ),
+    probeIntervalMs: positive(
+      'probeIntervalMs',
+      probeIntervalMs ?? redisKeyPoolDefaults.probeIntervalMs,
+    ),
+  }
+  const client = redis as unknown as ScriptClient
+  for (const name of Object.keys(luaScripts) as ScriptName[]) {
+    const command = commandNames[name]
+    if (typeof (client as unknown as Record<string, unknown>)[command] !== 'function') {
+      client.defineCommand(command, { lua: luaScripts[name] })
+    }
+  }
+
+  const ids = keys.map((key) => key.id)
+  const indexOf = new Map(ids.map((id, index) => [id, index]))
+  const perKeyArgs = keys.map((key) => [key.maxInflight ?? config.maxInflight, key.weight ?? 1])
+  const tag = `{${prefix}}`
+  const redisKeys = ids.map((id) => [`${tag}:s:${id}`, `${tag}:l:${id}`, `${tag}:d:${id}`])
+  const allKeys = redisKeys.flat()
+  const cursorKey = `${tag}:cursor`
+  const localNow = now ?? Date.now
+  const clockArg = () => (now === undefined ? '-1' : String(now()))
+  const d = redisKeyPoolDefaults
+  const scriptConfig: ScriptConfig = {
+    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
+    maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
+    failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
+    breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
+    breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
+    circuitOpenMs: memoryOptions.circuitOpenMs ?? d.circuitOpenMs,
+    authDisableMs: memoryOptions.authDisableMs ?? d.authDisableMs,
+  }
+  const configJson = JSON.stringify(scriptConfig)
+
+  const known: Known[] = initial.toJSON().keys.map((state) => ({
+    disabled: state.disabled,
+    disabledUntil: state.disabledUntil ?? 0,
+    cooldownUntil: state.cooldownUntil,
+    failures: state.failures,
+    circuit: state.circuit,
+    circuitUntil: state.circuitUntil,
+    leases: 0,
+    outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
+      OutcomeKind,
+      number
+    >,
+  }))
+  return {
+    memoryOptions,
+    onDegraded,
+    onRecovered,
+    config,
+    client,
+    ids,
+    indexOf,
+    perKeyArgs,
+    tag,
+    redisKeys,
+    allKeys,
+    cursorKey,
+    localNow,
+    clockArg,
+    scriptConfig,
+    configJson,
+    known,
+  }
+}

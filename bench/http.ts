@@ -15,6 +15,8 @@ interface HttpSide {
   readonly name: string
   readonly frames: number
   readonly cpuUsPerFrame: number
+  /** The relay process's CPU per request, whatever its length. */
+  readonly cpuUsPerRequest: number
   readonly ttfbP50Ms: number
   readonly ttfbP99Ms: number
   readonly wallMs: number
@@ -147,7 +149,13 @@ export async function benchHttp(options: {
   })
   const modes = Object.keys(sideNames) as (keyof typeof sideNames)[]
   const relays: { child: ChildProcess; url: string }[] = []
-  const tally = modes.map(() => ({ cpu: 0, frames: 0, wallMs: 0, ttfb: [] as number[] }))
+  const tally = modes.map(() => ({
+    cpu: 0,
+    frames: 0,
+    requests: 0,
+    wallMs: 0,
+    ttfb: [] as number[],
+  }))
   try {
     for (const mode of modes) {
       const relay = await startRelay(mode, upstream.url)
@@ -171,6 +179,7 @@ export async function benchHttp(options: {
         side.wallMs += performance.now() - started
         side.cpu += (await cpuOf(child)) - cpuBefore
         side.frames += frames
+        side.requests += share
         // Time to first byte one request at a time: under the load above it measures the
         // queue in front of the load generator, not the relay.
         side.ttfb.push(...(await load(url, latencyShare, 1)).ttfb)
@@ -186,6 +195,7 @@ export async function benchHttp(options: {
       name: sideNames[mode],
       frames: side.frames,
       cpuUsPerFrame: side.cpu / side.frames,
+      cpuUsPerRequest: side.cpu / side.requests,
       ttfbP50Ms: quantile(side.ttfb, 0.5),
       ttfbP99Ms: quantile(side.ttfb, 0.99),
       wallMs: side.wallMs,

@@ -201,6 +201,23 @@ async function main() {
         `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
       )
     }
+    // Short answers: what a request costs by itself (its set-up, head and end), per request.
+    const short = await benchHttp(
+      quick
+        ? { requests: 32, concurrency: 4, framesPerRequest: 3, latencyRequests: 8 }
+        : { requests: 2_000, concurrency: 32, framesPerRequest: 3, latencyRequests: 200 },
+    )
+    results.httpShort = short
+    console.log(
+      `\n### HTTP per request (${short.requests} requests of ${short.framesPerRequest} frames: one output frame, the finish, [DONE]; ${short.concurrency} at a time)\n`,
+    )
+    console.log('| relay | CPU µs/request | × raw pipe | × node:http attempts | p50 TTFB ms |')
+    console.log('| --- | ---: | ---: | ---: | ---: |')
+    for (const side of [short.raw, short.fetchPipe, short.gateway, short.gatewayFetch]) {
+      console.log(
+        `| ${side.name} | ${fmt(side.cpuUsPerRequest, 0)} | ${fmt(side.cpuUsPerRequest / short.raw.cpuUsPerRequest)} | ${fmt(side.cpuUsPerRequest / short.gateway.cpuUsPerRequest)} | ${fmt(side.ttfbP50Ms)} |`,
+      )
+    }
     console.log(
       `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); time to first byte ${fmt(http.ttfbP50Ratio)}× at p50, ${fmt(http.ttfbP99Ratio)}× at p99`,
     )

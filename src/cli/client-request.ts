@@ -10,7 +10,7 @@ import { geminiGenerateContent } from '../protocols/gemini.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import { openaiResponses } from '../protocols/openai-responses.js'
 import type { StreamAdapter } from '../protocols/types.js'
-import { type ChaosMarker, chaosMarker } from '../testing/faulty-upstream.js'
+import { type ChaosMarker, chaosMarker } from '../testing/chaos-marker.js'
 
 /** The protocols the chaos client speaks. */
 export const chaosProtocols = [

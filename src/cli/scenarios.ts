@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Scenario } from '../testing/faulty-upstream.js'
+import type { Scenario } from '../testing/faults.js'
 
 /** What a client should get. */
 type Expectation =

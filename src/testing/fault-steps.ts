@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Fault, FaultKind } from './faulty-upstream.js'
+import type { Fault, FaultKind } from './faults.js'
 import type { WireWriter } from './wire.js'
 
 /** One step of a played body: bytes, a pause, a hang until cancelled, or a connection reset. */

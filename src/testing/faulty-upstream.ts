@@ -1,145 +1,24 @@
 /**
- * A scriptable, fault-injecting LLM upstream that speaks OpenAI Chat, OpenAI Responses,
- * Anthropic Messages and Gemini (picked from the request path). Use it as a `fetch`
- * (no sockets) or as a real HTTP server (`listen()`), on loopback unless another address is
- * asked for: it plays failures to whoever connects, so it is not exposed by default. Each scenario is a list
- * of faults, one per attempt: "first call fails this way, second succeeds".
- *
- * A request names its scenario by the `x-fault-scenario` header, or by a marker
- * ({@link chaosMarker}) anywhere in its body: gateways rewrite headers and fields but forward
- * the prompt, so the marker reaches the upstream through any of them. A marked request is
- * counted by its own id, and its answer names the attempt that wrote it.
+ * `createFaultyUpstream`: an upstream that fails the way real ones do, scripted per request
+ * (a scenario by header or by the chaos marker), in any shipped protocol, in process or on a
+ * port.
  *
  * @module
  */
 
-import { didYouMean, rejectUnknownKeys } from '../options.js'
+import { rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
+import { parseChaosMarker } from './chaos-marker.js'
 import { faultSteps, type Step } from './fault-steps.js'
+import { checkScenarios, type Fault, type FaultKind, type Scenario } from './faults.js'
 import { wireFor } from './wire.js'
 
-/**
- * Every fault the upstream can play.
- *
- * @group Fault injection
- */
-export type FaultKind =
-  | 'ok'
-  | 'empty'
-  | 'hang-before-headers'
-  | 'headers-then-hang'
-  | 'keepalives-only'
-  | 'role-only-then-stall'
-  | 'error-frame'
-  | 'fatal-error-frame'
-  | 'rate-limited'
-  | 'overloaded'
-  | 'html-500'
-  | 'json-error-200'
-  | 'html-200'
-  | 'partial-then-cut'
-  | 'thinking-only'
-  | 'slow-drip'
-  | 'reset-mid-frame'
-  | 'oversized-frame'
-  | 'invalid-utf8'
-  | 'no-final-blank-line'
-  | 'eof-mid-frame'
-  | 'eof-mid-frame-close'
-  | 'streaming-unsupported'
-  | 'context-overflow'
-
-/** Every fault kind: a table the compiler keeps complete. */
-const faultKinds = Object.keys({
-  ok: true,
-  empty: true,
-  'hang-before-headers': true,
-  'headers-then-hang': true,
-  'keepalives-only': true,
-  'role-only-then-stall': true,
-  'error-frame': true,
-  'fatal-error-frame': true,
-  'rate-limited': true,
-  overloaded: true,
-  'html-500': true,
-  'json-error-200': true,
-  'html-200': true,
-  'partial-then-cut': true,
-  'thinking-only': true,
-  'slow-drip': true,
-  'reset-mid-frame': true,
-  'oversized-frame': true,
-  'invalid-utf8': true,
-  'no-final-blank-line': true,
-  'eof-mid-frame': true,
-  'eof-mid-frame-close': true,
-  'streaming-unsupported': true,
-  'context-overflow': true,
-} satisfies Record<FaultKind, true>)
-
-/**
- * One fault, with its knobs.
- *
- * @group Fault injection
- */
-export interface Fault {
-  readonly kind: FaultKind
-  /** `rate-limited`: the `retry-after` header, in seconds. @default 1 */
-  readonly retryAfterSeconds?: number
-  /** `rate-limited`: a `retry-after-ms` header instead. */
-  readonly retryAfterMs?: number
-  /** `slow-drip`: the gap between frames. @default 300 */
-  readonly delayMs?: number
-  /** `context-overflow`: the model's window, in tokens. @default 200_000 */
-  readonly limitTokens?: number
-  /** `context-overflow`: the request's input, in tokens. @default 190_000 */
-  readonly inputTokens?: number
-  /**
-   * `keepalives-only`, `role-only-then-stall`: how long the stall lasts before a clean end of
-   * the body (no output came, so the stream was empty). @default endless (keep-alives for
-   * 10,000 intervals; the role-only preamble's silence until the connection closes)
-   */
-  readonly forMs?: number
-}
-
-/**
- * Faults per attempt; the last one repeats. `'empty-eof'` is the old name of `'empty'`, still
- * accepted (and recorded as `'empty'`) so scripts written against it keep running.
- *
- * @group Fault injection
- */
-export type Scenario = readonly (Fault | FaultKind | 'empty-eof')[]
-
-/** Every knob of a {@link Fault}: a table the compiler keeps complete. */
-const faultKeys = Object.keys({
-  kind: true,
-  retryAfterSeconds: true,
-  retryAfterMs: true,
-  delayMs: true,
-  limitTokens: true,
-  inputTokens: true,
-  forMs: true,
-} satisfies Record<keyof Fault, true>)
-
-/** A scenario's faults are known kinds with known knobs: a typo is a `TypeError` naming it. */
-function checkScenarios(scenarios: Readonly<Record<string, Scenario>>): void {
-  for (const [name, scenario] of Object.entries(scenarios)) {
-    if (!Array.isArray(scenario)) {
-      throw new TypeError(`createFaultyUpstream: scenarios.${name} must be a list of faults`)
-    }
-    for (const [index, fault] of scenario.entries()) {
-      const where = `createFaultyUpstream: scenarios.${name}[${index}]`
-      if (typeof fault === 'object' && fault !== null) rejectUnknownKeys(where, fault, faultKeys)
-      const kind = typeof fault === 'string' ? fault : (fault as Fault | null)?.kind
-      if (kind === 'empty-eof' || faultKinds.includes(kind as string)) continue
-      throw new TypeError(
-        `${where}: unknown fault ${JSON.stringify(kind)}${didYouMean(String(kind), faultKinds)}`,
-      )
-    }
-  }
-}
+export type { ChaosMarker } from './chaos-marker.js'
+export { chaosMarker, parseChaosMarker } from './chaos-marker.js'
+// Moved to modules of their own; still had from here.
+export type { Fault, FaultKind, Scenario } from './faults.js'
 
 /**
  * Options of {@link createFaultyUpstream}.
@@ -204,50 +83,6 @@ export interface RecordedRequest {
 }
 
 /**
- * A scenario and a request id, as carried in a prompt.
- *
- * @group Fault injection
- */
-export interface ChaosMarker {
-  readonly scenario: string
-  readonly requestId: string
-}
-
-const markerPattern =
-  /\[\[sb-chaos scenario=([A-Za-z0-9:._-]{1,100}) id=([A-Za-z0-9._-]{1,100})\]\]/g
-
-/**
- * The text to put in a prompt so the faulty upstream plays `scenario` for it, counting
- * attempts by `requestId`. Both are limited to `[A-Za-z0-9:._-]`, so JSON never escapes them.
- *
- * @example
- * chaosMarker({ scenario: 'empty', requestId: 'r1' }) // '[[sb-chaos scenario=empty id=r1]]'
- *
- * @group Fault injection
- */
-export function chaosMarker(marker: ChaosMarker): string {
-  const text = `[[sb-chaos scenario=${marker.scenario} id=${marker.requestId}]]`
-  if (parseChaosMarker(text) === undefined)
-    throw new RangeError(
-      `chaosMarker: scenario and requestId must be 1 to 100 characters of [A-Za-z0-9:._-], got ${JSON.stringify(marker)}`,
-    )
-  return text
-}
-
-/**
- * The last marker in a request body (the last user message comes last), or `undefined`.
- *
- * @group Fault injection
- */
-export function parseChaosMarker(body: string): ChaosMarker | undefined {
-  let found: ChaosMarker | undefined
-  for (const match of body.matchAll(markerPattern)) {
-    found = { scenario: match[1] ?? '', requestId: match[2] ?? '' }
-  }
-  return found
-}
-
-/**
  * A running faulty upstream.
  *
  * @group Fault injection
@@ -272,6 +107,7 @@ export interface FaultyUpstream {
 }
 
 const encoder = new TextEncoder()
+
 const secretHeaders = new Set([
   'authorization',
   'x-api-key',

@@ -28,6 +28,7 @@ function isSubpathCode(file: string): boolean {
  */
 const copyable = new Set([
   'options.ts',
+  'call-safely.ts',
   'key-pool/outcomes.ts',
   'stop.ts',
   'guard-methods.ts',

@@ -5,12 +5,13 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import { isDownstreamClosedError, StreamTimeoutError } from '../errors.js'
 import { type SignalLike, Stop, stopOf } from '../stop.js'
 import type { CommitGate } from './gate.js'
 import type { normalizePumpPolicy } from './pump-policy.js'
 
-export const now = (): number => performance.now()
+export { now }
 
 /**
  * The pump's two clocks on one referenced timer (invariants 12 and 14). Upstream silence

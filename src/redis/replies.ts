@@ -228,13 +228,4 @@ export function decode<T>(reply: unknown): T {
   return JSON.parse(reply) as T
 }
 
-export function callHook<A extends unknown[]>(
-  hook: ((...args: A) => void) | undefined,
-  ...args: A
-) {
-  try {
-    hook?.(...args)
-  } catch {
-    // A hook that throws is ignored.
-  }
-}
+export { callSafely as callHook } from '../call-safely.js'

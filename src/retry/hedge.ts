@@ -7,6 +7,7 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from '../key-pool/window.js'
 import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 
@@ -245,7 +246,7 @@ function normalizeHedging(options: HedgingOptions): NormalizedHedging {
   })
 }
 
-const clock = (): number => performance.now()
+const clock = now
 
 function routeOf(state: HedgeState, route: string): RouteLatency {
   let latency = state.routes.get(route)

@@ -1,3 +1,4 @@
+import { callSafely, now } from '../call-safely.js'
 import type { CommitGate } from '../commit/gate.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { SignalLike } from '../stop.js'
@@ -14,18 +15,14 @@ import type {
 import type { NormalizedRelayPolicy } from './policy.js'
 import { nextRouteProgress, type RouteEvent, type RouteProgress } from './route-progress.js'
 
-export const now = (): number => performance.now()
+export { now }
 
 /** The deadline of a request without one: never aborts, and nothing listens to it. */
 export const neverAborted: AbortSignal = new AbortController().signal
 
+/** Calls a relay hook with its context frozen; a hook that throws is ignored. */
 export function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
-  if (hook === undefined) return
-  try {
-    hook(Object.freeze(context))
-  } catch {
-    // A hook must never break the request it observes.
-  }
+  if (hook !== undefined) callSafely(hook, Object.freeze(context))
 }
 
 /** One request's shared state: what every route and attempt of it reads and adds to. */

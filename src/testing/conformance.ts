@@ -67,7 +67,7 @@ async function framesOf(chunks: readonly Uint8Array[]): Promise<SseFrame[]> {
 /** A rule did not hold: the message says how, in plain words. */
 class RuleBroken extends Error {}
 
-export function fail(message: string): never {
+function fail(message: string): never {
   throw new RuleBroken(message)
 }
 

@@ -285,6 +285,30 @@ describe('public names of each entry', () => {
     })
   })
 
+  it('the arbitraries namespace of stream-boundary/testing has exactly its pinned members (a helper one module shares with another does not leak into it)', async () => {
+    const { arbitraries } = await import('../../src/testing/index.js')
+    expect(Object.keys(arbitraries).sort()).toEqual(
+      [
+        'chunkedSseStream',
+        'chunkings',
+        'concatBytes',
+        'dataFrameText',
+        'frameData',
+        'frameDataCorpus',
+        'lineEnding',
+        'lineText',
+        'mangledStream',
+        'protocolScenarios',
+        'protocolStream',
+        'splitAt',
+        'sseFrame',
+        'sseStream',
+        'wrongShapeMessage',
+        'wrongShapeObject',
+      ].sort(),
+    )
+  })
+
   it('the root exports at runtime exactly the pinned values', async () => {
     const root = await import('../../src/index.js')
     expect(Object.keys(root).sort()).toEqual([...publicNames['src/index.ts'].values].sort())

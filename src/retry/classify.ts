@@ -23,8 +23,10 @@ export {
 export {
   busyVerdict,
   coolingVerdict,
+  /** @internal exported for tests */
   credentialsRejectedCode,
   credentialsRejectedVerdict,
+  /** @internal exported for tests */
   giveUpStatus,
   noKeyVerdict,
   rateLimitedVerdict,

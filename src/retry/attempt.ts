@@ -478,8 +478,8 @@ async function answerWhole(
       status,
     )
   }
-  const verdict = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
-  if (verdict !== undefined) return failed(verdict, status)
+  const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
+  if (judged.kind === 'failed') return failed(judged.verdict, status)
   const stopped = stoppedFailure(signals, 'whole', status)
   if (stopped !== undefined) return stopped
   signals.detachDeadline()
@@ -505,7 +505,7 @@ async function answerWhole(
     eof: null,
     bytes: read.bytes.length,
     stalls: noStalls(input.policy.pump.stallThresholdMs),
-    ...wholeReport(input.route.adapter, read.bytes),
+    ...wholeReport(input.route.adapter, judged.message),
   }
 }
 
@@ -516,9 +516,8 @@ async function answerWhole(
  */
 function wholeReport(
   adapter: StreamAdapter,
-  bytes: Uint8Array,
+  message: Record<string, unknown>,
 ): { usage: TokenUsage | undefined; response: ResponseIdentity | undefined } {
-  const message = parseObject(utf8.decode(bytes))
   let usage: TokenUsage | undefined
   try {
     usage = mergeUsage(undefined, adapter.usageOf?.(message))
@@ -527,8 +526,6 @@ function wholeReport(
   }
   return { usage, response: identityOf(message) }
 }
-
-const utf8 = new TextDecoder()
 
 /** Tells the pool the key works; a pool that throws here does not end the request. */
 function commitLease(lease: KeyLease | undefined): void {

@@ -59,32 +59,37 @@ export function renderMessage(
 }
 
 /**
- * What is wrong with a 2xx whole answer, or `undefined` when it may go to the client: a body
- * that is not a JSON object (an HTML page from a proxy), a JSON error served as success, or a
- * message with neither output nor an end of its own (when the adapter can render it to tell):
- * the twin of a stream that ended empty.
+ * Judges a 2xx whole answer: `failed` with what is wrong with it (a body that is not a JSON
+ * object, such as an HTML page from a proxy; a JSON error served as success; a message with
+ * neither output nor an end of its own, when the adapter can render it to tell: the twin of
+ * a stream that ended empty), or `answer` with the message it parsed, which may go to the
+ * client.
  */
 export function judgeWholeAnswer(
   adapter: StreamAdapter,
   status: number,
   headers: Headers,
   bytes: Uint8Array,
-): FailureVerdict | undefined {
+):
+  | { readonly kind: 'failed'; readonly verdict: FailureVerdict }
+  | { readonly kind: 'answer'; readonly message: Record<string, unknown> } {
   const text = new TextDecoder().decode(bytes)
   const contentType = headers.get('content-type')
   const message = contentType === null || isJson(headers) ? parseObject(text) : undefined
   if (message === undefined || statesError(message)) {
-    return classifyAttemptFailure({
+    const verdict = classifyAttemptFailure({
       kind: 'not-sse',
       status,
       contentType,
       error: errorFromBody(text, status),
       headers,
     })
+    return { kind: 'failed', verdict }
   }
-  if (adapter.renderFromMessage === undefined) return undefined
+  const answer = { kind: 'answer', message } as const
+  if (adapter.renderFromMessage === undefined) return answer
   const rendered = renderMessage(adapter, message)
   // An adapter that cannot render this message cannot judge it either: it goes out as it came.
-  if (rendered === undefined || isAnswer(adapter, rendered)) return undefined
-  return wholeAnswerVerdict('empty')
+  if (rendered === undefined || isAnswer(adapter, rendered)) return answer
+  return { kind: 'failed', verdict: wholeAnswerVerdict('empty') }
 }

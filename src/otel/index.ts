@@ -214,6 +214,28 @@ function attemptSpanAttributes(record: AttemptRecord): Attributes {
   return out
 }
 
+/**
+ * What the host's `content` returns for a request, strings only: it is the host's code, so
+ * a throw or a garbage answer records no content rather than losing the request's span.
+ */
+function contentOf(
+  content: RelayTelemetryOptions['content'],
+  outcome: RelayOutcome,
+): { input?: string; output?: string } {
+  let captured: unknown
+  try {
+    captured = content?.(outcome)
+  } catch {
+    return {}
+  }
+  if (typeof captured !== 'object' || captured === null) return {}
+  const { input, output } = captured as Record<string, unknown>
+  return {
+    ...(typeof input === 'string' ? { input } : {}),
+    ...(typeof output === 'string' ? { output } : {}),
+  }
+}
+
 /** The request's span and its attempts' spans, with their real times. */
 function recordSpans(
   tracer: Tracer,
@@ -223,9 +245,9 @@ function recordSpans(
   const endedAt = Date.now()
   const startedAt = endedAt - outcome.durationMs
   const attributes = requestSpanAttributes(outcome)
-  const captured = content?.(outcome)
-  if (captured?.input !== undefined) attributes['gen_ai.input.messages'] = captured.input
-  if (captured?.output !== undefined) attributes['gen_ai.output.messages'] = captured.output
+  const captured = contentOf(content, outcome)
+  if (captured.input !== undefined) attributes['gen_ai.input.messages'] = captured.input
+  if (captured.output !== undefined) attributes['gen_ai.output.messages'] = captured.output
   const name = `${attributes['gen_ai.operation.name']}${outcome.model === undefined ? '' : ` ${outcome.model}`}`
   const span = tracer.startSpan(
     name,

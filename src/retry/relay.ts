@@ -301,10 +301,12 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   }
   // What every outcome says of the request: its protocol and the model it asked for.
   const model = requestedModel(options.request?.url, options.request?.body)
+  // Read from the guarded copy: a plain value there, whatever the host's adapter does.
+  const protocol = adapter.name
   const finish = (ended: RelayOutcome): RelayOutcome => {
     const outcome: RelayOutcome = {
       ...ended,
-      protocol: options.adapter.name,
+      protocol,
       ...(model === undefined ? {} : { model }),
     }
     callHook(run.hooks.onOutcome, outcome)

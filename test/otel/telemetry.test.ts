@@ -317,6 +317,39 @@ describe('stream-boundary/otel', () => {
     expect(tree(plain.spans()).request.attributes['gen_ai.input.messages']).toBeUndefined()
   })
 
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('the host broke')
+      },
+    ],
+    ['returns garbage', () => ({ input: 42, output: null }) as never],
+  ] as const)(
+    'a content function that %s still leaves the request its span and metrics, without content',
+    async (_, content) => {
+      const exporter = new InMemorySpanExporter()
+      const reader = new TestReader()
+      const telemetry = createRelayTelemetry({
+        tracerProvider: new BasicTracerProvider({
+          spanProcessors: [new SimpleSpanProcessor(exporter)],
+        }),
+        meterProvider: new MeterProvider({ readers: [reader] }),
+        content,
+      })
+      await fetchThrough(telemetry, ['ok'])
+      const { request, attempts } = tree(exporter.getFinishedSpans())
+      expect(request.attributes['gen_ai.input.messages']).toBeUndefined()
+      expect(request.attributes['gen_ai.output.messages']).toBeUndefined()
+      expect(attempts).toHaveLength(1)
+      const { resourceMetrics } = await reader.collect()
+      const names = resourceMetrics.scopeMetrics.flatMap((scope) =>
+        scope.metrics.map((metric) => metric.descriptor.name),
+      )
+      expect(names).toContain('gen_ai.client.operation.duration')
+    },
+  )
+
   it('no secret in any span or metric, whatever the keys and whatever the upstream quotes back', async () => {
     await fc.assert(
       fc.asyncProperty(

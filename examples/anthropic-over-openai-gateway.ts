@@ -302,7 +302,7 @@ export interface TranslatingGatewayConfig {
    * `TransformStream`), `response` (`Response → Response`) or `per-frame`.
    * @default 'frames'
    */
-  translator?: 'frames' | 'stream' | 'response' | 'per-frame'
+  translator?: TranslatorForm
   /** A per-frame translator to use instead (`translator: 'per-frame'`). @default openaiChunkToAnthropic */
   transform?: typeof openaiChunkToAnthropic
   /** @default 0 (an ephemeral port) */
@@ -347,10 +347,15 @@ async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, re
   config.onOutcome?.(outcome)
 }
 
-/** The client's side: Anthropic Messages, and the translator in the form the config picks. */
-function downstreamFor(config: TranslatingGatewayConfig): DownstreamOptions {
+/** The translator forms this example ships, one translator core in each. */
+export type TranslatorForm = 'frames' | 'stream' | 'response' | 'per-frame'
+
+/** The client's side: Anthropic Messages, and the translator in the form asked for. */
+export function anthropicDownstream(
+  form: TranslatorForm,
+  transform: typeof openaiChunkToAnthropic = openaiChunkToAnthropic,
+): DownstreamOptions {
   const adapter = anthropicMessages
-  const form = config.translator ?? (config.transform === undefined ? 'frames' : 'per-frame')
   switch (form) {
     case 'frames':
       return { adapter, translateFrames: openaiToAnthropic }
@@ -359,8 +364,13 @@ function downstreamFor(config: TranslatingGatewayConfig): DownstreamOptions {
     case 'response':
       return { adapter, translateResponse: openaiToAnthropicResponse }
     case 'per-frame':
-      return { adapter, transform: config.transform ?? openaiChunkToAnthropic }
+      return { adapter, transform }
   }
+}
+
+function downstreamFor(config: TranslatingGatewayConfig): DownstreamOptions {
+  const form = config.translator ?? (config.transform === undefined ? 'frames' : 'per-frame')
+  return anthropicDownstream(form, config.transform)
 }
 
 /** Starts the translating gateway on 127.0.0.1. */

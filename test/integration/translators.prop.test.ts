@@ -1,19 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import {
-  openaiChunkToAnthropic,
-  openaiToAnthropic,
-  openaiToAnthropicResponse,
-  openaiToAnthropicStream,
-} from '../../examples/anthropic-over-openai-gateway.js'
-import {
-  anthropicMessages,
-  type DownstreamOptions,
-  openaiChat,
-  relay,
-  webSink,
-} from '../../src/index.js'
+import { anthropicDownstream } from '../../examples/anthropic-over-openai-gateway.js'
+import { type DownstreamOptions, openaiChat, relay, webSink } from '../../src/index.js'
 import { runs } from '../support/runs.js'
 
 /**
@@ -24,13 +13,9 @@ import { runs } from '../support/runs.js'
  * sent. For each translator shape, written the natural way.
  */
 
-const adapter = anthropicMessages
-const shapes: readonly [string, DownstreamOptions][] = [
-  ['frames', { adapter, translateFrames: openaiToAnthropic }],
-  ['stream', { adapter, translateStream: openaiToAnthropicStream }],
-  ['response', { adapter, translateResponse: openaiToAnthropicResponse }],
-  ['per-frame', { adapter, transform: openaiChunkToAnthropic }],
-]
+const shapes: readonly [string, DownstreamOptions][] = (
+  ['frames', 'stream', 'response', 'per-frame'] as const
+).map((form) => [form, anthropicDownstream(form)])
 
 const encoder = new TextEncoder()
 

@@ -2,11 +2,13 @@ import { createServer } from 'node:http'
 import Anthropic from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
 import {
+  anthropicDownstream,
   anthropicToOpenaiRequest,
   openaiChunkToAnthropic,
   openaiToAnthropic,
   openaiToAnthropicResponse,
   openaiToAnthropicStream,
+  type TranslatorForm,
 } from '../../examples/anthropic-over-openai-gateway.js'
 import {
   anthropicMessages,
@@ -32,24 +34,10 @@ import { useLoopback } from '../support/loopback.js'
 
 const { listen, cleanup } = useLoopback()
 
-type Form = 'frames' | 'stream' | 'response' | 'per-frame'
+type Form = TranslatorForm
 const forms: readonly Form[] = ['frames', 'stream', 'response', 'per-frame']
 
 const adapter = anthropicMessages
-
-/** The downstream side for `form`, with the example's translator. */
-function translatorFor(form: Form): DownstreamOptions {
-  switch (form) {
-    case 'frames':
-      return { adapter, translateFrames: openaiToAnthropic }
-    case 'stream':
-      return { adapter, translateStream: openaiToAnthropicStream }
-    case 'response':
-      return { adapter, translateResponse: openaiToAnthropicResponse }
-    case 'per-frame':
-      return { adapter, transform: openaiChunkToAnthropic }
-  }
-}
 
 /** The same translator, made to throw once it has seen `after` frames (or chunks). */
 function throwingTranslatorFor(form: Form, after: number): DownstreamOptions {
@@ -190,7 +178,7 @@ const cutAfter = (tail: string, end: 'eof' | 'destroy'): ChatScript => ({
 })
 
 describe.each(forms)('a %s translator inside the relay, Anthropic SDK over OpenAI Chat', (form) => {
-  const downstream = translatorFor(form)
+  const downstream = anthropicDownstream(form)
 
   it('empty, then a good attempt: the whole answer', async () => {
     const { client, upstream } = await setup(

@@ -34,6 +34,8 @@ const copyable = new Set([
   'guard-methods.ts',
   'protocols/bytes.ts',
   'sse/index-of.ts',
+  'sse/sources.ts',
+  'protocols/sanitize.ts',
 ])
 
 /**
@@ -51,6 +53,7 @@ const coreFromRoot: EsbuildPlugin = {
       const target = resolve(args.resolveDir, args.path.replace(/\.js$/, '.ts'))
       const path = relative(src, target).split(sep).join('/')
       if (path.startsWith('..') || isSubpathCode(target) || copyable.has(path)) return undefined
+      if (path === 'advanced.ts') return { path: 'stream-boundary/advanced', external: true }
       return { path: 'stream-boundary', external: true }
     })
   },
@@ -59,6 +62,7 @@ const coreFromRoot: EsbuildPlugin = {
 export default defineConfig({
   entry: {
     index: 'src/index.ts',
+    advanced: 'src/advanced.ts',
     node: 'src/node.ts',
     otel: 'src/otel/index.ts',
     redis: 'src/redis.ts',
@@ -76,6 +80,13 @@ export default defineConfig({
   // Keep `node:http` as written: Deno and Workers resolve builtins by their `node:` names.
   removeNodeProtocol: false,
   treeshake: true,
-  external: ['fast-check', 'ioredis', '@opentelemetry/api', 'stream-boundary', /^node:/],
+  external: [
+    'fast-check',
+    'ioredis',
+    '@opentelemetry/api',
+    'stream-boundary',
+    'stream-boundary/advanced',
+    /^node:/,
+  ],
   esbuildPlugins: [coreFromRoot],
 })

@@ -5,6 +5,10 @@ export default defineConfig({
   resolve: {
     alias: [
       {
+        find: /^stream-boundary\/advanced$/,
+        replacement: fileURLToPath(new URL('./src/advanced.ts', import.meta.url)),
+      },
+      {
         find: /^stream-boundary\/node$/,
         replacement: fileURLToPath(new URL('./src/node.ts', import.meta.url)),
       },

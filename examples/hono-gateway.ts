@@ -13,7 +13,6 @@ import { Hono } from 'hono'
 import {
   anthropicMessages,
   createMemoryKeyPool,
-  forwardHeadersDefaults,
   isFirstPartyApi,
   isRequestBodyTooLargeError,
   type KeyPool,
@@ -21,10 +20,10 @@ import {
   openaiResponses,
   readRequestBody,
   relay,
-  requestBodyDefaults,
   type StreamAdapter,
   webSink,
 } from 'stream-boundary'
+import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
 import type { GatewayConfig } from './node-http-gateway.js'
 
 const forwardedHeaders = [

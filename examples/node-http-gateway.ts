@@ -31,7 +31,6 @@ import {
   anthropicMessages,
   createMemoryKeyPool,
   type ForwardHeadersPolicy,
-  forwardHeadersDefaults,
   isFirstPartyApi,
   type KeyPool,
   type KeyStateEvent,
@@ -42,9 +41,9 @@ import {
   type RelayOutcome,
   type RelayPolicy,
   relay,
-  requestBodyDefaults,
   type StreamAdapter,
 } from 'stream-boundary'
+import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
 import { nodeResponse, nodeSink } from 'stream-boundary/node'
 
 export interface GatewayConfig {

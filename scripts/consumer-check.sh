@@ -48,6 +48,7 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import fc from 'fast-check'
 import * as root from 'stream-boundary'
+import * as advanced from 'stream-boundary/advanced'
 import * as node from 'stream-boundary/node'
 import * as otel from 'stream-boundary/otel'
 import * as redis from 'stream-boundary/redis'
@@ -56,7 +57,8 @@ import * as testing from 'stream-boundary/testing'
 const require = createRequire(import.meta.url)
 const checks = {
   "import 'stream-boundary'": () => typeof root.relay === 'function' && typeof root.webSink === 'function',
-  "import 'stream-boundary/node'": () => typeof node.nodeSink === 'function' && typeof node.serveFetch === 'function',
+  "import 'stream-boundary/advanced'": () => Object.isFrozen(advanced.relayDefaults) && typeof advanced.sanitizeMessage === 'function',
+  "import 'stream-boundary/node'": () => typeof node.nodeSink === 'function' && typeof node.serveFetch === 'function' && typeof node.iterableResponse === 'function',
   "import 'stream-boundary/testing'": () => typeof testing.checkAdapter === 'function' && typeof testing.arbitraries.protocolStream === 'function',
   "import 'stream-boundary/redis'": () => typeof redis === 'object',
   "import 'stream-boundary/otel'": () => typeof otel.createRelayTelemetry === 'function',
@@ -68,6 +70,11 @@ const checks = {
   ...oneCore(root, redis, testing, fc, 'ESM'),
   'ESM: the subpath entries import the core from the root, no copy of their own': () =>
     ['node', 'otel', 'redis', 'testing'].every((entry) => coreImportsOnlyRoot(`stream-boundary/${entry}`)),
+  // Its own copy of data and pure functions is harmless only while it holds no class and no state.
+  'ESM and CJS: stream-boundary/advanced defines no class': () => {
+    const file = fileURLToPath(import.meta.resolve('stream-boundary/advanced'))
+    return [file, file.replace(/\.js$/, '.cjs')].every((path) => !/\bclass\b/.test(readFileSync(path, 'utf8').replace(/\/\/.*$/gm, '')))
+  },
   'error guards match across the ESM and CJS copies': () => {
     const cjs = require('stream-boundary')
     return root.isFrameTooLargeError(new cjs.FrameTooLargeError(1, 2)) && cjs.isFrameTooLargeError(new root.FrameTooLargeError(1, 2))
@@ -104,7 +111,10 @@ function coreImportsOnlyRoot(specifier) {
   const code = readFileSync(fileURLToPath(import.meta.resolve(specifier)), 'utf8')
   const own = [...code.matchAll(/from '(stream-boundary[^']*)'/g)].map((match) => match[1])
   // A private copy of the core would define its own base error class.
-  return own.every((name) => name === 'stream-boundary') && !/StreamBoundaryError = class|class StreamBoundaryError/.test(code)
+  return (
+    own.every((name) => name === 'stream-boundary' || name === 'stream-boundary/advanced') &&
+    !/StreamBoundaryError = class|class StreamBoundaryError/.test(code)
+  )
 }
 
 export async function relayOnce(sb, kit) {
@@ -145,6 +155,7 @@ EOF
 cat >"$app/cjs.cjs" <<'EOF'
 const root = require('stream-boundary')
 const node = require('stream-boundary/node')
+const advanced = require('stream-boundary/advanced')
 const testing = require('stream-boundary/testing')
 const redis = require('stream-boundary/redis')
 const otel = require('stream-boundary/otel')
@@ -152,7 +163,8 @@ const manifest = require('stream-boundary/package.json')
 
 const checks = {
   "require('stream-boundary')": () => typeof root.relay === 'function' && typeof root.createResilientFetch === 'function',
-  "require('stream-boundary/node')": () => typeof node.nodeSink === 'function',
+  "require('stream-boundary/node')": () => typeof node.nodeSink === 'function' && typeof node.iterableResponse === 'function',
+  "require('stream-boundary/advanced')": () => advanced.relayDefaults.maxAttempts > 0 && typeof advanced.classifyAttemptFailure === 'function',
   "require('stream-boundary/testing')": () => typeof testing.createFaultyUpstream === 'function',
   "require('stream-boundary/redis')": () => typeof redis === 'object',
   "require('stream-boundary/otel')": () => typeof otel.createRelayTelemetry === 'function',

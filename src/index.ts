@@ -29,7 +29,10 @@ export type {
   StreamTracker,
   StreamTrackerOptions,
 } from './classify/index.js'
-export { classifyEof, createStreamTracker, streamTrackerDefaults } from './classify/index.js'
+export {
+  classifyEof,
+  createStreamTracker,
+} from './classify/index.js'
 // The downstream side: the commit gate, the Web sink, the post-commit pump.
 export type {
   CommitGate,
@@ -56,14 +59,10 @@ export type {
   WebSinkOptions,
 } from './commit/index.js'
 export {
-  commitGateDefaults,
   createCommitGate,
   deliver,
   failBeforeContent,
-  forwardableHeaders,
-  forwardHeadersDefaults,
   pump,
-  pumpDefaults,
   webSink,
 } from './commit/index.js'
 // Errors: one base class, a stable `code` each, and `isX()` guards that work across copies.
@@ -107,10 +106,10 @@ export type {
   MemoryKeyPoolOptions,
   PoolKey,
 } from './key-pool/index.js'
-export { createMemoryKeyPool, memoryKeyPoolDefaults } from './key-pool/index.js'
+export { createMemoryKeyPool } from './key-pool/index.js'
 // The retry window: read until the first visible output, commit nothing before it.
 export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
-export { peekDefaults, peekFirstOutput } from './peek/index.js'
+export { peekFirstOutput } from './peek/index.js'
 export type { ResponseIdentity } from './protocols/identity.js'
 // Protocol adapters, and what an adapter author needs to write one.
 export type {
@@ -135,13 +134,8 @@ export {
   adapterForUrl,
   anthropicMessages,
   geminiGenerateContent,
-  isRetryableErrorType,
-  maxMessageLength,
   openaiChat,
   openaiResponses,
-  redactSecrets,
-  redactValues,
-  sanitizeMessage,
 } from './protocols/index.js'
 // Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
 export type {
@@ -185,22 +179,13 @@ export type {
   UpstreamHttpError,
 } from './retry/index.js'
 export {
-  classifyAttemptFailure,
-  classifyConnectionError,
-  contextWindowFitDefaults,
   createHedging,
   createResilientFetch,
   fitContextWindow,
   giveUpResponse,
-  hedgingDefaults,
   isFirstPartyApi,
-  parseContextOverflow,
-  parseRetryAfter,
   readRequestBody,
   relay,
-  relayDefaults,
-  requestBodyDefaults,
-  resilientFetchDefaults,
 } from './retry/index.js'
 // Reading SSE frames: whole frames, their exact bytes, fields parsed on first access.
 export type {
@@ -211,4 +196,4 @@ export type {
   SseFields,
   SseFrame,
 } from './sse/index.js'
-export { createFrameReader, frameReaderDefaults, iterableResponse } from './sse/index.js'
+export { createFrameReader } from './sse/index.js'

@@ -1,7 +1,9 @@
 /**
  * `stream-boundary/node`: a downstream sink over Node's `http.ServerResponse` (plain
  * `node:http`, Express, Fastify's `reply.raw`), and `serveFetch` to serve a fetch-style
- * handler on Node. The only `node:http` code in the package.
+ * handler on Node, and `iterableResponse`, a `Response` over a Node stream (or any async
+ * iterable) that the frame reader reads with no web stream in between. The only `node:http`
+ * code in the package.
  *
  * @module stream-boundary/node
  */
@@ -10,8 +12,10 @@ import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { DownstreamSink } from './commit/gate.js'
-import { iterableResponse } from './sse/reader.js'
+import { iterableResponse } from './sse/sources.js'
 import { ownStop, Stop } from './stop.js'
+
+export { iterableResponse }
 
 /** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
 const nodeReadable = Symbol.for('stream-boundary.nodeReadable')

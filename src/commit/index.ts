@@ -8,9 +8,8 @@ export type { DeliverOptions, DeliverOutcome } from './deliver.js'
 export { deliver } from './deliver.js'
 export { failBeforeContent } from './endings.js'
 export type { CommitGate, CommitGateOptions, DownstreamSink, GateState } from './gate.js'
-export { commitGateDefaults, createCommitGate } from './gate.js'
+export { createCommitGate } from './gate.js'
 export type { ForwardHeadersPolicy } from './headers.js'
-export { forwardableHeaders, forwardHeadersDefaults } from './headers.js'
 export { pump } from './pump.js'
 export type {
   DownstreamOptions,
@@ -23,7 +22,6 @@ export type {
   PumpPolicy,
   StallStats,
 } from './pump-policy.js'
-export { pumpDefaults } from './pump-policy.js'
 export type {
   FrameTranslator,
   ResponseTranslator,

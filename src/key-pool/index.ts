@@ -5,7 +5,7 @@
  */
 
 export type { KeySelection, MemoryKeyPoolOptions } from './memory.js'
-export { createMemoryKeyPool, memoryKeyPoolDefaults } from './memory.js'
+export { createMemoryKeyPool } from './memory.js'
 export type {
   AcquireOptions,
   AcquireResult,

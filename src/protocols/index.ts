@@ -7,16 +7,9 @@
 
 export { adapterForUrl } from './adapter-for-url.js'
 export { anthropicMessages } from './anthropic-messages.js'
-export { isRetryableErrorType } from './common.js'
 export { geminiGenerateContent } from './gemini.js'
 export { openaiChat } from './openai-chat.js'
 export { openaiResponses } from './openai-responses.js'
-export {
-  maxMessageLength,
-  redactSecrets,
-  redactValues,
-  sanitizeMessage,
-} from './sanitize.js'
 export type {
   BlockEdge,
   ErrorVerdict,

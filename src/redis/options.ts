@@ -5,7 +5,8 @@
  */
 
 import type { Cluster, Redis } from 'ioredis'
-import { type MemoryKeyPoolOptions, memoryKeyPoolDefaults } from '../key-pool/memory.js'
+import { memoryKeyPoolDefaults } from '../advanced.js'
+import type { MemoryKeyPoolOptions } from '../key-pool/memory.js'
 import type { KeyPool } from '../key-pool/types.js'
 import type { RedisUnavailableError } from './errors.js'
 

@@ -16,10 +16,7 @@ import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js
 
 // The verdicts of connection errors and of the pool's answers live in their own modules;
 // every verdict is also had from here.
-export {
-  type ConnectionErrorVerdict,
-  classifyConnectionError,
-} from './connection-errors.js'
+export type { ConnectionErrorVerdict } from './connection-errors.js'
 export {
   busyVerdict,
   coolingVerdict,

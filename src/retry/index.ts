@@ -11,13 +11,8 @@ export type {
   FailureReason,
   FailureVerdict,
 } from './classify.js'
-export { classifyAttemptFailure, classifyConnectionError } from './classify.js'
 export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
-export {
-  contextWindowFitDefaults,
-  fitContextWindow,
-  parseContextOverflow,
-} from './context-window.js'
+export { fitContextWindow } from './context-window.js'
 export { isFirstPartyApi } from './correlation.js'
 export { giveUpResponse } from './give-up.js'
 export type {
@@ -27,7 +22,7 @@ export type {
   HedgingSnapshot,
   NormalizedHedging,
 } from './hedge.js'
-export { createHedging, hedgingDefaults } from './hedge.js'
+export { createHedging } from './hedge.js'
 export type {
   AttemptResultName,
   HedgeReport,
@@ -35,7 +30,6 @@ export type {
   RelayFailureReason,
   RequestFacts,
 } from './outcome.js'
-export { parseRetryAfter } from './rate-limit-headers.js'
 export type {
   AdjustRequestContext,
   AttemptContext,
@@ -56,8 +50,8 @@ export type {
   Route,
   UpstreamHttpError,
 } from './relay.js'
-export { relay, relayDefaults } from './relay.js'
+export { relay } from './relay.js'
 export type { ReadRequestBodyOptions } from './request-body.js'
-export { readRequestBody, requestBodyDefaults } from './request-body.js'
+export { readRequestBody } from './request-body.js'
 export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
-export { createResilientFetch, resilientFetchDefaults } from './resilient-fetch.js'
+export { createResilientFetch } from './resilient-fetch.js'

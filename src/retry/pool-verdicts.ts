@@ -53,7 +53,6 @@ type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUp
  * | `no-key` | 503 | no key is configured or enabled |
  * | `client-request` | the upstream's | the upstream refused the request itself (400, 404, 422…) |
  * | `client-gone` | 499 | the client aborted; nothing is written |
- * @internal exported for tests
  */
 export const giveUpStatus: GiveUpTable = Object.freeze({
   timeout: { status: 504, errorType: 'timeout' },
@@ -70,7 +69,6 @@ export const giveUpStatus: GiveUpTable = Object.freeze({
 
 /**
  * The `code` of an error saying the upstream rejected the gateway's credentials.
- * @internal exported for tests
  */
 export const credentialsRejectedCode = 'upstream_credentials_rejected'
 

@@ -41,7 +41,6 @@ export type {
   RelayPolicy,
   RetryOnContext,
 } from './policy.js'
-export { relayDefaults } from './policy.js'
 
 /** Whether the client asked for a stream: the `stream` option, else what `request` says. */
 function asksForStream(options: RelayRequestOptions): boolean {

@@ -6,4 +6,4 @@
 
 export type { SseFields, SseFrame } from './frame.js'
 export type { FrameReader, FrameReaderOptions, FrameSource, NextFrameOptions } from './reader.js'
-export { createFrameReader, frameReaderDefaults, iterableResponse } from './reader.js'
+export { createFrameReader } from './reader.js'

@@ -14,7 +14,7 @@ import { FrameSplitter } from './splitter.js'
 
 // Moved to modules of their own; still had from here.
 export type { FrameSource } from './sources.js'
-export { frameSourceOf, iterableResponse } from './sources.js'
+export { frameSourceOf } from './sources.js'
 
 /**
  * Options of {@link createFrameReader}.

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { commitGateDefaults } from '../../src/advanced.js'
 import {
-  commitGateDefaults,
   createCommitGate,
   DownstreamClosedError,
   isHeadersSentError,

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { pumpDefaults } from '../../src/advanced.js'
 import {
   anthropicMessages,
   createCommitGate,
   deliver,
   failBeforeContent,
   openaiChat,
-  pumpDefaults,
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { type ScriptStep, scriptedBody } from '../../src/testing/scripted-body.js'

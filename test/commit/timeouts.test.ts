@@ -4,16 +4,14 @@
  * the two separate clocks of the pump (invariant 14), and timers cleared on settle (12).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { commitGateDefaults, peekDefaults, pumpDefaults } from '../../src/advanced.js'
 import {
-  commitGateDefaults,
   createCommitGate,
   createFrameReader,
   deliver,
   isDownstreamClosedError,
   openaiChat,
-  peekDefaults,
   peekFirstOutput,
-  pumpDefaults,
   StreamTimeoutError,
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'

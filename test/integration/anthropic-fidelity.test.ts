@@ -7,6 +7,7 @@
 import { createServer, type ServerResponse } from 'node:http'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
+import { sanitizeMessage } from '../../src/advanced.js'
 import {
   anthropicMessages,
   createCommitGate,
@@ -14,7 +15,6 @@ import {
   failBeforeContent,
   openaiChat,
   type RenderableError,
-  sanitizeMessage,
 } from '../../src/index.js'
 import { nodeSink } from '../../src/node.js'
 import { scriptedBody } from '../../src/testing/scripted-body.js'

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { peekDefaults } from '../../src/advanced.js'
 import {
   anthropicMessages,
   createFrameReader,
   isPeekOverflowError,
   openaiChat,
-  peekDefaults,
   peekFirstOutput,
   StreamTimeoutError,
 } from '../../src/index.js'

@@ -1,14 +1,13 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { isRetryableErrorType, sanitizeMessage } from '../../src/advanced.js'
 import {
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  isRetryableErrorType,
   type RenderableError,
   type SseFrame,
   type StreamAdapter,
-  sanitizeMessage,
 } from '../../src/index.js'
 import { anthropicErrorType } from '../../src/protocols/anthropic-messages.js'
 import * as arbitraries from '../../src/testing/arbitraries.js'

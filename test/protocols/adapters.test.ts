@@ -1,17 +1,19 @@
 import { describe, expect, it } from 'vitest'
 import {
+  isRetryableErrorType,
+  maxMessageLength,
+  redactSecrets,
+  sanitizeMessage,
+  streamTrackerDefaults,
+} from '../../src/advanced.js'
+import {
   anthropicMessages,
   classifyEof,
   createFrameReader,
   createStreamTracker,
   geminiGenerateContent,
-  isRetryableErrorType,
-  maxMessageLength,
   openaiChat,
   openaiResponses,
-  redactSecrets,
-  sanitizeMessage,
-  streamTrackerDefaults,
 } from '../../src/index.js'
 import { chunkSource, readAll, utf8 } from '../support/sources.js'
 import { fixtureBytes } from './fixtures.js'

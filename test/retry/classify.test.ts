@@ -3,7 +3,7 @@ import {
   classifyAttemptFailure,
   classifyConnectionError,
   parseRetryAfter,
-} from '../../src/index.js'
+} from '../../src/advanced.js'
 import { errorFromBody } from '../../src/retry/error-body.js'
 import {
   parseResetDuration,

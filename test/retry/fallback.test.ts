@@ -2,16 +2,18 @@ import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
-  anthropicMessages,
   classifyConnectionError,
   contextWindowFitDefaults,
+  parseContextOverflow,
+} from '../../src/advanced.js'
+import {
+  anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
   fitContextWindow,
   geminiGenerateContent,
   openaiChat,
   openaiResponses,
-  parseContextOverflow,
   type RelayOutcome,
   type RelayPolicy,
 } from '../../src/index.js'

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { relayDefaults } from '../../src/advanced.js'
 import {
   createMemoryKeyPool,
   type KeyPool,
   openaiChat,
   type RelayRequestOptions,
   relay,
-  relayDefaults,
 } from '../../src/index.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { fixtureBytes } from '../protocols/fixtures.js'

@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest'
+import { requestBodyDefaults, resilientFetchDefaults } from '../../src/advanced.js'
 import {
   createResilientFetch,
   isRequestBodyTooLargeError,
   RequestBodyTooLargeError,
   readRequestBody,
-  requestBodyDefaults,
-  resilientFetchDefaults,
 } from '../../src/index.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 

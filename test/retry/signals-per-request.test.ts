@@ -11,13 +11,12 @@ import { afterEach, describe, expect, it } from 'vitest'
 import {
   createCommitGate,
   createMemoryKeyPool,
-  iterableResponse,
   openaiChat,
   type RelayOutcome,
   relay,
   webSink,
 } from '../../src/index.js'
-import { nodeSink } from '../../src/node.js'
+import { iterableResponse, nodeSink } from '../../src/node.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { useLoopback } from '../support/loopback.js'
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
+import { frameReaderDefaults } from '../../src/advanced.js'
 import {
   createFrameReader,
   FrameTooLargeError,
-  frameReaderDefaults,
   isFrameTooLargeError,
   isReaderBusyError,
   isUpstreamReadError,

@@ -13,11 +13,7 @@ const publicNames = {
     values: [
       'adapterForUrl',
       'anthropicMessages',
-      'classifyAttemptFailure',
-      'classifyConnectionError',
       'classifyEof',
-      'commitGateDefaults',
-      'contextWindowFitDefaults',
       'createCommitGate',
       'createHedging',
       'createFrameReader',
@@ -28,14 +24,10 @@ const publicNames = {
       'DownstreamClosedError',
       'failBeforeContent',
       'fitContextWindow',
-      'forwardableHeaders',
-      'forwardHeadersDefaults',
-      'frameReaderDefaults',
       'FrameTooLargeError',
       'geminiGenerateContent',
       'giveUpResponse',
       'HeadersSentError',
-      'hedgingDefaults',
       'isDownstreamClosedError',
       'isFirstPartyApi',
       'isFrameTooLargeError',
@@ -43,38 +35,23 @@ const publicNames = {
       'isPeekOverflowError',
       'isReaderBusyError',
       'isRequestBodyTooLargeError',
-      'isRetryableErrorType',
       'isRetryAfterCommitError',
       'isStreamBoundaryError',
       'isStreamTimeoutError',
       'isUpstreamReadError',
       'isUserCodeError',
-      'iterableResponse',
-      'maxMessageLength',
-      'memoryKeyPoolDefaults',
       'openaiChat',
       'openaiResponses',
-      'parseContextOverflow',
-      'parseRetryAfter',
-      'peekDefaults',
       'peekFirstOutput',
       'PeekOverflowError',
       'pump',
-      'pumpDefaults',
       'ReaderBusyError',
       'readRequestBody',
-      'redactSecrets',
-      'redactValues',
       'relay',
-      'relayDefaults',
-      'requestBodyDefaults',
       'RequestBodyTooLargeError',
-      'resilientFetchDefaults',
       'RetryAfterCommitError',
-      'sanitizeMessage',
       'StreamBoundaryError',
       'StreamTimeoutError',
-      'streamTrackerDefaults',
       'UpstreamReadError',
       'UserCodeError',
       'webSink',
@@ -186,8 +163,35 @@ const publicNames = {
       'WebSinkOptions',
     ],
   },
+  'src/advanced.ts': {
+    values: [
+      'classifyAttemptFailure',
+      'classifyConnectionError',
+      'commitGateDefaults',
+      'contextWindowFitDefaults',
+      'forwardableHeaders',
+      'forwardHeadersDefaults',
+      'frameReaderDefaults',
+      'hedgingDefaults',
+      'isRetryableErrorType',
+      'maxMessageLength',
+      'memoryKeyPoolDefaults',
+      'parseContextOverflow',
+      'parseRetryAfter',
+      'peekDefaults',
+      'pumpDefaults',
+      'redactSecrets',
+      'redactValues',
+      'relayDefaults',
+      'requestBodyDefaults',
+      'resilientFetchDefaults',
+      'sanitizeMessage',
+      'streamTrackerDefaults',
+    ],
+    types: [],
+  },
   'src/node.ts': {
-    values: ['clientSignal', 'nodeResponse', 'nodeSink', 'serveFetch'],
+    values: ['clientSignal', 'iterableResponse', 'nodeResponse', 'nodeSink', 'serveFetch'],
     types: ['ServeFetchOptions', 'ServedFetch'],
   },
   'src/otel/index.ts': {
@@ -307,6 +311,20 @@ describe('public names of each entry', () => {
         'wrongShapeObject',
       ].sort(),
     )
+  })
+
+  it('the root entry holds at most 45 runtime values (the rest live in stream-boundary/advanced)', () => {
+    expect(publicNames['src/index.ts'].values.length).toBeLessThanOrEqual(45)
+  })
+
+  it('stream-boundary/advanced exports at runtime exactly the pinned values, each frozen data or a function', async () => {
+    const advanced: Record<string, unknown> = await import('../../src/advanced.js')
+    expect(Object.keys(advanced).sort()).toEqual([...publicNames['src/advanced.ts'].values].sort())
+    for (const value of Object.values(advanced)) {
+      expect(
+        typeof value === 'function' || typeof value === 'number' || Object.isFrozen(value),
+      ).toBe(true)
+    }
   })
 
   it('the root exports at runtime exactly the pinned values', async () => {

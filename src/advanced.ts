@@ -1,0 +1,38 @@
+/**
+ * `stream-boundary/advanced`: the pieces most users never import, kept off the root so the
+ * root reads as the library's job. Every options object's defaults (to show, log or build
+ * on), the helpers that sanitise and redact upstream text, and the pure decisions the relay
+ * makes (how an attempt failed, what a connection error means, a `Retry-After`, a context
+ * overflow), for hosts that build their own loop on the root's pieces.
+ *
+ * Everything here is stateless data or a pure function: using it beside the root entry
+ * shares no state and cannot disagree with it.
+ *
+ * @module stream-boundary/advanced
+ */
+
+// Each options object's defaults: the values the library uses when an option is left out.
+export { streamTrackerDefaults } from './classify/index.js'
+export { commitGateDefaults } from './commit/gate.js'
+// The relay's pure decisions and the parsers they use.
+export { forwardableHeaders, forwardHeadersDefaults } from './commit/headers.js'
+export { pumpDefaults } from './commit/pump-policy.js'
+export { memoryKeyPoolDefaults } from './key-pool/memory.js'
+export { peekDefaults } from './peek/index.js'
+export { isRetryableErrorType } from './protocols/common.js'
+// Upstream text made safe to pass on: HTML reduced, length bounded, secrets redacted.
+export {
+  maxMessageLength,
+  redactSecrets,
+  redactValues,
+  sanitizeMessage,
+} from './protocols/sanitize.js'
+export { classifyAttemptFailure } from './retry/classify.js'
+export { classifyConnectionError } from './retry/connection-errors.js'
+export { contextWindowFitDefaults, parseContextOverflow } from './retry/context-window.js'
+export { hedgingDefaults } from './retry/hedge.js'
+export { relayDefaults } from './retry/policy.js'
+export { parseRetryAfter } from './retry/rate-limit-headers.js'
+export { requestBodyDefaults } from './retry/request-body.js'
+export { resilientFetchDefaults } from './retry/resilient-fetch.js'
+export { frameReaderDefaults } from './sse/reader.js'

@@ -12,6 +12,7 @@ import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-tra
 import { createMemoryKeyPool, type DownstreamSink, openaiChat, relay } from '../src/index.js'
 import { iterableResponse } from '../src/node.js'
 import { createRelayTelemetry } from '../src/otel/index.js'
+import { Stop } from '../src/stop.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 
 interface Line {
@@ -186,11 +187,30 @@ export async function benchPerRequest(options: {
   )
   const listener = () => {}
   const shared = new AbortController().signal
+  const sharedStop = new Stop()
   const primitives = {
     'new AbortController() and its signal': timeEach(20_000, () => new AbortController().signal),
     'a listener added to and removed from an AbortSignal': timeEach(20_000, () => {
       shared.addEventListener('abort', listener, { once: true })
       shared.removeEventListener('abort', listener)
+    }),
+    // The library's own abort beside the native one (docs/performance.md, "Stop or AbortSignal").
+    'new Stop() (the library-made abort)': timeEach(20_000, () => new Stop()),
+    'a listener added to and removed from a Stop': timeEach(20_000, () => {
+      sharedStop.addEventListener('abort', listener)
+      sharedStop.removeEventListener('abort', listener)
+    }),
+    'an AbortController with 2 listeners, aborted': timeEach(20_000, () => {
+      const controller = new AbortController()
+      controller.signal.addEventListener('abort', listener, { once: true })
+      controller.signal.addEventListener('abort', () => {}, { once: true })
+      controller.abort()
+    }),
+    'a Stop with 2 listeners, aborted': timeEach(20_000, () => {
+      const stop = new Stop()
+      stop.addEventListener('abort', listener)
+      stop.addEventListener('abort', () => {})
+      stop.abort()
     }),
     'setTimeout + clearTimeout': timeEach(20_000, () => clearTimeout(setTimeout(listener, 1e6))),
     'new Headers(4 entries)': timeEach(

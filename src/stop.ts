@@ -18,9 +18,9 @@ export interface SignalLike {
 }
 
 /**
- * An abort the library makes and listens to itself. On Node 20 an `AbortController` costs
- * about 4 µs and every listener on its signal about 1 µs to add and remove, several times per
- * request; this is a flag, a reason and an array of callbacks. It has the part of
+ * An abort the library makes and listens to itself: a flag, a reason and an array of
+ * callbacks, where an `AbortController` and the listeners on its signal cost the relay about
+ * a fifth of its fixed CPU per request (docs/performance.md, "Stop or AbortSignal"). It has the part of
  * `AbortSignal` the library uses ({@link SignalLike}) and stands where a controller stood
  * (`signal` is itself). Where a real `AbortSignal` must leave the library (a frame reader it
  * did not make), {@link Stop.real} makes one that follows it, on demand.

@@ -273,8 +273,8 @@ export function createStreamTracker(
   }
 
   const quick = adapter.quickOutput?.bind(adapter)
-  // Hot spot: after commit most frames end here, decided by a few byte scans (~0.2 µs)
-  // instead of TextDecoder and JSON.parse (~1.5 µs).
+  // Hot spot: after commit most frames end here, decided by a few byte scans instead of
+  // TextDecoder and JSON.parse (docs/performance.md, "Why the code is shaped this way").
   function observeCommitted(frame: SseFrame): FrameVerdict['kind'] {
     if (
       quick !== undefined &&

@@ -134,8 +134,8 @@ function parseFields(text: string): SseFields {
 }
 
 function fieldsOf(raw: Uint8Array, skip: number): SseFields {
-  // Hot spot: TextDecoder costs ~0.3 µs per small frame on Node 20, most of a frame's
-  // parse cost; adapters decide on `event` or byte checks first where they can.
+  // Hot spot: decoding is most of a frame's parse cost (docs/performance.md, "Why the code is
+  // shaped this way"); adapters decide on `event` or byte checks first where they can.
   return parseFields(decoder.decode(skip === 0 ? raw : raw.subarray(skip)))
 }
 

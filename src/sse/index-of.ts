@@ -1,8 +1,8 @@
 /**
  * The byte search under the frame splitter and the adapters' byte checks. On V8,
- * `Uint8Array.prototype.indexOf` compares element by element (about 1 ns a byte plus a runtime
- * call); Node's `Buffer.prototype.indexOf` takes any `Uint8Array` and searches with `memchr`,
- * several times faster on a frame. It is used where it exists and answers a probe correctly
+ * `Uint8Array.prototype.indexOf` compares element by element; Node's `Buffer.prototype.indexOf`
+ * takes any `Uint8Array` and searches with `memchr`, several times faster on a frame
+ * (docs/performance.md, "Why the code is shaped this way"). It is used where it exists and answers a probe correctly
  * (Node, Bun); elsewhere (Workers, Deno without Node globals) the standard method is.
  *
  * @module

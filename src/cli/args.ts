@@ -37,8 +37,8 @@ export interface ChaosOptions {
   readonly hangMs: number
   /**
    * How long `keepalives-only` and `role-only-then-stall` stall before a clean end of the body
-   * (`0`: endless, bounded only by the gateway's first-output timeout; raise `hangMs` above
-   * that timeout then). @default 20000
+   * (`Infinity`: endless, bounded only by the gateway's first-output timeout; raise `hangMs`
+   * above that timeout then). `0` is a usage error, as it is for every bound. @default 20000
    */
   readonly stallMs: number
   /** How long a started gateway may take to accept connections. @default 20000 */
@@ -110,8 +110,8 @@ client in front of it judges what came out.
   --hang-ms <ms>          no end within this bound is a hang (default: 45000, above a
                           30 s first-byte timeout and a retry)
   --stall-ms <ms>         keepalives-only and role-only-then-stall stall this long, then end
-                          cleanly with no output (default: 20000; 0: endless, bounded only
-                          by the gateway's first-output timeout: raise --hang-ms above it)
+                          cleanly with no output (default: 20000; Infinity: endless, bounded
+                          only by the gateway's first-output timeout: raise --hang-ms above it)
   --start-timeout-ms <ms> how long the started gateway may take to listen (default: 20000)
   --header <name: value>  an extra request header (repeatable)
   --json                  print JSON instead of a table
@@ -147,6 +147,16 @@ function integer(
     throw new UsageError(`--${flag} must be an integer ${range}, got "${value}"`)
   }
   return n
+}
+
+/** A bound in milliseconds: an integer >= 1, or `Infinity` for none (the library's one rule). */
+function boundMs(flag: string, value: string | undefined, fallback: number): number {
+  if (value?.trim() === 'Infinity') return Number.POSITIVE_INFINITY
+  const n = value === undefined || value.trim() === '' ? Number.NaN : Number(value)
+  if (value !== undefined && (!Number.isSafeInteger(n) || n < 1)) {
+    throw new UsageError(`--${flag} must be an integer >= 1 or Infinity, got "${value}"`)
+  }
+  return value === undefined ? fallback : n
 }
 
 function endpointPath(value: string | undefined): string | undefined {
@@ -261,7 +271,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     faultRate,
     seed: integer('seed', text('seed'), chaosDefaults.seed, 0),
     hangMs: integer('hang-ms', text('hang-ms'), chaosDefaults.hangMs, 100),
-    stallMs: integer('stall-ms', text('stall-ms'), chaosDefaults.stallMs, 0),
+    stallMs: boundMs('stall-ms', text('stall-ms'), chaosDefaults.stallMs),
     startTimeoutMs: integer(
       'start-timeout-ms',
       text('start-timeout-ms'),

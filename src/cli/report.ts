@@ -110,7 +110,7 @@ function summaryLines(report: ChaosReport): string[] {
   ]
   if (counts.hangs > 0) {
     lines.push(
-      `${counts.hangs} hang${counts.hangs === 1 ? '' : 's'} at the hang bound (${report.hangMs} ms): a gateway whose own timeouts are longer needs --hang-ms above them (stream-boundary's defaults: 30 s to the first byte, 10 min to the first output; with --stall-ms 0 the stalls end only at the gateway's first-output timeout).`,
+      `${counts.hangs} hang${counts.hangs === 1 ? '' : 's'} at the hang bound (${report.hangMs} ms): a gateway whose own timeouts are longer needs --hang-ms above them (stream-boundary's defaults: 30 s to the first byte, 10 min to the first output; with --stall-ms Infinity the stalls end only at the gateway's first-output timeout).`,
     )
   }
   if (report.exitCode === 3) {

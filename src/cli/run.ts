@@ -461,11 +461,11 @@ const stalls: readonly string[] = ['keepalives-only', 'role-only-then-stall']
 
 /**
  * The scripts of every scenario, by name, for the upstream: the stalls last `stallMs`, then
- * the body ends cleanly with no output (`0`: endless).
+ * the body ends cleanly with no output (`Infinity`: endless).
  */
 function upstreamScripts(stallMs: number): Record<string, Scenario> {
   const bounded = (fault: Scenario[number]): Scenario[number] => {
-    if (stallMs === 0) return fault
+    if (stallMs === Number.POSITIVE_INFINITY) return fault
     const kind = typeof fault === 'string' ? fault : fault.kind
     if (!stalls.includes(kind)) return fault
     return typeof fault === 'string'

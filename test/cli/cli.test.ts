@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startPlainRelay } from '../../examples/plain-relay.js'
+import { parseChaosArgs } from '../../src/cli/args.js'
 import { type CliIo, runCli } from '../../src/cli/main.js'
 import type { ChaosReport } from '../../src/cli/run.js'
 import { startChaosGateway } from './example-gateway.js'
@@ -51,6 +52,17 @@ async function chaos(
   return { code, report: JSON.parse(io.stdout.join('\n')) as ChaosReport, io }
 }
 
+describe('stream-boundary chaos: --stall-ms is a bound like every other', () => {
+  const base = ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini']
+  it('Infinity makes the stalls endless; an integer bounds them; none takes the default', () => {
+    expect(parseChaosArgs([...base, '--stall-ms', 'Infinity']).stallMs).toBe(
+      Number.POSITIVE_INFINITY,
+    )
+    expect(parseChaosArgs([...base, '--stall-ms', '250']).stallMs).toBe(250)
+    expect(parseChaosArgs(base).stallMs).toBe(20_000)
+  })
+})
+
 describe('stream-boundary chaos: bad arguments exit 2 with a message naming the flag', () => {
   const cases: [string[], RegExp][] = [
     [['--protocol', 'openai-chat'], /--target is required/],
@@ -84,7 +96,11 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '1.5'],
-      /--stall-ms must be an integer >= 0, got "1.5"/,
+      /--stall-ms must be an integer >= 1 or Infinity, got "1.5"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '0'],
+      /--stall-ms must be an integer >= 1 or Infinity, got "0"/,
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--bogus'],

@@ -126,7 +126,7 @@ export async function outageStats(
  */
 export async function resyncPayload(
   current: Fallback,
-  openLeases: ReadonlySet<OpenLease>,
+  openLeases: Iterable<OpenLease>,
   abandoned: readonly string[],
   config: ScriptConfig,
 ): Promise<SyncPayload> {

@@ -18,6 +18,7 @@ import { PoolCommands } from './commands.js'
 import type { RedisPoolOperation, RedisUnavailableError } from './errors.js'
 import { KnownKeys } from './known-keys.js'
 import { RedisLink } from './link.js'
+import { OpenLeases } from './open-leases.js'
 import type { RedisKeyPool, RedisKeyPoolOptions } from './options.js'
 import {
   outageStats,
@@ -31,7 +32,6 @@ import {
   callHook,
   type Fallback,
   maxAbandoned,
-  maxDelay,
   type OpenLease,
   refusalOf,
   seedPayload,
@@ -128,7 +128,7 @@ class RedisPool {
   private readonly link: RedisLink
   private readonly commands: PoolCommands
   private readonly known: KnownKeys
-  private readonly openLeases = new Set<OpenLease>()
+  private readonly openLeases: OpenLeases
   /** Ids of acquires that failed: Redis may still run them later; their slots are freed on resync. */
   private readonly abandoned: string[] = []
   /** This replica's acquires waiting at the in-flight cap, first come first served. */
@@ -140,7 +140,6 @@ class RedisPool {
   private gate: Promise<void> | undefined
   private probing = false
   private lastProbe = 0
-  private renewTimer: ReturnType<typeof setInterval> | undefined
   private closed = false
 
   constructor(
@@ -150,6 +149,12 @@ class RedisPool {
     this.link = new RedisLink(settings.client, settings.config.commandTimeoutMs)
     this.commands = new PoolCommands(this.link, settings)
     this.known = new KnownKeys(settings.known, settings.ids, settings.memoryOptions.onKeyState)
+    this.openLeases = new OpenLeases(
+      this.commands,
+      settings.config.leaseTtlMs,
+      () => !this.closed && this.fallback === undefined,
+      (error) => this.degrade(this.link.asUnavailable(error, 'renew')),
+    )
     this.seeded = settings.memoryOptions.initialState === undefined
   }
 
@@ -210,7 +215,7 @@ class RedisPool {
 
   close(): void {
     this.closed = true
-    this.stopRenewal()
+    this.openLeases.stopRenewal()
   }
 
   /**
@@ -255,7 +260,7 @@ class RedisPool {
         gen: verdict[2],
         probe: verdict[3] === 1,
       })
-      this.startRenewal()
+      this.openLeases.startRenewal()
       return { kind: 'leased', lease }
     } catch (error) {
       // Redis may still run it: free the slot it would take when Redis is back.
@@ -318,7 +323,7 @@ class RedisPool {
   /** Switches to the local fallback (once per outage) and returns it. */
   private degrade(error: RedisUnavailableError): Fallback {
     if (this.fallback !== undefined) return this.fallback
-    this.stopRenewal()
+    this.openLeases.stopRenewal()
     const current = startFallback(this.nextId(), this.keys, this.settings, this.known.snapshot())
     this.fallback = current
     this.lastProbe = Date.now()
@@ -368,42 +373,8 @@ class RedisPool {
       open.shadowing = undefined
     }
     this.fallback = undefined
-    this.startRenewal()
+    this.openLeases.startRenewal()
     callHook(onRecovered)
-  }
-
-  private startRenewal(): void {
-    if (
-      this.renewTimer !== undefined ||
-      this.closed ||
-      this.fallback !== undefined ||
-      this.openLeases.size === 0
-    ) {
-      return
-    }
-    const every = Math.min(this.settings.config.leaseTtlMs / 3, maxDelay)
-    this.renewTimer = setInterval(() => this.renew(), every)
-    ;(this.renewTimer as { unref?: () => void }).unref?.()
-  }
-
-  private stopRenewal(): void {
-    if (this.renewTimer === undefined) return
-    clearInterval(this.renewTimer)
-    this.renewTimer = undefined
-  }
-
-  /** Extends this replica's open Redis leases, so a long stream keeps its slot. */
-  private renew(): void {
-    const held = [...this.openLeases].filter((open) => open.inRedis)
-    if (held.length === 0 || this.fallback !== undefined) {
-      this.stopRenewal()
-      return
-    }
-    this.commands
-      .renew(held.map((open) => [open.index + 1, open.id] as const))
-      .catch((error: unknown) => {
-        this.degrade(this.link.asUnavailable(error, 'renew'))
-      })
   }
 
   private open(
@@ -436,7 +407,6 @@ class RedisPool {
         reported = true
         // Renewal stops for this lease now: it is never renewed after its report.
         this.openLeases.delete(entry)
-        if (this.openLeases.size === 0) this.stopRenewal()
         await committed
         await this.record(entry, outcome)
         this.waiters[0]?.attempt(true)

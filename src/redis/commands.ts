@@ -10,7 +10,7 @@ import type { RedisLink } from './link.js'
 import type { AcquireReply, ReportReply, RowReply, RowsReply, SyncPayload } from './replies.js'
 import type { PoolSettings } from './settings.js'
 
-/** One command a script: what each needs from the pool, and the reply it decodes. */
+/** The pool's scripts, a method each: the keys and arguments it sends, the reply it decodes. */
 export class PoolCommands {
   constructor(
     private readonly link: RedisLink,

@@ -13,16 +13,16 @@ import {
   outcomeKinds,
 } from '../key-pool/outcomes.js'
 import type { KeyOutcome, KeyPool, KeyPoolSnapshot, KeyStats, PoolKey } from '../key-pool/types.js'
-import type {
-  Fallback,
-  Known,
-  OpenLease,
-  OutcomeKind,
-  ScriptConfig,
-  SyncKey,
-  SyncPayload,
+import {
+  type Fallback,
+  type Known,
+  type OpenLease,
+  type OutcomeKind,
+  type ScriptConfig,
+  type SyncKey,
+  type SyncPayload,
+  syncKeyOf,
 } from './replies.js'
-import { syncKeyOf } from './replies.js'
 import type { PoolSettings } from './settings.js'
 
 /** Starts outage `id`: a local pool seeded with `baseline`, on the local clock. */

@@ -1,12 +1,10 @@
 /**
- * The pool's connection to Redis (every command bounded, failing fast while down) and what
- * this replica last heard of each key.
+ * The pool's connection to Redis: every command bounded by `commandTimeoutMs`, failing fast
+ * while down.
  *
  * @module
  */
 
-import { outcomeKinds, tellKeyState } from '../key-pool/outcomes.js'
-import type { KeyPoolSnapshot, KeyStateEvent, KeyStateSnapshot } from '../key-pool/types.js'
 import {
   isRedisUnavailableError,
   type RedisPoolOperation,
@@ -16,10 +14,7 @@ import {
   commandNames,
   decode,
   downStatuses,
-  type EventRows,
-  type Known,
   maxDelay,
-  type Row,
   type ScriptClient,
   type ScriptMethod,
   type ScriptName,
@@ -112,68 +107,5 @@ export class RedisLink {
 
   asUnavailable(error: unknown, operation: RedisPoolOperation): RedisUnavailableError {
     return isRedisUnavailableError(error) ? error : new RedisUnavailableError(operation, error)
-  }
-}
-
-/** What this replica last heard from Redis of each key: its snapshot and stats. */
-export class KnownKeys {
-  constructor(
-    readonly states: Known[],
-    readonly ids: readonly string[],
-    readonly onKeyState: ((event: KeyStateEvent) => void) | undefined,
-  ) {}
-
-  learn(index: number, row: Row): void {
-    const state = this.states[index]
-    if (state === undefined) return
-    state.disabled = row[0] === 1
-    state.cooldownUntil = Number(row[1])
-    state.failures = row[2]
-    state.circuit = row[3]
-    state.circuitUntil = Number(row[4])
-    state.leases = row[6]
-    state.disabledUntil = Number(row[7])
-    const counts = row[8]
-    if (counts !== undefined) {
-      outcomeKinds.forEach((kind, j) => {
-        state.outcomes[kind] = counts[j] ?? 0
-      })
-    }
-  }
-
-  learnAll(rows: readonly Row[]): void {
-    for (const [index, row] of rows.entries()) this.learn(index, row)
-  }
-
-  snapshot(): KeyPoolSnapshot {
-    return {
-      version: 1,
-      keys: this.states.map(
-        (state, index): KeyStateSnapshot => ({
-          id: this.ids[index] as string,
-          disabled: state.disabled,
-          disabledUntil: state.disabledUntil,
-          cooldownUntil: state.cooldownUntil,
-          failures: state.failures,
-          circuit: state.circuit,
-          circuitUntil: state.circuitUntil,
-        }),
-      ),
-    }
-  }
-
-  /** Tells `onKeyState` what a script changed. */
-  tellEvents(events: EventRows | undefined, index?: number): void {
-    if (!Array.isArray(events)) return
-    for (const [i, state, reason, until] of events) {
-      const keyId = this.ids[index ?? i - 1]
-      if (keyId === undefined) continue
-      tellKeyState(this.onKeyState, {
-        keyId,
-        state,
-        reason,
-        ...(until === '' ? {} : { until: Number(until) }),
-      })
-    }
   }
 }

@@ -5,42 +5,38 @@
  * @module
  */
 
-import { createMemoryKeyPool } from '../key-pool/memory.js'
-import {
-  type AuthFailureWithoutLease,
-  authFailedWithoutLease,
-  outcomeKinds,
-} from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
   KeyLease,
   KeyOutcome,
-  KeyPool,
   KeyPoolSnapshot,
   KeyStats,
   PoolKey,
 } from '../key-pool/types.js'
-import type { RedisUnavailableError } from './errors.js'
-import { KnownKeys, RedisLink } from './link.js'
+import { PoolCommands } from './commands.js'
+import type { RedisPoolOperation, RedisUnavailableError } from './errors.js'
+import { KnownKeys } from './known-keys.js'
+import { RedisLink } from './link.js'
+import { OpenLeases } from './open-leases.js'
 import type { RedisKeyPool, RedisKeyPoolOptions } from './options.js'
 import {
-  type AcquireReply,
+  outageStats,
+  recordLocally,
+  resyncPayload,
+  retryAfterOf,
+  shadowOpenLeases,
+  startFallback,
+} from './outage.js'
+import {
   callHook,
   type Fallback,
   maxAbandoned,
-  maxDelay,
   type OpenLease,
-  type OutcomeKind,
-  type ReportReply,
-  type RowReply,
-  type RowsReply,
-  type SyncKey,
-  type SyncPayload,
-  seedOf,
-  syncKeyOf,
+  refusalOf,
+  seedPayload,
 } from './replies.js'
-import { settingsOf } from './settings.js'
+import { type PoolSettings, settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
 
 /**
@@ -94,507 +90,371 @@ export function createRedisKeyPool(
   keys: readonly PoolKey[],
   options: RedisKeyPoolOptions,
 ): RedisKeyPool {
-  const {
-    memoryOptions,
-    onDegraded,
-    onRecovered,
-    config,
-    client,
-    ids,
-    indexOf,
-    perKeyArgs,
-    tag,
-    redisKeys,
-    allKeys,
-    cursorKey,
-    localNow,
-    clockArg,
-    scriptConfig,
-    configJson,
-    known,
-  } = settingsOf(keys, options)
-  const replica = Array.from(crypto.getRandomValues(new Uint8Array(6)), (byte) =>
+  const pool = new RedisPool(keys, settingsOf(keys, options))
+  return {
+    get degraded(): boolean {
+      return pool.degraded
+    },
+    acquire(acquireOptions: AcquireOptions = {}): Promise<AcquireResult> {
+      return pool.acquire(acquireOptions)
+    },
+    enable(id: string): Promise<void> {
+      return pool.setDisabled(id, false)
+    },
+    disable(id: string): Promise<void> {
+      return pool.setDisabled(id, true)
+    },
+    stats(): Promise<readonly KeyStats[]> {
+      return pool.stats()
+    },
+    toJSON(): KeyPoolSnapshot {
+      return pool.toJSON()
+    },
+    close(): void {
+      pool.close()
+    },
+  }
+}
+
+/**
+ * One Redis key pool's state and steps. Each operation goes through {@link RedisPool.viaRedis}:
+ * to Redis while it answers, else to the local fallback of the outage its failure starts.
+ */
+class RedisPool {
+  private readonly replica = Array.from(crypto.getRandomValues(new Uint8Array(6)), (byte) =>
     byte.toString(16).padStart(2, '0'),
   ).join('')
-  let serial = 0
-  const nextId = () => `${replica}:${(serial++).toString(36)}`
-  const openLeases = new Set<OpenLease>()
+  private serial = 0
+  private readonly link: RedisLink
+  private readonly commands: PoolCommands
+  private readonly known: KnownKeys
+  private readonly openLeases: OpenLeases
   /** Ids of acquires that failed: Redis may still run them later; their slots are freed on resync. */
-  const abandoned: string[] = []
-  let fallback: Fallback | undefined
-  let seeded = memoryOptions.initialState === undefined
+  private readonly abandoned: string[] = []
+  /** This replica's acquires waiting at the in-flight cap, first come first served. */
+  private readonly waiters: RedisWaiter[] = []
+  /** The outage in progress, if any. */
+  private fallback: Fallback | undefined
+  private seeded: boolean
   /** A seed or resync in progress: operations wait for it. */
-  let gate: Promise<void> | undefined
-  let probing = false
-  let lastProbe = 0
-  let renewTimer: ReturnType<typeof setInterval> | undefined
-  let closed = false
-  const waiters: RedisWaiter[] = []
-  const link = new RedisLink(client, config.commandTimeoutMs)
-  const run = link.run.bind(link)
-  const script = link.script.bind(link)
-  const asUnavailable = link.asUnavailable.bind(link)
-  const knownKeys = new KnownKeys(known, ids, memoryOptions.onKeyState)
-  const learn = knownKeys.learn.bind(knownKeys)
-  const learnAll = knownKeys.learnAll.bind(knownKeys)
-  const snapshot = knownKeys.snapshot.bind(knownKeys)
-  const tellEvents = knownKeys.tellEvents.bind(knownKeys)
+  private gate: Promise<void> | undefined
+  private probing = false
+  private lastProbe = 0
+  private closed = false
 
-  function track(work: Promise<void>): Promise<void> {
+  constructor(
+    private readonly keys: readonly PoolKey[],
+    private readonly settings: PoolSettings,
+  ) {
+    this.link = new RedisLink(settings.client, settings.config.commandTimeoutMs)
+    this.commands = new PoolCommands(this.link, settings)
+    this.known = new KnownKeys(settings.known, settings.ids, settings.memoryOptions.onKeyState)
+    this.openLeases = new OpenLeases(
+      this.commands,
+      settings.config.leaseTtlMs,
+      () => !this.closed && this.fallback === undefined,
+      (error) => this.degrade(this.link.asUnavailable(error, 'renew')),
+    )
+    this.seeded = settings.memoryOptions.initialState === undefined
+  }
+
+  get degraded(): boolean {
+    return this.fallback !== undefined
+  }
+
+  async acquire(options: AcquireOptions): Promise<AcquireResult> {
+    if (this.keys.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
+    const { signal } = options
+    if (signal?.aborted) throw signal.reason
+    const waitMs = options.waitMs ?? 0
+    // Waiters of this replica go first: a newcomer does not take the slot a release frees.
+    if (this.waiters.length > 0) {
+      return waitMs > 0
+        ? waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
+        : { kind: 'busy', retryInMs: undefined }
+    }
+    const result = await this.acquireOnce(options)
+    if (result.kind !== 'busy' || !(waitMs > 0)) return result
+    // Aborted while Redis answered: do not start waiting.
+    if (signal?.aborted) throw signal.reason
+    return waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
+  }
+
+  async setDisabled(id: string, disabled: boolean): Promise<void> {
+    const index = this.settings.indexOf.get(id)
+    if (index === undefined) return
+    await this.ready()
+    await this.viaRedis(
+      disabled ? 'disable' : 'enable',
+      async () => {
+        const [row, events] = await this.commands.toggle(index, disabled)
+        this.known.learn(index, row, events)
+        if (!disabled) this.waiters[0]?.attempt(true)
+      },
+      (current) => (disabled ? current.pool.disable(id) : current.pool.enable(id)),
+    )
+  }
+
+  async stats(): Promise<readonly KeyStats[]> {
+    await this.ready()
+    return await this.viaRedis(
+      'stats',
+      async () => {
+        const [, rows] = await this.commands.stats()
+        this.known.learnAll(rows)
+        return this.known.statsOf(rows)
+      },
+      // The last counts read from Redis plus this outage's local ones.
+      (current) => outageStats(current, this.known.states),
+    )
+  }
+
+  toJSON(): KeyPoolSnapshot {
+    return this.fallback === undefined ? this.known.snapshot() : this.fallback.pool.toJSON()
+  }
+
+  close(): void {
+    this.closed = true
+    this.openLeases.stopRenewal()
+  }
+
+  /**
+   * Runs `remote` unless an outage is in progress; when Redis fails it, the outage starts.
+   * During an outage, `local` serves from its fallback (and the pool may probe whether Redis
+   * is back). Callers wait for `ready()` first; a lease's commit does not (its lease came
+   * after the seed), so no call made after the commit reaches Redis before it.
+   */
+  private async viaRedis<T>(
+    operation: RedisPoolOperation,
+    remote: () => Promise<T>,
+    local: (current: Fallback) => T | Promise<T>,
+  ): Promise<T> {
+    let current = this.fallback
+    if (current === undefined) {
+      try {
+        return await remote()
+      } catch (error) {
+        current = this.degrade(this.link.asUnavailable(error, operation))
+      }
+    } else this.probe()
+    return local(current)
+  }
+
+  /** One answer, from Redis or (while it is down) from the local fallback. */
+  private readonly acquireOnce = async (options: AcquireOptions): Promise<AcquireResult> => {
+    await this.ready()
+    return await this.viaRedis(
+      'acquire',
+      () => this.acquireRemotely(options),
+      (current) => this.acquireLocally(current, options),
+    )
+  }
+
+  private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
+    const id = this.nextId()
+    try {
+      const [verdict, , rows, events] = await this.commands.acquire(id, options.exclude)
+      this.known.learnAll(rows, events)
+      if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)
+      const lease = this.open(verdict[1] - 1, id, true, {
+        gen: verdict[2],
+        probe: verdict[3] === 1,
+      })
+      this.openLeases.startRenewal()
+      return { kind: 'leased', lease }
+    } catch (error) {
+      // Redis may still run it: free the slot it would take when Redis is back.
+      this.abandoned.push(id)
+      if (this.abandoned.length > maxAbandoned) this.abandoned.shift()
+      throw error
+    }
+  }
+
+  private async acquireLocally(current: Fallback, options: AcquireOptions): Promise<AcquireResult> {
+    const result = await current.pool.acquire({ exclude: options.exclude })
+    if (result.kind !== 'leased') return result
+    const index = this.settings.indexOf.get(result.lease.keyId) ?? 0
+    const lease = this.open(
+      index,
+      this.nextId(),
+      false,
+      { gen: 0, probe: false },
+      { fallback: current, lease: result.lease },
+    )
+    return { kind: 'leased', lease }
+  }
+
+  private nextId(): string {
+    return `${this.replica}:${(this.serial++).toString(36)}`
+  }
+
+  /** Holds operations until a seed or resync `work` is done. */
+  private track(work: Promise<void>): Promise<void> {
     const current: Promise<void> = work.finally(() => {
-      if (gate === current) gate = undefined
+      if (this.gate === current) this.gate = undefined
     })
-    gate = current
+    this.gate = current
     return current
   }
 
-  async function ready(): Promise<void> {
-    if (!seeded) {
-      seeded = true
-      track(seed())
+  private async ready(): Promise<void> {
+    if (!this.seeded) {
+      this.seeded = true
+      this.track(this.seed())
     }
-    if (gate !== undefined) await gate
+    if (this.gate !== undefined) await this.gate
   }
 
-  async function seed(): Promise<void> {
-    const payload: SyncPayload = {
-      keys: known.map((state) => ({ seed: seedOf(state), counts: [] })),
-      release: [],
-      replay: [],
-      adopt: [],
-      config: scriptConfig,
-    }
+  /** Writes `initialState` for the keys Redis does not know yet. */
+  private async seed(): Promise<void> {
+    const { known, scriptConfig } = this.settings
     try {
-      const [, rows, events] = await script<RowsReply>(
+      const [, rows, events] = await this.commands.sync(
         'seed',
-        'sync',
-        [`${tag}:g:${replica}:seed`, ...allKeys],
-        [clockArg(), config.leaseTtlMs, JSON.stringify(payload)],
+        `${this.replica}:seed`,
+        seedPayload(known, scriptConfig),
       )
-      learnAll(rows)
-      tellEvents(events)
+      this.known.learnAll(rows, events)
     } catch (error) {
-      degrade(asUnavailable(error, 'seed'))
+      this.degrade(this.link.asUnavailable(error, 'seed'))
     }
   }
 
   /** Switches to the local fallback (once per outage) and returns it. */
-  function degrade(error: RedisUnavailableError): Fallback {
-    if (fallback !== undefined) return fallback
-    stopRenewal()
-    const baseline = snapshot()
-    // The memory pool has the lease-less auth failure; its public type does not say so.
-    const pool = createMemoryKeyPool(keys, {
-      ...memoryOptions,
-      initialState: baseline,
-      now: localNow,
-    }) as KeyPool & AuthFailureWithoutLease
-    const current: Fallback = {
-      id: nextId(),
-      pool,
-      baseline,
-      shadows: ids.map(() => 0),
-      release: [],
-      replay: [],
-    }
-    fallback = current
-    lastProbe = Date.now()
-    // Redis leases still open hold a local slot too, and report through it.
-    for (const open of openLeases) {
-      if (!open.inRedis) continue
-      const others = new Set(ids.filter((_, index) => index !== open.index))
-      open.shadowing = pool.acquire({ exclude: others }).then((result) => {
-        if (result.kind !== 'leased') return
-        open.local = { fallback: current, lease: result.lease }
-        current.shadows[open.index] = (current.shadows[open.index] ?? 0) + 1
-      })
-    }
-    callHook(onDegraded, error)
+  private degrade(error: RedisUnavailableError): Fallback {
+    if (this.fallback !== undefined) return this.fallback
+    this.openLeases.stopRenewal()
+    const current = startFallback(this.nextId(), this.keys, this.settings, this.known.snapshot())
+    this.fallback = current
+    this.lastProbe = Date.now()
+    shadowOpenLeases(current, this.openLeases, this.settings.ids)
+    callHook(this.settings.onDegraded, error)
     return current
   }
 
   /** While degraded: at most every `probeIntervalMs`, ping Redis in the background. */
-  function probe(): void {
-    if (fallback === undefined || probing || gate !== undefined || closed) return
+  private probe(): void {
+    if (this.fallback === undefined || this.probing || this.gate !== undefined || this.closed) {
+      return
+    }
     const at = Date.now()
-    if (at - lastProbe < config.probeIntervalMs) return
-    lastProbe = at
-    probing = true
-    run('probe', () => client.ping()).then(
+    if (at - this.lastProbe < this.settings.config.probeIntervalMs) return
+    this.lastProbe = at
+    this.probing = true
+    this.commands.ping().then(
       () => {
-        probing = false
-        if (fallback !== undefined && gate === undefined) track(resync())
+        this.probing = false
+        if (this.fallback !== undefined && this.gate === undefined) this.track(this.resync())
       },
       () => {
-        probing = false
+        this.probing = false
       },
     )
   }
 
-  async function resync(): Promise<void> {
-    const current = fallback
+  /** Pushes the outage's changes back to Redis; on success Redis is the source of truth again. */
+  private async resync(): Promise<void> {
+    const current = this.fallback
     if (current === undefined) return
-    const counts = await current.pool.stats()
-    const local = current.pool.toJSON().keys
-    const adopt = [...openLeases]
-    const release = [...current.release, ...abandoned]
-    const payload: SyncPayload = {
-      keys: local.map((state, index): SyncKey => {
-        const stats = counts[index]
-        return syncKeyOf(
-          state,
-          current.baseline.keys[index] ?? state,
-          stats === undefined
-            ? []
-            : [
-                stats.leases - (current.shadows[index] ?? 0),
-                ...outcomeKinds.map((kind) => stats.outcomes[kind]),
-              ],
-        )
-      }),
-      release,
-      replay: current.replay,
-      adopt: adopt.map((open) => [open.index + 1, open.id] as const),
-      config: scriptConfig,
-    }
+    const { scriptConfig, onRecovered } = this.settings
+    const payload = await resyncPayload(current, this.openLeases, this.abandoned, scriptConfig)
     try {
-      const [, rows, events] = await script<RowsReply>(
-        'resync',
-        'sync',
-        [`${tag}:g:${current.id}`, ...allKeys],
-        [clockArg(), config.leaseTtlMs, JSON.stringify(payload)],
-      )
-      learnAll(rows)
-      tellEvents(events)
+      const [, rows, events] = await this.commands.sync('resync', current.id, payload)
+      this.known.learnAll(rows, events)
     } catch {
       // Still unreachable: keep serving locally; a later probe tries again.
-      lastProbe = Date.now()
+      this.lastProbe = Date.now()
       return
     }
-    abandoned.splice(0, release.length - current.release.length)
-    for (const open of openLeases) {
+    this.abandoned.splice(0, payload.release.length - current.release.length)
+    for (const open of this.openLeases) {
       open.inRedis = true
       open.local = undefined
       open.shadowing = undefined
     }
-    fallback = undefined
-    startRenewal()
+    this.fallback = undefined
+    this.openLeases.startRenewal()
     callHook(onRecovered)
   }
 
-  function startRenewal(): void {
-    if (renewTimer !== undefined || closed || fallback !== undefined || openLeases.size === 0) {
-      return
-    }
-    renewTimer = setInterval(renew, Math.min(config.leaseTtlMs / 3, maxDelay))
-    ;(renewTimer as { unref?: () => void }).unref?.()
+  private open(
+    index: number,
+    id: string,
+    inRedis: boolean,
+    lease: { gen: number; probe: boolean },
+    local?: OpenLease['local'],
+  ): KeyLease {
+    const entry: OpenLease = { index, id, ...lease, inRedis, local, shadowing: undefined }
+    this.openLeases.add(entry)
+    return this.leaseFor(entry)
   }
 
-  function stopRenewal(): void {
-    if (renewTimer === undefined) return
-    clearInterval(renewTimer)
-    renewTimer = undefined
-  }
-
-  function renew(): void {
-    const held = [...openLeases].filter((open) => open.inRedis)
-    if (held.length === 0 || fallback !== undefined) {
-      stopRenewal()
-      return
-    }
-    const leases = held.map((open) => [open.index + 1, open.id])
-    script('renew', 'renew', allKeys, [
-      clockArg(),
-      config.leaseTtlMs,
-      JSON.stringify(leases),
-    ]).catch((error: unknown) => {
-      degrade(asUnavailable(error, 'renew'))
-    })
-  }
-
-  function leaseFor(entry: OpenLease): KeyLease {
-    const key = keys[entry.index] as PoolKey
+  /** The caller's lease: `commit` once and never after `report`, `report` once. */
+  private leaseFor(entry: OpenLease): KeyLease {
+    const key = this.keys[entry.index] as PoolKey
     let reported = false
     let committed: Promise<void> | undefined
     return {
       keyId: key.id,
       secret: key.secret,
       metadata: key.metadata,
-      commit(): void {
+      commit: (): void => {
         if (reported || committed !== undefined) return
-        committed = commitLease(entry)
+        committed = this.commitLease(entry)
       },
-      async report(outcome: KeyOutcome): Promise<void> {
+      report: async (outcome: KeyOutcome): Promise<void> => {
         if (reported) return
         reported = true
         // Renewal stops for this lease now: it is never renewed after its report.
-        openLeases.delete(entry)
-        if (openLeases.size === 0) stopRenewal()
+        this.openLeases.delete(entry)
         await committed
-        await record(entry, outcome)
-        waiters[0]?.attempt(true)
+        await this.record(entry, outcome)
+        this.waiters[0]?.attempt(true)
       },
     }
   }
 
-  function open(
-    index: number,
-    id: string,
-    inRedis: boolean,
-    lease: { gen: number; probe: boolean },
-    local?: OpenLease['local'],
-  ) {
-    const entry: OpenLease = { index, id, ...lease, inRedis, local, shadowing: undefined }
-    openLeases.add(entry)
-    return leaseFor(entry)
-  }
-
   /** Only a probe's commit changes anything (it closes the circuit or re-enables the key). */
-  async function commitLease(entry: OpenLease): Promise<void> {
+  private async commitLease(entry: OpenLease): Promise<void> {
     await entry.shadowing
     if (entry.local !== undefined) {
       entry.local.lease.commit()
       return
     }
-    if (!entry.probe || fallback !== undefined) return
-    const [stateKey, leasesKey] = redisKeys[entry.index] as string[]
-    try {
-      const [row, events] = await script<RowReply>(
-        'commit',
-        'commit',
-        [stateKey as string, leasesKey as string],
-        [clockArg(), entry.id],
-      )
-      learn(entry.index, row)
-      tellEvents(events, entry.index)
-    } catch (error) {
-      degrade(asUnavailable(error, 'commit'))
-    }
-  }
-
-  async function record(lease: OpenLease, outcome: KeyOutcome): Promise<void> {
-    await ready()
-    const retryAfterMs =
-      outcome.kind === 'rate-limited' && outcome.retryAfterMs !== undefined
-        ? outcome.retryAfterMs
-        : undefined
-    let current = fallback
-    if (current === undefined) {
-      try {
-        const [, , row, events] = await script<ReportReply>(
-          'report',
-          'report',
-          redisKeys[lease.index] as string[],
-          [
-            clockArg(),
-            config.leaseTtlMs,
-            lease.id,
-            outcome.kind,
-            retryAfterMs === undefined ? '' : String(retryAfterMs),
-            configJson,
-            lease.gen,
-          ],
-        )
-        learn(lease.index, row)
-        tellEvents(events, lease.index)
-        return
-      } catch (error) {
-        current = degrade(asUnavailable(error, 'report'))
-      }
-    } else probe()
-    await lease.shadowing
-    if (lease.local?.fallback === current) {
-      await lease.local.lease.report(outcome)
-      if (lease.inRedis) current.release.push(lease.id)
-      return
-    }
-    // A Redis lease with no local slot: its key was not usable locally when the outage began,
-    // or this report is what found Redis gone.
-    if (outcome.kind === 'auth-failed') {
-      // The timed hold a report gives, here and (with the local state) in Redis at recovery;
-      // disable() would be an operator hold that never ends.
-      current.pool[authFailedWithoutLease](ids[lease.index] as string)
-      current.release.push(lease.id)
-      return
-    }
-    current.replay.push({
-      key: lease.index + 1,
-      lease: lease.id,
-      gen: lease.gen,
-      kind: outcome.kind,
-      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-      at: localNow(),
-    })
-  }
-
-  async function acquireLocally(current: Fallback, options: AcquireOptions) {
-    const result = await current.pool.acquire({ exclude: options.exclude })
-    if (result.kind !== 'leased') return result
-    const index = indexOf.get(result.lease.keyId) ?? 0
-    const lease = open(
-      index,
-      nextId(),
-      false,
-      { gen: 0, probe: false },
-      { fallback: current, lease: result.lease },
+    if (!entry.probe || this.fallback !== undefined) return
+    await this.viaRedis(
+      'commit',
+      async () => {
+        const [row, events] = await this.commands.commit(entry.index, entry.id)
+        this.known.learn(entry.index, row, events)
+      },
+      // Redis failed it: the commit is not replayed on the local pool.
+      () => undefined,
     )
-    return { kind: 'leased', lease } as const
   }
 
-  function answer(verdict: AcquireReply[0], id: string): AcquireResult {
-    switch (verdict[0]) {
-      case 'leased': {
-        const lease = open(verdict[1] - 1, id, true, { gen: verdict[2], probe: verdict[3] === 1 })
-        startRenewal()
-        return { kind: 'leased', lease }
-      }
-      case 'busy': {
-        const retryInMs = Number(verdict[1])
-        return { kind: 'busy', retryInMs: retryInMs < 0 ? undefined : retryInMs }
-      }
-      case 'cooling':
-        return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: verdict[2] === 1 }
-      default: {
-        if (verdict[1] === 'all-excluded') return { kind: 'unavailable', reason: 'all-excluded' }
-        // cjson writes an empty list as {}.
-        const rejected = Array.isArray(verdict[2]) ? verdict[2] : []
-        const rejectedKeyIds = rejected.map((index) => ids[index - 1] as string)
-        return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
-      }
-    }
-  }
-
-  /** One answer, from Redis or (while it is down) from the local fallback. */
-  async function acquireOnce(options: AcquireOptions): Promise<AcquireResult> {
-    await ready()
-    let current = fallback
-    if (current === undefined) {
-      const id = nextId()
-      const exclude = options.exclude
-      try {
-        const [verdict, , rows, events] = await script<AcquireReply>(
-          'acquire',
-          'acquire',
-          [cursorKey, ...allKeys],
-          [
-            clockArg(),
-            config.leaseTtlMs,
-            id,
-            config.selection,
-            configJson,
-            ...ids.flatMap((keyId, index) => {
-              const [limit, weight] = perKeyArgs[index] as number[]
-              return [
-                exclude?.has(keyId) ? 1 : 0,
-                limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
-                weight ?? 1,
-              ]
-            }),
-          ],
+  private async record(lease: OpenLease, outcome: KeyOutcome): Promise<void> {
+    await this.ready()
+    await this.viaRedis(
+      'report',
+      async () => {
+        const [, , row, events] = await this.commands.report(
+          lease.index,
+          lease.id,
+          lease.gen,
+          outcome.kind,
+          retryAfterOf(outcome),
         )
-        learnAll(rows)
-        tellEvents(events)
-        return answer(verdict, id)
-      } catch (error) {
-        // Redis may still run it: free the slot it would take when Redis is back.
-        abandoned.push(id)
-        if (abandoned.length > maxAbandoned) abandoned.shift()
-        current = degrade(asUnavailable(error, 'acquire'))
-      }
-    } else probe()
-    return acquireLocally(current, options)
-  }
-
-  async function setDisabled(id: string, disabled: boolean): Promise<void> {
-    const index = indexOf.get(id)
-    if (index === undefined) return
-    await ready()
-    let current = fallback
-    if (current === undefined) {
-      const operation = disabled ? 'disable' : 'enable'
-      const [stateKey, leasesKey] = redisKeys[index] as string[]
-      try {
-        const [row, events] = await script<RowReply>(
-          operation,
-          'toggle',
-          [stateKey as string, leasesKey as string],
-          [clockArg(), disabled ? 1 : 0],
-        )
-        learn(index, row)
-        tellEvents(events, index)
-        if (!disabled) waiters[0]?.attempt(true)
-        return
-      } catch (error) {
-        current = degrade(asUnavailable(error, operation))
-      }
-    } else probe()
-    await (disabled ? current.pool.disable(id) : current.pool.enable(id))
-  }
-
-  return {
-    get degraded(): boolean {
-      return fallback !== undefined
-    },
-    async acquire(acquireOptions: AcquireOptions = {}): Promise<AcquireResult> {
-      if (keys.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
-      const { signal } = acquireOptions
-      if (signal?.aborted) throw signal.reason
-      const waitMs = acquireOptions.waitMs ?? 0
-      // Waiters of this replica go first: a newcomer does not take the slot a release frees.
-      if (waiters.length > 0) {
-        return waitMs > 0
-          ? waitForSlot(waiters, acquireOnce, acquireOptions, waitMs)
-          : { kind: 'busy', retryInMs: undefined }
-      }
-      const result = await acquireOnce(acquireOptions)
-      if (result.kind !== 'busy' || !(waitMs > 0)) return result
-      // Aborted while Redis answered: do not start waiting.
-      if (signal?.aborted) throw signal.reason
-      return waitForSlot(waiters, acquireOnce, acquireOptions, waitMs)
-    },
-    enable(id: string): Promise<void> {
-      return setDisabled(id, false)
-    },
-    disable(id: string): Promise<void> {
-      return setDisabled(id, true)
-    },
-    async stats(): Promise<readonly KeyStats[]> {
-      await ready()
-      let current = fallback
-      if (current === undefined) {
-        try {
-          const [, rows] = await script<RowsReply>('stats', 'stats', allKeys, [clockArg()])
-          learnAll(rows)
-          return known.map((state, index) => ({
-            id: ids[index] as string,
-            leases: state.leases,
-            inflight: rows[index]?.[5] ?? 0,
-            outcomes: { ...state.outcomes },
-          }))
-        } catch (error) {
-          current = degrade(asUnavailable(error, 'stats'))
-        }
-      } else probe()
-      // The last counts read from Redis plus this outage's local ones.
-      const shadows = current.shadows
-      return (await current.pool.stats()).map((local, index) => {
-        const state = known[index]
-        return {
-          id: local.id,
-          leases: (state?.leases ?? 0) + local.leases - (shadows[index] ?? 0),
-          inflight: local.inflight,
-          outcomes: Object.fromEntries(
-            outcomeKinds.map((kind) => [kind, (state?.outcomes[kind] ?? 0) + local.outcomes[kind]]),
-          ) as Record<OutcomeKind, number>,
-        }
-      })
-    },
-    toJSON(): KeyPoolSnapshot {
-      return fallback === undefined ? snapshot() : fallback.pool.toJSON()
-    },
-    close(): void {
-      closed = true
-      stopRenewal()
-    },
+        this.known.learn(lease.index, row, events)
+      },
+      (current) =>
+        recordLocally(
+          current,
+          lease,
+          outcome,
+          this.settings.ids[lease.index] as string,
+          this.settings.localNow,
+        ),
+    )
   }
 }

@@ -7,6 +7,7 @@
 
 import type { AuthFailureWithoutLease } from '../key-pool/outcomes.js'
 import type {
+  AcquireResult,
   KeyLease,
   KeyOutcome,
   KeyPool,
@@ -148,7 +149,7 @@ export interface ScriptClient {
   off(event: 'ready', listener: () => void): unknown
 }
 
-/** A request of this replica waiting at the in-flight cap. */
+/** The name of one of the pool's Lua scripts. */
 export type ScriptName = keyof typeof luaScripts
 
 export type ScriptMethod = (this: unknown, ...args: (string | number)[]) => Promise<unknown>
@@ -174,13 +175,13 @@ export const commandNames = Object.fromEntries(
 
 export const downStatuses = new Set(['end', 'close', 'reconnecting', 'disconnecting'])
 
-/** A waiter's poll of Redis starts at this interval and doubles up to `pollMaxMs`. */
+/** How many failed acquires' ids are kept for release at the next resync. */
 export const maxAbandoned = 1024
 
 /** setTimeout/setInterval fire at once beyond this. */
 export const maxDelay = 2 ** 31 - 1
 
-export function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
+function seedOf(state: Omit<KeyStateSnapshot, 'id'>): SyncKey['seed'] {
   return [
     state.disabled ? 1 : 0,
     state.cooldownUntil,
@@ -221,6 +222,39 @@ export function syncKeyOf(
     entry.circuit = [state.failures, state.circuit, state.circuitUntil]
   }
   return entry
+}
+
+/** What a seed writes: every key's starting state, for the keys Redis does not know yet. */
+export function seedPayload(known: readonly Known[], config: ScriptConfig): SyncPayload {
+  return {
+    keys: known.map((state) => ({ seed: seedOf(state), counts: [] })),
+    release: [],
+    replay: [],
+    adopt: [],
+    config,
+  }
+}
+
+/** The answer of an acquire that Redis did not lease (`ids`: the keys in script order). */
+export function refusalOf(
+  verdict: Exclude<AcquireReply[0], readonly ['leased', ...unknown[]]>,
+  ids: readonly string[],
+): Exclude<AcquireResult, { kind: 'leased' }> {
+  switch (verdict[0]) {
+    case 'busy': {
+      const retryInMs = Number(verdict[1])
+      return { kind: 'busy', retryInMs: retryInMs < 0 ? undefined : retryInMs }
+    }
+    case 'cooling':
+      return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: verdict[2] === 1 }
+    default: {
+      if (verdict[1] === 'all-excluded') return { kind: 'unavailable', reason: 'all-excluded' }
+      // cjson writes an empty list as {}.
+      const rejected = Array.isArray(verdict[2]) ? verdict[2] : []
+      const rejectedKeyIds = rejected.map((index) => ids[index - 1] as string)
+      return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
+    }
+  }
 }
 
 export function decode<T>(reply: unknown): T {

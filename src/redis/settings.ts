@@ -21,6 +21,9 @@ import {
 } from './replies.js'
 import { luaScripts } from './scripts.js'
 
+/** What {@link settingsOf} derives: the pool's options, Redis keys and script arguments. */
+export type PoolSettings = ReturnType<typeof settingsOf>
+
 /** Everything `createRedisKeyPool` derives from its arguments before it serves. */
 export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOptions) {
   rejectUnknownKeys('createRedisKeyPool', options, redisOptionKeys)

@@ -40,11 +40,12 @@ import { type PoolSettings, settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
 
 /**
- * Creates a {@link KeyPool} whose state lives in Redis, shared by every gateway replica that
- * uses the same `prefix`: a 429 seen by one replica cools the key for all, a 401 disables it
- * everywhere, and `maxInflight` holds across the fleet.
+ * Creates a {@link "stream-boundary"!KeyPool | KeyPool} whose state lives in Redis, shared by
+ * every gateway replica that uses the same `prefix`: a 429 seen by one replica cools the key
+ * for all, a 401 disables it everywhere, and `maxInflight` holds across the fleet.
  *
- * - Outcomes mean what they mean for {@link createMemoryKeyPool}: the same answers (`busy`
+ * - Outcomes mean what they mean for
+ *   {@link "stream-boundary"!createMemoryKeyPool | createMemoryKeyPool}: the same answers (`busy`
  *   at the in-flight cap, `cooling` with `rateLimited`), cooldowns, timed auth holds with a
  *   probe, failure-rate circuit breaker over `breakerWindowMs`, `onKeyState` events and
  *   selection (`round-robin`, `weighted`, `least-inflight`).

@@ -113,12 +113,18 @@ export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
 export { peekDefaults, peekFirstOutput } from './peek/index.js'
 export type { ResponseIdentity } from './protocols/identity.js'
 // Protocol adapters, and what an adapter author needs to write one.
+// Continuing after a cut (`policy.continueAfterCut`, invariant 20): the adapter seam, the
+// OpenAI-compatible dialects, the policy's options and what the outcome records.
 export type {
   BlockEdge,
+  ContinuationReceived,
+  ContinuationSplice,
   ErrorVerdict,
   FrameVerdict,
   KeepaliveVerdict,
   MetaVerdict,
+  OpenAIChatContinuation,
+  OpenAIChatOptions,
   OutputBudgetLimits,
   OutputVerdict,
   RenderableError,
@@ -138,6 +144,7 @@ export {
   isRetryableErrorType,
   maxMessageLength,
   openaiChat,
+  openaiChatWith,
   openaiResponses,
   redactSecrets,
   redactValues,
@@ -160,6 +167,8 @@ export type {
   ConnectionErrorVerdict,
   ContextOverflow,
   ContextWindowFitOptions,
+  ContinuationRecord,
+  ContinueAfterCutOptions,
   Credentials,
   FailureReason,
   FailureVerdict,
@@ -188,6 +197,7 @@ export {
   classifyAttemptFailure,
   classifyConnectionError,
   contextWindowFitDefaults,
+  continueAfterCutDefaults,
   createHedging,
   createResilientFetch,
   fitContextWindow,

@@ -18,6 +18,9 @@ export {
   fitContextWindow,
   parseContextOverflow,
 } from './context-window.js'
+export type { ContinuationRecord } from './continuation.js'
+export type { ContinueAfterCutOptions } from './continuation-policy.js'
+export { continueAfterCutDefaults } from './continuation-policy.js'
 export { isFirstPartyApi } from './correlation.js'
 export { giveUpResponse } from './give-up.js'
 export type {

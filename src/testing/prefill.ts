@@ -1,0 +1,39 @@
+/**
+ * How the faulty upstream continues a prefilled answer, as servers that allow it do: a
+ * request whose final assistant message is a prefix of the scripted answer is answered with
+ * the rest of it (Anthropic's prefill; DeepSeek's and Mistral's `prefix: true`, vLLM's
+ * `continue_final_message`).
+ *
+ * @module
+ */
+
+import { anthropicMessages } from '../protocols/anthropic-messages.js'
+import { assistantText } from '../protocols/continuation.js'
+import type { StreamAdapter } from '../protocols/types.js'
+
+/** The text a request asks to continue, in its protocol's dialect; `undefined` for none. */
+export function prefillOf(adapter: StreamAdapter, body: string): string | undefined {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(body)
+  } catch {
+    return undefined
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined
+  const { messages, continue_final_message: continues } = parsed as Record<string, unknown>
+  if (!Array.isArray(messages) || messages.length === 0) return undefined
+  const last = messages[messages.length - 1] as Record<string, unknown> | null
+  if (typeof last !== 'object' || last === null || last.role !== 'assistant') return undefined
+  // Anthropic continues any final assistant message; the Chat dialects only when asked to.
+  const asked = adapter === anthropicMessages || last.prefix === true || continues === true
+  return asked ? assistantText(last.content) : undefined
+}
+
+/**
+ * The rest of the answer `prefill` began: the first of `answers` it is a prefix of, after
+ * it; `undefined` when it begins none of them.
+ */
+export function restAfter(prefill: string, answers: readonly string[]): string | undefined {
+  const answer = answers.find((each) => each.startsWith(prefill))
+  return answer?.slice(prefill.length)
+}

@@ -172,7 +172,12 @@ describe('invariant 20', () => {
     await fc.assert(
       fc.asyncProperty(cases, async (given) => {
         const { upstream, pool, fetch, outcome } = await relayed(anthropicMessages, given)
-        const client = new Anthropic({ apiKey: 'sk-x', baseURL: 'http://up.test', fetch, maxRetries: 0 })
+        const client = new Anthropic({
+          apiKey: 'sk-x',
+          baseURL: 'http://up.test',
+          fetch,
+          maxRetries: 0,
+        })
         const message = await client.messages
           .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
           .finalMessage()
@@ -184,7 +189,10 @@ describe('invariant 20', () => {
         const totals = await leasesSettle(pool)
         expect(totals).toEqual({ inflight: 0, leased: 2, reported: 2 })
         await until(() => outcome() !== undefined)
-        expect(outcome()).toMatchObject({ kind: 'committed', continuations: [{ result: 'spliced' }] })
+        expect(outcome()).toMatchObject({
+          kind: 'committed',
+          continuations: [{ result: 'spliced' }],
+        })
       }),
       { numRuns: runs(40) },
     )
@@ -200,7 +208,12 @@ describe('invariant 20', () => {
       fc.asyncProperty(cases, dialect, async (given, continuation) => {
         const adapter = openaiChatWith({ continuation })
         const { upstream, pool, fetch } = await relayed(adapter, given)
-        const client = new OpenAI({ apiKey: 'sk-x', baseURL: 'http://up.test/v1', fetch, maxRetries: 0 })
+        const client = new OpenAI({
+          apiKey: 'sk-x',
+          baseURL: 'http://up.test/v1',
+          fetch,
+          maxRetries: 0,
+        })
         const completion = await client.chat.completions
           .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
           .finalChatCompletion()

@@ -158,7 +158,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       received === undefined
         ? undefined
         : adapterParts(input.adapter, input.request, received, snapshot(cut.state))
-    const base = { atMs, cause: cut.cause, receivedChars: text?.length ?? 0 }
+    const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
     if (records.length >= input.config.maxContinuations || parts === undefined) {
       input.onRecord({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
       records.push({ ...base, keyId: null, result: 'not-sound', attempts: 0 })

@@ -133,7 +133,9 @@ type Tried =
 export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
   const records: ContinuationRecord[] = []
   /** The running continuation's lease and its own tracker's usage. */
-  let current: { lease: KeyLease | undefined; usage: () => TokenUsage | null } | undefined
+  let current:
+    | { lease: KeyLease | undefined; usage: () => TokenUsage | null; record: number }
+    | undefined
   let usageAtCut: TokenUsage | undefined
   let cutSeen = false
   const continued: (() => TokenUsage | null)[] = []
@@ -141,7 +143,12 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
   async function settle(outcome: KeyOutcome): Promise<void> {
     const running = current
     current = undefined
-    await running?.lease?.report(outcome).catch(() => {})
+    if (running === undefined) return
+    // The record learns the continuation's usage once its stream is over.
+    const usage = running.usage()
+    const record = records[running.record]
+    if (usage !== null && record !== undefined) records[running.record] = { ...record, usage }
+    await running.lease?.report(outcome).catch(() => {})
   }
 
   async function next(cut: CutContext): Promise<ContinuedStream | null> {
@@ -183,9 +190,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         if (lease !== undefined) input.addSecret(lease.secret)
         const tried = await tryOnce(input, parts, lease, budget.controller)
         if (tried.kind === 'output') {
-          current = { lease, usage: tried.usage }
-          continued.push(current.usage)
           const record = { ...base, keyId, result: 'spliced', attempts } as const
+          current = { lease, usage: tried.usage, record: records.length }
+          continued.push(current.usage)
           records.push(record)
           input.onRecord(record)
           return tried.stream

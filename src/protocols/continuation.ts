@@ -60,7 +60,7 @@ export function overlapSkipper(received: string, sent: string): (text: string) =
 }
 
 /** The messages of a chat-shaped request body, or `undefined` when it has none. */
-export function messagesOf(request: UpstreamRequest): readonly unknown[] | undefined {
+function messagesOf(request: UpstreamRequest): readonly unknown[] | undefined {
   const messages = request.body.messages
   return Array.isArray(messages) ? messages : undefined
 }

@@ -8,8 +8,18 @@
  */
 
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
-import { assistantText } from '../protocols/continuation.js'
 import type { StreamAdapter } from '../protocols/types.js'
+
+/** A message's text: a string, or its text blocks joined; `undefined` for anything else. */
+function textOf(content: unknown): string | undefined {
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) return undefined
+  const blocks = content as { type?: unknown; text?: unknown }[]
+  if (!blocks.every((block) => block?.type === 'text' && typeof block.text === 'string')) {
+    return undefined
+  }
+  return blocks.map((block) => block.text).join('')
+}
 
 /** The text a request asks to continue, in its protocol's dialect; `undefined` for none. */
 export function prefillOf(adapter: StreamAdapter, body: string): string | undefined {
@@ -26,7 +36,7 @@ export function prefillOf(adapter: StreamAdapter, body: string): string | undefi
   if (typeof last !== 'object' || last === null || last.role !== 'assistant') return undefined
   // Anthropic continues any final assistant message; the Chat dialects only when asked to.
   const asked = adapter === anthropicMessages || last.prefix === true || continues === true
-  return asked ? assistantText(last.content) : undefined
+  return asked ? textOf(last.content) : undefined
 }
 
 /**

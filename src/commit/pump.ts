@@ -330,16 +330,18 @@ class PumpRun {
 
   async afterReadFailure(error: unknown): Promise<PumpEnd> {
     const { tracker } = this.options
+    // The stop the read failed on: a heal that finds no continuation restarts the clocks.
+    const { stop } = this
     const idle =
-      this.stop.aborted &&
-      error === this.stop.reason &&
+      stop.aborted &&
+      error === stop.reason &&
       error instanceof StreamTimeoutError &&
       error.timeout === 'idle'
     if (!tracker.state.terminalSeen && (idle || isUpstreamReadError(error))) {
       const healed = await this.heal(idle ? 'idle-timeout' : 'read-error')
       if (healed !== undefined) return healed
     }
-    return endAfterReadFailure(error, this.stop, this.reader, tracker, this.out, () => this.atEof())
+    return endAfterReadFailure(error, stop, this.reader, tracker, this.out, () => this.atEof())
   }
 
   /** At the upstream's end the hot path hands over: a last frame may be one the end cut. */

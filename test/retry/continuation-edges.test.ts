@@ -266,6 +266,31 @@ describe('continueAfterCut: a continuation that fails', () => {
   })
 })
 
+describe('continueAfterCut: the idle timeout without a sound continuation', () => {
+  it('a silent upstream after tool output: the honest timeout error, as without continuation', async () => {
+    const upstream = createFaultyUpstream({
+      scenarios: { s: [{ kind: 'slow-drip', delayMs: 400 }, 'ok'] },
+    })
+    const adapter = { ...anthropicMessages, buildContinuation: () => null } as StreamAdapter
+    const { pool, outcomes, fetch } = await through(
+      adapter,
+      (input, init) =>
+        upstream.fetch(input, {
+          ...init,
+          headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
+        }),
+      { idleTimeoutMs: 150 },
+    )
+    await expect(anthropicText(fetch)).rejects.toThrow(/150 ms|idle|timed out/i)
+    await upstream.close()
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 1, reported: 1 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'error-written', cause: 'idle-timeout' },
+      continuations: [{ result: 'not-sound', cause: 'idle-timeout' }],
+    })
+  })
+})
+
 describe('continueAfterCut: hostile user code still gets a settled honest answer', () => {
   const hostile: [string, Partial<StreamAdapter>][] = [
     [

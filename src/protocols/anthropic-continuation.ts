@@ -89,7 +89,7 @@ export function anthropicSplice(
       return [event(type, { ...body, index: shifted(body.index) })]
     }
     // A delta before any block start continues the open block.
-    if (shift === undefined && open !== undefined) shift = open - 0
+    if (shift === undefined && open !== undefined) shift = open
     if (type === 'content_block_stop') return [event(type, { ...body, index: shifted(body.index) })]
     const delta = body.delta
     if (stringField(delta, 'type') === 'text_delta') {

@@ -19,6 +19,7 @@ import { addUsage, type TokenUsage } from '../protocols/usage.js'
 import { createFrameReader, frameSourceOf } from '../sse/reader.js'
 import type { Route } from './attempt-types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import type { ContinueAfterCutOptions } from './continuation-policy.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { now } from './run.js'
@@ -38,9 +39,9 @@ export interface ContinuationRecord {
   /** Characters of answer text the client had received at the cut (prefilled). */
   readonly receivedChars: number
   /**
-   * `spliced`: its output went to the client; `not-sound`: none was tried (tool output,
-   * reasoning or a refusal seen, the text too long, or the adapter's `buildContinuation`
-   * declined, threw or answered garbage); `failed`: its attempts got no output. The client
+   * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
+   * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
+   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no output. The client
    * got the honest error for the last two.
    */
   readonly result: 'spliced' | 'not-sound' | 'failed'
@@ -58,7 +59,7 @@ export interface ContinuationInput {
   /** The request of the cut attempt. */
   readonly request: UpstreamRequest
   readonly policy: NormalizedRelayPolicy
-  readonly config: Required<import('./continuation-policy.js').ContinueAfterCutOptions>
+  readonly config: Required<ContinueAfterCutOptions>
   /** The key of the cut attempt (tried elsewhere first). */
   readonly keyId: string | null
   readonly requestStarted: number

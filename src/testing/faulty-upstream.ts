@@ -13,7 +13,7 @@ import type { StreamAdapter } from '../protocols/types.js'
 import { parseChaosMarker } from './chaos-marker.js'
 import { faultSteps, type Step } from './fault-steps.js'
 import { checkScenarios, type Fault, type FaultKind, type Scenario } from './faults.js'
-import { prefillOf, restAfter } from './prefill.js'
+import { continuationRest } from './prefill.js'
 import { wireFor } from './wire.js'
 
 export type { ChaosMarker } from './chaos-marker.js'
@@ -338,21 +338,6 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
   }
 
-  /** The rest of the answer a prefilled request began (any earlier attempt's tag), if it is one. */
-  function continuationRest(
-    adapter: StreamAdapter,
-    body: string,
-    attempt: number,
-    tagged: boolean,
-  ): string | undefined {
-    const prefill = prefillOf(adapter, body)
-    if (prefill === undefined) return undefined
-    const answers = tagged
-      ? Array.from({ length: attempt }, (_, k) => `[attempt ${k + 1}] ${baseAnswer}`)
-      : [baseAnswer]
-    return restAfter(prefill, answers)
-  }
-
   async function handle(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const adapter = adapterForUrl(url) ?? openaiChat
@@ -383,7 +368,7 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     }
     const tag = marker === undefined ? '' : `[attempt ${attempt}] `
     // A continuation (a prefilled final assistant message) gets the rest of the answer it began.
-    const rest = continuationRest(adapter, body, attempt, marker !== undefined)
+    const rest = continuationRest(adapter, body, baseAnswer, marker === undefined ? 0 : attempt)
     // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
     const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
     const early = statusAnswer(fault, adapter, body, streaming, tag, baseAnswer)

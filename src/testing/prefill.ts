@@ -40,6 +40,25 @@ export function prefillOf(adapter: StreamAdapter, body: string): string | undefi
 }
 
 /**
+ * The rest of the scripted answer a prefilled request began, if it is one: `answer` as any
+ * attempt up to `attempt` tagged it (`0`: untagged, no chaos marker).
+ */
+export function continuationRest(
+  adapter: StreamAdapter,
+  body: string,
+  answer: string,
+  attempt: number,
+): string | undefined {
+  const prefill = prefillOf(adapter, body)
+  if (prefill === undefined) return undefined
+  const answers =
+    attempt === 0
+      ? [answer]
+      : Array.from({ length: attempt }, (_, k) => `[attempt ${k + 1}] ${answer}`)
+  return restAfter(prefill, answers)
+}
+
+/**
  * The rest of the answer `prefill` began: the first of `answers` it is a prefix of, after
  * it; `undefined` when it begins none of them.
  */

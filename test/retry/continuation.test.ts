@@ -3,14 +3,17 @@ import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import {
   anthropicMessages,
+  continueAfterCutDefaults,
   createMemoryKeyPool,
   createResilientFetch,
   openaiChatWith,
   type RelayOutcome,
   type RelayPolicy,
+  relay,
   type StreamAdapter,
 } from '../../src/index.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { createRecordingSink } from '../../src/testing/index.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 
@@ -98,5 +101,78 @@ describe('continueAfterCut', () => {
         .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
         .finalMessage(),
     ).rejects.toThrow(/incomplete/)
+  })
+})
+
+describe('continueAfterCut options', () => {
+  const attempt = async () => new Response('')
+  const policyError = (continueAfterCut: unknown) =>
+    relay({
+      sink: createRecordingSink(),
+      adapter: anthropicMessages,
+      attempt,
+      policy: { continueAfterCut } as RelayPolicy,
+    })
+
+  it('true means the defaults; false and absent mean off', () => {
+    expect(continueAfterCutDefaults).toEqual({
+      maxContinuations: 1,
+      maxAttempts: 2,
+      timeoutMs: 30_000,
+      maxReceivedChars: 262_144,
+    })
+    expect(Object.isFrozen(continueAfterCutDefaults)).toBe(true)
+  })
+
+  it.each([
+    [
+      { maxContinuations: 0 },
+      RangeError,
+      'continueAfterCut.maxContinuations must be a positive integer, got 0',
+    ],
+    [
+      { maxAttempts: 1.5 },
+      RangeError,
+      'continueAfterCut.maxAttempts must be a positive integer, got 1.5',
+    ],
+    [
+      { maxReceivedChars: -1 },
+      RangeError,
+      'continueAfterCut.maxReceivedChars must be a positive integer, got -1',
+    ],
+    [
+      { timeoutMs: 0 },
+      RangeError,
+      'continueAfterCut.timeoutMs must be a positive number of milliseconds up to 2147483647, or Infinity to turn it off; got 0',
+    ],
+    ['yes', TypeError, 'continueAfterCut must be a boolean or an object, got string'],
+    [null, TypeError, 'continueAfterCut must be a boolean or an object, got null'],
+  ])('%j is refused up front: %s', async (given, kind, message) => {
+    const refused = policyError(given)
+    await expect(refused).rejects.toThrow(kind)
+    await expect(policyError(given)).rejects.toThrow(message)
+  })
+
+  it('Infinity turns the continuation budget off', async () => {
+    const { anthropic } = setup(['partial-then-cut', 'ok'], {
+      continueAfterCut: { timeoutMs: Number.POSITIVE_INFINITY },
+    })
+    const message = await anthropic.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : ''))).toEqual([answer])
+  })
+
+  it('openaiChatWith refuses an unknown dialect, and without one is openaiChat itself', async () => {
+    const { openaiChat } = await import('../../src/index.js')
+    expect(() => openaiChatWith({ continuation: 'openai' as never })).toThrow(
+      new RangeError(
+        "continuation must be one of 'deepseek-prefix', 'mistral-prefix', 'vllm-continue', got openai",
+      ),
+    )
+    expect(openaiChatWith({})).toBe(openaiChat)
+    const vllm = openaiChatWith({ continuation: 'vllm-continue' })
+    expect(vllm.name).toBe('openai-chat')
+    expect(Object.isFrozen(vllm)).toBe(true)
   })
 })

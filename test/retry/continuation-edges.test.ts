@@ -2,6 +2,7 @@ import { createServer } from 'node:http'
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
+import { anthropicDownstream } from '../../examples/anthropic-over-openai-gateway.js'
 import {
   anthropicMessages,
   createMemoryKeyPool,
@@ -14,6 +15,7 @@ import {
   type RelayPolicy,
   relay,
   type StreamAdapter,
+  webSink,
 } from '../../src/index.js'
 import { clientSignal, nodeSink } from '../../src/node.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
@@ -392,4 +394,43 @@ describe('continueAfterCut twins', () => {
       .finalMessage()
     expect(message.content.map((b) => (b.type === 'text' ? b.text : ''))).toEqual([answer])
   })
+})
+
+describe('continueAfterCut behind a translator', () => {
+  for (const form of ['frames', 'stream', 'response', 'per-frame'] as const) {
+    it(`Anthropic clients over a vLLM upstream (${form} translator): the cut answer is whole`, async () => {
+      const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+      const { sink, response } = webSink()
+      const relayed = relay({
+        sink,
+        adapter: openaiChatWith({ continuation: 'vllm-continue' }),
+        request: {
+          url: 'http://upstream.test/v1/chat/completions',
+          body: { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] },
+        },
+        policy: { continueAfterCut: true, downstream: anthropicDownstream(form) },
+        attempt: ({ signal, request }) =>
+          upstream.fetch(request?.url ?? '', {
+            method: 'POST',
+            headers: { 'x-fault-scenario': 's' },
+            body: JSON.stringify(request?.body),
+            signal,
+          }),
+      })
+      const client = new Anthropic({
+        apiKey: 'sk-x',
+        maxRetries: 0,
+        fetch: async () => response,
+      })
+      const message = await client.messages
+        .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+        .finalMessage()
+      expect(message.content.map((b) => (b.type === 'text' ? b.text : '')).join('')).toBe(answer)
+      expect(await relayed).toMatchObject({
+        end: { kind: 'completed' },
+        continuations: [{ result: 'spliced' }],
+      })
+      expect(upstream.requests).toHaveLength(2)
+    })
+  }
 })

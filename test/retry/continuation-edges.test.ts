@@ -60,11 +60,11 @@ async function through(
   fetch: typeof globalThis.fetch,
   policy: RelayPolicy = {},
   hooks: RelayHooks = {},
+  secrets = ['sk-edge-a-1234567890', 'sk-edge-b-1234567890'],
 ) {
-  const pool = createMemoryKeyPool([
-    { id: 'a', secret: 'sk-edge-a-1234567890' },
-    { id: 'b', secret: 'sk-edge-b-1234567890' },
-  ])
+  const pool = createMemoryKeyPool(
+    secrets.map((secret, i) => ({ id: String.fromCharCode(97 + i), secret })),
+  )
   const outcomes: RelayOutcome[] = []
   const wrapped = createResilientFetch({
     fetch,
@@ -290,6 +290,45 @@ describe('continueAfterCut: the idle timeout without a sound continuation', () =
       end: { kind: 'error-written', cause: 'idle-timeout' },
       continuations: [{ result: 'not-sound', cause: 'idle-timeout' }],
     })
+  })
+})
+
+describe('continueAfterCut: credentials stay home (invariant 17)', () => {
+  it('an error frame of the continuation quoting its key reaches the client redacted', async () => {
+    const wire = anthropicWire()
+    const next = anthropicWire()
+    // Secrets no pattern would catch: only redaction by value hides them.
+    const secrets = ['plainAlphaSecret0001', 'plainBravoSecret0002']
+    const leak = `bad keys: ${secrets.join(' ')}`
+    const upstream = scripted(
+      anthropicMessages,
+      [...wire.start(), ...wire.text('The quick ')].join(''),
+      () =>
+        new Response(
+          [
+            ...next.start(),
+            ...next.text('brown '),
+            `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: leak } })}\n\n`,
+          ].join(''),
+          { headers: sse },
+        ),
+    )
+    const { pool, outcomes, fetch } = await through(
+      anthropicMessages,
+      upstream.fetch,
+      {},
+      {},
+      secrets,
+    )
+    const failure = await anthropicText(fetch).then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    expect(String(failure)).toMatch(/bad keys/)
+    expect(String(failure)).not.toMatch(/plain(Alpha|Bravo)Secret/)
+    expect(upstream.bodies).toHaveLength(2)
+    await settled(pool, outcomes)
+    expect(JSON.stringify(outcomes)).not.toMatch(/plain(Alpha|Bravo)Secret/)
   })
 })
 

@@ -17,6 +17,7 @@ import type { ContinuationReceived, ContinuationSplice } from '../protocols/cont
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { addUsage, type TokenUsage } from '../protocols/usage.js'
 import { createFrameReader, frameSourceOf } from '../sse/reader.js'
+import { keyOutcomeOf } from './attempt.js'
 import type { Route } from './attempt-types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
@@ -215,7 +216,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     next,
     records,
     async close(end) {
-      await settle(end === undefined ? { kind: 'cancelled' } : keyOutcomeOfEnd(end))
+      await settle(end === undefined ? { kind: 'cancelled' } : keyOutcomeOf(end))
     },
     usage(tracked) {
       if (!cutSeen) return tracked
@@ -224,13 +225,6 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       return sum
     },
   }
-}
-
-/** What a continuation's stream tells its key (as `keyOutcomeOf` in attempt.ts). */
-function keyOutcomeOfEnd(end: PumpEnd): KeyOutcome {
-  return end.kind === 'client-gone' || end.kind === 'downstream-stalled' || end.kind === 'aborted'
-    ? { kind: 'client-gone' }
-    : { kind: 'success' }
 }
 
 /**

@@ -69,7 +69,7 @@ function messagesOf(request: UpstreamRequest): readonly unknown[] | undefined {
  * The text of an assistant message's `content`: a string, or text blocks only; `undefined`
  * for anything else (an image, a tool call: not a prefix a continuation can extend).
  */
-export function assistantText(content: unknown): string | undefined {
+function assistantText(content: unknown): string | undefined {
   if (typeof content === 'string') return content
   if (!Array.isArray(content)) return undefined
   let text = ''

@@ -211,8 +211,8 @@ function streamingUnsupported(status: number): FailureVerdict {
 /**
  * What a committed attempt tells its key, by how its stream ended: every end the upstream
  * reached (cleanly or not) says the key works; an end the client or the host caused says
- * nothing of it. Exhaustive: a new end kind does not compile until it is named here.
- * @internal exported for tests
+ * nothing of it. Exhaustive: a new end kind does not compile until it is named here. The
+ * continuation of a cut stream reports its lease by it too.
  */
 export function keyOutcomeOf(end: PumpEnd): KeyOutcome {
   switch (end.kind) {

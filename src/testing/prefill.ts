@@ -21,7 +21,10 @@ function textOf(content: unknown): string | undefined {
   return blocks.map((block) => block.text).join('')
 }
 
-/** The text a request asks to continue, in its protocol's dialect; `undefined` for none. */
+/**
+ * The text a request asks to continue, in its protocol's dialect; `undefined` for none.
+ * @internal exported for tests
+ */
 export function prefillOf(adapter: StreamAdapter, body: string): string | undefined {
   let parsed: unknown
   try {
@@ -61,6 +64,7 @@ export function continuationRest(
 /**
  * The rest of the answer `prefill` began: the first of `answers` it is a prefix of, after
  * it; `undefined` when it begins none of them.
+ * @internal exported for tests
  */
 export function restAfter(prefill: string, answers: readonly string[]): string | undefined {
   const answer = answers.find((each) => each.startsWith(prefill))

@@ -222,7 +222,7 @@ export interface RelayHooks {
    * the client then gets the honest error). `attemptNumber` is the cut attempt's.
    */
   onContinuation?(
-    context: ContinuationRecord & { readonly attemptNumber: number; readonly route: string },
+    context: Readonly<ContinuationRecord & { attemptNumber: number; route: string }>,
   ): void
   /** The first output arrived and the attempt commits, before anything is written. */
   onCommit?(context: {

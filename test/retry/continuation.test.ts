@@ -90,6 +90,33 @@ describe('continueAfterCut', () => {
     expect(second.add_generation_prompt).toBe(false)
   })
 
+  it("without a pool (the caller's own credential): the continuation goes out with it", async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const outcomes: RelayOutcome[] = []
+    const fetch = createResilientFetch({
+      fetch: upstream.fetch,
+      policy: { continueAfterCut: true },
+      onOutcome: (o) => outcomes.push(o),
+    })
+    const anthropic = new Anthropic({
+      apiKey: 'sk-caller-own-1234567890',
+      baseURL: 'http://upstream.test',
+      fetch,
+      maxRetries: 0,
+      defaultHeaders: { 'x-fault-scenario': 's' },
+    })
+    const message = await anthropic.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : ''))).toEqual([answer])
+    expect(upstream.requests).toHaveLength(2)
+    await settle()
+    expect(outcomes[0]).toMatchObject({
+      keyId: null,
+      continuations: [{ keyId: null, result: 'spliced' }],
+    })
+  })
+
   it('is off without an adapter that supports it: the honest error', async () => {
     const { anthropic } = setup(['partial-then-cut', 'ok'], {}, {
       ...anthropicMessages,

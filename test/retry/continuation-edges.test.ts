@@ -223,6 +223,29 @@ describe('continueAfterCut: a continuation that fails', () => {
     expect(outcomes[0]).toMatchObject({ continuations: [{ result: 'failed', attempts: 2 }] })
   })
 
+  it("a continuation's own pre-output fault (an empty stream, a 529) is retried within its budget", async () => {
+    for (const fault of ['empty', 'overloaded', 'headers-then-hang'] as const) {
+      const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', fault, 'ok'] } })
+      const { pool, outcomes, fetch } = await through(
+        anthropicMessages,
+        (input, init) =>
+          upstream.fetch(input, {
+            ...init,
+            headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
+          }),
+        { peek: { firstByteTimeoutMs: 100 } },
+      )
+      expect(await anthropicText(fetch), fault).toBe(answer)
+      expect(upstream.requests).toHaveLength(3)
+      expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 3, reported: 3 })
+      expect(outcomes[0]).toMatchObject({
+        end: { kind: 'completed' },
+        continuations: [{ result: 'spliced', attempts: 2 }],
+      })
+      await upstream.close()
+    }
+  })
+
   it('a continuation cut again is continued again, up to maxContinuations', async () => {
     const upstream = createFaultyUpstream({
       scenarios: { s: ['partial-then-cut', 'partial-then-cut', 'ok'] },

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { createStreamTracker } from '../classify/index.js'
+import { createStreamTracker, type StreamTracker } from '../classify/index.js'
 import type { ContinuedStream, CutContext, PumpContinuation } from '../commit/continuation.js'
 import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
@@ -190,7 +190,10 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         attempts++
         keyId = lease?.keyId ?? null
         if (lease !== undefined) input.addSecret(lease.secret)
-        const tried = await tryOnce(input, parts, lease, budget.controller)
+        // Never throws by design; a throw all the same still reports the lease, once.
+        const tried = await tryOnce(input, parts, lease, budget.controller).catch(
+          (): Tried => ({ kind: 'failed', verdict: undefined }),
+        )
         if (tried.kind === 'output') {
           const record = { ...base, keyId, result: 'spliced', attempts } as const
           current = { lease, usage: tried.usage, record: records.length }
@@ -300,8 +303,15 @@ async function tryOnce(
       )
       return { kind: 'failed', verdict }
     }
+    let tracker: StreamTracker
+    try {
+      tracker = createStreamTracker(adapter)
+    } catch {
+      // The adapter's tracker limits are user code: the body is released all the same.
+      await response.body?.cancel().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
     const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })
-    const tracker = createStreamTracker(adapter)
     let peeked: Awaited<ReturnType<typeof peekUntil>>
     try {
       peeked = await peekUntil(

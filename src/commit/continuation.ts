@@ -10,7 +10,7 @@ import { classifyEof, type StreamState, type StreamTracker } from '../classify/i
 import type { ContinuationSplice } from '../protocols/continuation.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import { type FrameReader, nextFrameOn } from '../sse/reader.js'
+import { type FrameReader, nextOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
 import { terminatedFrame } from './encoder.js'
 import { type EndingWriter, writeError } from './endings.js'
@@ -131,7 +131,7 @@ async function pumpContinued(
   for (;;) {
     let frame: SseFrame | null
     try {
-      frame = await nextFrameOn(run.reader, run.stop)
+      frame = await nextOn(run.reader, run.stop)
     } catch (error) {
       return run.afterReadFailure(error)
     }

@@ -12,7 +12,7 @@ import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals } from '../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
-import { peekUntil } from '../peek/index.js'
+import { peekOn } from '../peek/index.js'
 import type { ContinuationReceived, ContinuationSplice } from '../protocols/continuation.js'
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { addUsage, type TokenUsage } from '../protocols/usage.js'
@@ -312,9 +312,9 @@ async function tryOnce(
       return { kind: 'failed', verdict: undefined }
     }
     const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })
-    let peeked: Awaited<ReturnType<typeof peekUntil>>
+    let peeked: Awaited<ReturnType<typeof peekOn>>
     try {
-      peeked = await peekUntil(
+      peeked = await peekOn(
         reader,
         adapter,
         { ...peekOptions(policy), clockStartedAt: started, tracker },

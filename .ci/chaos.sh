@@ -6,6 +6,7 @@
 #      every pre-output scenario answered, no silent failure, duplicate or hang;
 #   2. the same gateway under load: 300 streams at once, 2,000 requests, 20 % faults, the
 #      same zero counts, and its RSS back near where it started;
+#   2b. the same gateway with continueAfterCut on: answers cut after output come out whole;
 #   3. against examples/plain-relay.ts: the command must *detect* its silent failures
 #      (exit code 1, a nonzero silent count). This one tests the judge.
 # Run after `npm run build`. Everything listens on 127.0.0.1.
@@ -65,6 +66,22 @@ check "$work/gateway.json" "$code" \
   'code === 0 && r.scenarios.filter((s) => s.expect === "answer").every((s) => s.mark === "✓")' \
   'example gateway: every pre-output scenario answered, 0 silent failures, 0 duplicates, 0 hangs' ||
   status=1
+
+# With continueAfterCut on (CONTINUE_AFTER_CUT=1; Chat in the vllm-continue dialect the faulty
+# upstream speaks): every scenario ✓ with --expect-continuation, so partial-then-cut and
+# eof-mid-frame are answered whole, on both protocols.
+continued_port=$(port)
+continued="cd '$repo' && CONTINUE_AFTER_CUT=1 UPSTREAM_URL={upstream} PORT=$continued_port node --import tsx test/cli/example-gateway.ts"
+for protocol in openai-chat anthropic-messages; do
+  if [ "$protocol" = openai-chat ]; then target="http://127.0.0.1:$continued_port/v1"; else target="http://127.0.0.1:$continued_port"; fi
+  code=0
+  chaos --protocol "$protocol" --target "$target" --gateway "$continued" --expect-continuation \
+    --json >"$work/continued-$protocol.json" || code=$?
+  check "$work/continued-$protocol.json" "$code" \
+    'code === 0 && ["partial-then-cut", "eof-mid-frame"].every((n) => r.scenarios.find((s) => s.name === n)?.outcome === "full")' \
+    "example gateway with continueAfterCut ($protocol): cut answers continued whole, every scenario ✓" ||
+    status=1
+done
 
 # At its defaults (30 s to the first byte, 10 min to the first output) and the command's
 # defaults (45 s hang bound, 20 s stalls): every scenario, both protocols the example serves.

@@ -34,7 +34,8 @@ import {
   isFirstPartyApi,
   type KeyPool,
   type KeyStateEvent,
-  openaiChat,
+  type OpenAIChatContinuation,
+  openaiChatWith,
   openaiResponses,
   type PoolKey,
   type RelayHooks,
@@ -91,6 +92,13 @@ export interface GatewayConfig {
    * @default 32
    */
   maxPendingStreams?: number
+  /**
+   * The OpenAI upstream's dialect for continuing a cut answer (DeepSeek, Mistral, vLLM), so
+   * `policy.continueAfterCut` applies to `/v1/chat/completions` too (Anthropic's prefill
+   * needs nothing). Name one only for a server that documents it: OpenAI's API has none.
+   * @default undefined (Chat answers cut after output end with the honest error)
+   */
+  openaiContinuation?: OpenAIChatContinuation
 }
 
 /** A fetch-like function for streaming attempts. */
@@ -315,7 +323,11 @@ export async function startGateway(config: GatewayConfig): Promise<{
   const anthropic = createMemoryKeyPool(config.keys, poolOptions)
   const { openaiBaseUrl, anthropicBaseUrl } = config
   const endpoints: Record<string, ReturnType<typeof endpoint>> = {
-    '/v1/chat/completions': endpoint(`${openaiBaseUrl}/chat/completions`, openaiChat, openai),
+    '/v1/chat/completions': endpoint(
+      `${openaiBaseUrl}/chat/completions`,
+      openaiChatWith({ continuation: config.openaiContinuation }),
+      openai,
+    ),
     '/v1/responses': endpoint(`${openaiBaseUrl}/responses`, openaiResponses, openai),
     '/v1/messages': endpoint(`${anthropicBaseUrl}/v1/messages`, anthropicMessages, anthropic),
   }
@@ -449,6 +461,11 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
     anthropicBaseUrl: process.env.UPSTREAM_ANTHROPIC_URL ?? 'https://api.anthropic.com',
     keys: keysFromEnv(process.env.GATEWAY_KEYS),
     port: Number(process.env.PORT ?? 8787),
+    // CONTINUE_AFTER_CUT=1 continues answers cut after output (Anthropic; Chat with a dialect).
+    ...(process.env.CONTINUE_AFTER_CUT === '1' ? { policy: { continueAfterCut: true } } : {}),
+    ...(process.env.UPSTREAM_OPENAI_CONTINUATION
+      ? { openaiContinuation: process.env.UPSTREAM_OPENAI_CONTINUATION as OpenAIChatContinuation }
+      : {}),
     ...(await prometheusTelemetry(process.env.PROMETHEUS_PORT)),
   })
   console.log(`stream-boundary gateway listening on ${gateway.url}`)

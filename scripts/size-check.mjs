@@ -23,8 +23,11 @@ import { build } from 'esbuild'
  * token usage read in every protocol, the answer's id and model, the reference retry rules
  * (route fallback on waits, the stop after repeated overloads, nested errors) and
  * `giveUpResponse` (+3.1 KB): 46,028 B. OpenTelemetry is in its own entry, not here.
+ * 47,000 → 50,500 with continuation after a cut (`continueAfterCut`: the relay's continuation
+ * attempts, the pump's splice loop, Anthropic's and the Chat dialects' request builders and
+ * splices, `openaiChatWith`; +3.3 KB over 46,554 B): 49,808 B.
  */
-const budgetGzipBytes = 47_000
+const budgetGzipBytes = 50_500
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

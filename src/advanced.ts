@@ -11,16 +11,15 @@
  * @module stream-boundary/advanced
  */
 
-// Each options object's defaults: the values the library uses when an option is left out.
+// Three groups, listed by module: each options object's defaults (`…Defaults`), the
+// redaction helpers (`protocols/sanitize.ts`) and the relay's pure decisions and parsers.
 export { streamTrackerDefaults } from './classify/index.js'
 export { commitGateDefaults } from './commit/gate.js'
-// The relay's pure decisions and the parsers they use.
 export { forwardableHeaders, forwardHeadersDefaults } from './commit/headers.js'
 export { pumpDefaults } from './commit/pump-policy.js'
 export { memoryKeyPoolDefaults } from './key-pool/memory.js'
 export { peekDefaults } from './peek/index.js'
 export { isRetryableErrorType } from './protocols/common.js'
-// Upstream text made safe to pass on: HTML reduced, length bounded, secrets redacted.
 export {
   maxMessageLength,
   redactSecrets,
@@ -30,6 +29,7 @@ export {
 export { classifyAttemptFailure } from './retry/classify.js'
 export { classifyConnectionError } from './retry/connection-errors.js'
 export { contextWindowFitDefaults, parseContextOverflow } from './retry/context-window.js'
+export { continueAfterCutDefaults } from './retry/continuation-policy.js'
 export { hedgingDefaults } from './retry/hedge.js'
 export { relayDefaults } from './retry/policy.js'
 export { parseRetryAfter } from './retry/rate-limit-headers.js'

@@ -112,12 +112,18 @@ export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
 export { peekFirstOutput } from './peek/index.js'
 export type { ResponseIdentity } from './protocols/identity.js'
 // Protocol adapters, and what an adapter author needs to write one.
+// Continuing after a cut (`policy.continueAfterCut`, invariant 20): the adapter seam, the
+// OpenAI-compatible dialects, the policy's options and what the outcome records.
 export type {
   BlockEdge,
+  ContinuationReceived,
+  ContinuationSplice,
   ErrorVerdict,
   FrameVerdict,
   KeepaliveVerdict,
   MetaVerdict,
+  OpenAIChatContinuation,
+  OpenAIChatOptions,
   OutputBudgetLimits,
   OutputVerdict,
   RenderableError,
@@ -135,6 +141,7 @@ export {
   anthropicMessages,
   geminiGenerateContent,
   openaiChat,
+  openaiChatWith,
   openaiResponses,
 } from './protocols/index.js'
 // Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
@@ -154,6 +161,8 @@ export type {
   ConnectionErrorVerdict,
   ContextOverflow,
   ContextWindowFitOptions,
+  ContinuationRecord,
+  ContinueAfterCutOptions,
   Credentials,
   FailureReason,
   FailureVerdict,

@@ -7,7 +7,7 @@
 
 import { parseArgs } from 'node:util'
 import { type ChaosProtocol, chaosProtocols } from './client-request.js'
-import { type ChaosScenario, selectScenarios } from './scenarios.js'
+import { type ChaosScenario, expectingContinuation, selectScenarios } from './scenarios.js'
 
 /** Options of a chaos run. */
 export interface ChaosOptions {
@@ -67,6 +67,12 @@ export interface ChaosOptions {
    * with routes of its own). @default undefined (the protocol's path)
    */
   readonly path: string | undefined
+  /**
+   * The gateway continues a cut answer (stream-boundary's `continueAfterCut`): the scenarios
+   * that cut an answer after output (`partial-then-cut`, `eof-mid-frame`) expect it whole.
+   * @default false
+   */
+  readonly expectContinuation: boolean
 }
 
 /** Defaults of {@link ChaosOptions}. */
@@ -122,6 +128,8 @@ client in front of it judges what came out.
                           verdict) into <dir>
   --path <path>           the endpoint path after --target, in place of the protocol's own
                           (e.g. /api/chat for a gateway with routes of its own)
+  --expect-continuation   the gateway continues a cut answer (continueAfterCut): partial-then-cut
+                          and eof-mid-frame expect the whole answer
 
 {upstream} in --target, --header and --gateway is replaced with the faulty upstream's URL.
 The upstream serves every protocol, picking it from the request path, so a translating
@@ -214,6 +222,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         model: { type: 'string' },
         dump: { type: 'string' },
         path: { type: 'string' },
+        'expect-continuation': { type: 'boolean' },
       },
     }).values
   } catch (error) {
@@ -260,7 +269,8 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
       0,
       65_535,
     ),
-    scenarios,
+    scenarios:
+      values['expect-continuation'] === true ? expectingContinuation(scenarios) : scenarios,
     concurrency: integer(
       'concurrency',
       text('concurrency'),
@@ -284,5 +294,6 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     model: text('model'),
     dump: text('dump'),
     path: endpointPath(text('path')),
+    expectContinuation: values['expect-continuation'] === true,
   }
 }

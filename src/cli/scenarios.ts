@@ -179,6 +179,27 @@ export const chaosScenarios: readonly ChaosScenario[] = [
   },
 ]
 
+/** The scenarios a gateway that continues a cut answer (`continueAfterCut`) answers whole. */
+const continued: ReadonlySet<string> = new Set(['partial-then-cut', 'eof-mid-frame'])
+
+/**
+ * `scenarios` as a gateway with `continueAfterCut` should answer them: a cut after output
+ * (then a good attempt that continues the prefilled answer) is answered whole.
+ */
+export function expectingContinuation(
+  scenarios: readonly ChaosScenario[],
+): readonly ChaosScenario[] {
+  return scenarios.map((scenario) =>
+    continued.has(scenario.name)
+      ? {
+          ...scenario,
+          expect: 'answer',
+          summary: `${scenario.summary}; with continuation on, the rest is asked for with the received text prefilled: the whole answer`,
+        }
+      : scenario,
+  )
+}
+
 /** Faults that load mode mixes in (client-side scenarios and the baseline are not faults). */
 export const loadFaults: readonly ChaosScenario[] = chaosScenarios.filter(
   (scenario) => scenario.client === 'read' && scenario.name !== 'ok',

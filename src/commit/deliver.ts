@@ -5,6 +5,7 @@ import type { StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
 import { type SignalLike, stopOf } from '../stop.js'
+import type { PumpContinuation } from './continuation.js'
 import type { CommitGate } from './gate.js'
 import { type PumpInput, pumpOn } from './pump.js'
 import {
@@ -110,6 +111,8 @@ export async function deliverOn(
   options: Omit<DeliverOptions, 'signal' | 'peekSignal'> & {
     readonly signal?: SignalLike | undefined
     readonly peekSignal?: SignalLike | undefined
+    /** Heals a cut after commit (the relay's `continueAfterCut`). */
+    readonly continuation?: PumpContinuation | undefined
   },
 ): Promise<DeliverOutcome> {
   const { gate, adapter } = options
@@ -161,6 +164,7 @@ export async function deliverOn(
     downstream: options.downstream,
     signal: options.signal,
     secrets: options.secrets,
+    continuation: options.continuation,
   }
   const pumped = await pumpOn(pumpOptions, policy)
   return { kind: 'committed', peek: peeked, pump: pumped }

@@ -40,7 +40,8 @@ export interface EndingWriter {
   state(): RenderState
 }
 
-async function writeError(
+/** Writes the protocol's error frame for a cut, then closes. */
+export async function writeError(
   out: EndingWriter,
   cause: PumpErrorCause,
   error: RenderableError,

@@ -6,12 +6,13 @@
  */
 
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import { isDownstreamClosedError } from '../errors.js'
+import { isDownstreamClosedError, isUpstreamReadError, StreamTimeoutError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
 import type { SignalLike, Stop } from '../stop.js'
+import { healCut, type PumpContinuation } from './continuation.js'
 import {
   createFrameEncoder,
   type FrameEncoder,
@@ -29,6 +30,7 @@ import {
   checkOneTranslator,
   normalizePumpPolicy,
   type PumpEnd,
+  type PumpErrorCause,
   type PumpOptions,
   type PumpOutcome,
 } from './pump-policy.js'
@@ -95,7 +97,11 @@ export function pump(options: PumpOptions): Promise<PumpOutcome> {
 }
 
 /** What the library itself hands the pump: its signal may be a library-made stop. */
-export type PumpInput = Omit<PumpOptions, 'signal'> & { readonly signal?: SignalLike | undefined }
+export type PumpInput = Omit<PumpOptions, 'signal'> & {
+  readonly signal?: SignalLike | undefined
+  /** Heals a cut after commit, when the relay's `continueAfterCut` is on. */
+  readonly continuation?: PumpContinuation | undefined
+}
 
 /**
  * One pump's state and steps: its writes (as they came, through a translator, rendered by
@@ -111,9 +117,12 @@ class PumpRun {
   eof: EofClass | null = null
   /** When the previous upstream chunk arrived, for the stall gaps. */
   previous = 0
-  readonly stop: Stop
-  readonly watchdog: Watchdog
-  readonly unwatch: () => void
+  // Replaced when a continuation restarts the clocks (a fired idle clock stopped them).
+  stop: Stop
+  watchdog: Watchdog
+  unwatch: () => void
+  /** The upstream being read: a continuation's after a healed cut. */
+  reader: FrameReader
   readonly secrets: readonly string[] | undefined
   readonly translator: TranslatorRun | undefined
   readonly out: EndingWriter
@@ -130,6 +139,7 @@ class PumpRun {
     this.stop = watched.stop
     this.watchdog = watched.watchdog
     this.unwatch = watched.release
+    this.reader = options.reader
     this.secrets =
       options.secrets !== undefined && options.secrets.length > 0 ? options.secrets : undefined
     this.translator = startWholeStream(options, this.encoder, (bytes) =>
@@ -203,10 +213,30 @@ class PumpRun {
     await this.watchdog.blocked(this.options.gate.close())
   }
 
-  atEof(cut = false): Promise<PumpEnd> {
+  async atEof(cut = false): Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
+    const healed = await this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
+    if (healed !== undefined) return healed
     return endAtEof(this.out, tracker, this.eof, this.policy, cut)
+  }
+
+  /** A cut after output, healed by a continuation when the relay has one (invariant 20). */
+  heal(cause: PumpErrorCause): Promise<PumpEnd | undefined> | undefined {
+    const { continuation } = this.options
+    if (continuation === undefined) return undefined
+    return healCut(this, continuation, cause).then((end) => {
+      if (end !== undefined) this.eof = classifyEof(this.options.tracker.state)
+      return end
+    })
+  }
+
+  rewatch(): void {
+    this.unwatch()
+    const watched = watchPump(this.options.gate, this.options.signal, this.policy)
+    this.stop = watched.stop
+    this.watchdog = watched.watchdog
+    this.unwatch = watched.release
   }
 
   /** A chunk arrived: the gap since the previous one is counted when it is a stall. */
@@ -293,9 +323,20 @@ class PumpRun {
     return this.framesToEnd()
   }
 
-  afterReadFailure(error: unknown): Promise<PumpEnd> {
-    const { reader, tracker } = this.options
-    return endAfterReadFailure(error, this.stop, reader, tracker, this.out, () => this.atEof())
+  async afterReadFailure(error: unknown): Promise<PumpEnd> {
+    const { tracker } = this.options
+    // The stop the read failed on: a heal that finds no continuation restarts the clocks.
+    const { stop } = this
+    const idle =
+      stop.aborted &&
+      error === stop.reason &&
+      error instanceof StreamTimeoutError &&
+      error.timeout === 'idle'
+    if (!tracker.state.terminalSeen && (idle || isUpstreamReadError(error))) {
+      const healed = await this.heal(idle ? 'idle-timeout' : 'read-error')
+      if (healed !== undefined) return healed
+    }
+    return endAfterReadFailure(error, stop, this.reader, tracker, this.out, () => this.atEof())
   }
 
   /** At the upstream's end the hot path hands over: a last frame may be one the end cut. */
@@ -335,10 +376,10 @@ class PumpRun {
     const stalled = stallOf(error)
     if (stalled !== undefined) return { kind: 'downstream-stalled', error: stalled }
     if (isDownstreamClosedError(error)) return { kind: 'client-gone', error }
-    const { signal, reader } = this.options
+    const { signal } = this.options
     if (signal?.aborted && error === signal.reason) return { kind: 'aborted', reason: error }
     // Code that threw (a transform, an adapter): the upstream is released all the same.
-    await reader.cancel(error).catch(() => {})
+    await this.reader.cancel(error).catch(() => {})
     throw error
   }
 }
@@ -357,7 +398,7 @@ export async function pumpOn(
   } finally {
     run.unwatch()
   }
-  await release(end, options.reader, options.gate)
+  await release(end, run.reader, options.gate)
   return {
     end,
     eof: run.eof,

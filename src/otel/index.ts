@@ -191,6 +191,12 @@ function requestSpanAttributes(outcome: RelayOutcome): Attributes {
   if (outcome.eof?.kind === 'completed' && outcome.eof.terminal.raw !== null)
     out['gen_ai.response.finish_reasons'] = [outcome.eof.terminal.raw]
   if (outcome.eof !== null) out['stream_boundary.eof'] = outcome.eof.kind
+  if (outcome.continuations !== undefined) {
+    out['stream_boundary.continuations'] = outcome.continuations.length
+    out['stream_boundary.continuations.spliced'] = outcome.continuations.filter(
+      (each) => each.result === 'spliced',
+    ).length
+  }
   if (outcome.hedges !== undefined) {
     out['stream_boundary.hedges.started'] = outcome.hedges.started
     out['stream_boundary.hedges.won'] = outcome.hedges.wonByHedge
@@ -268,6 +274,18 @@ function recordSpans(
     if (record.result !== 'committed' && record.result !== 'hedge-lost')
       child.setStatus({ code: SpanStatusCode.ERROR })
     child.end(startedAt + record.startedMs + record.durationMs)
+  }
+  // Each continuation after a cut is an event on the request's span, at the cut.
+  for (const each of outcome.kind === 'committed' ? (outcome.continuations ?? []) : []) {
+    const event: Attributes = {
+      'stream_boundary.continuation.result': each.result,
+      'stream_boundary.continuation.cause': each.cause,
+      'stream_boundary.continuation.received_chars': each.receivedChars,
+      'stream_boundary.continuation.attempts': each.attempts,
+    }
+    if (each.keyId !== null) event['stream_boundary.key.id'] = each.keyId
+    setUsage(event, each.usage)
+    span.addEvent('stream_boundary.continuation', event, startedAt + each.atMs)
   }
   if (attributes['error.type'] !== undefined) {
     span.setStatus({

@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { anthropicContinuation, anthropicSplice } from './anthropic-continuation.js'
 import { endsWithObject, needle, startsWith } from './bytes.js'
 import {
   encode,
@@ -386,6 +387,9 @@ const clientEvents: ReadonlySet<string> = new Set([
  * `message_delta` with `end_turn`, `message_stop`. Promoted reasoning begins with a
  * `message_start` when the client was sent none.
  *
+ * Continuation (`continueAfterCut`): the received text, trailing whitespace trimmed (Anthropic
+ * refuses it), as the final assistant message; never with extended thinking.
+ *
  * @group Protocols
  */
 export const anthropicMessages: StreamAdapter = Object.freeze({
@@ -425,6 +429,8 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   fitOutputBudget: fitAnthropicBudget,
   renderFromMessage: anthropicFromMessage,
   usageOf: (message: unknown) => anthropicUsage(field(message, 'usage')),
+  buildContinuation: anthropicContinuation,
+  spliceContinuation: anthropicSplice,
   // The SDK's stream acts on these events only (a frame without `event:` is skipped).
   clientIgnores: (frame: SseFrame): boolean =>
     frame.event === undefined || !clientEvents.has(frame.event),

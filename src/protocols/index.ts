@@ -7,8 +7,10 @@
 
 export { adapterForUrl } from './adapter-for-url.js'
 export { anthropicMessages } from './anthropic-messages.js'
+export type { ContinuationReceived, ContinuationSplice } from './continuation.js'
 export { geminiGenerateContent } from './gemini.js'
-export { openaiChat } from './openai-chat.js'
+export { openaiChat, openaiChatWith } from './openai-chat.js'
+export type { OpenAIChatContinuation, OpenAIChatOptions } from './openai-chat-continuation.js'
 export { openaiResponses } from './openai-responses.js'
 export type {
   BlockEdge,

@@ -21,6 +21,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
+import { chatWithOptions, type OpenAIChatOptions } from './openai-chat-continuation.js'
 import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
@@ -247,3 +248,19 @@ export const openaiChat: StreamAdapter = Object.freeze({
     return encode(chunk(state, { role: 'assistant', content: state.reasoningText }, null))
   },
 })
+
+/**
+ * The OpenAI Chat adapter with per-upstream options: `continuation` names an
+ * OpenAI-compatible server's dialect for continuing a cut answer (DeepSeek's and Mistral's
+ * `prefix: true`, vLLM's `continue_final_message`), which the relay's `continueAfterCut`
+ * needs. Everything else is {@link openaiChat}'s; without a dialect it is `openaiChat` itself.
+ *
+ * @example
+ * const adapter = openaiChatWith({ continuation: 'vllm-continue' })
+ * relay({ adapter, policy: { continueAfterCut: true }, ... })
+ *
+ * @group Protocols
+ */
+export function openaiChatWith(options: OpenAIChatOptions): StreamAdapter {
+  return chatWithOptions(openaiChat, options)
+}

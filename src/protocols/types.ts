@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import type { ContinuationReceived, ContinuationSplice } from './continuation.js'
 import type { TokenUsage } from './usage.js'
 
 /**
@@ -287,6 +288,24 @@ export interface StreamAdapter {
     budgetTokens: number,
     limits: OutputBudgetLimits,
   ): UpstreamRequest | undefined
+  /**
+   * Optional, and only where the protocol lets a request continue a partial answer (a
+   * prefilled final assistant message): the request that asks for the rest of an answer cut
+   * after `received`, or `null` when that is not sound for this request (Anthropic with
+   * extended thinking). With {@link StreamAdapter.spliceContinuation} it turns on the relay's
+   * `continueAfterCut`; without it a cut always ends with the honest error.
+   */
+  buildContinuation?(
+    request: UpstreamRequest,
+    received: ContinuationReceived,
+  ): UpstreamRequest | null
+  /**
+   * Optional, with {@link StreamAdapter.buildContinuation}: a fresh splice for one
+   * continuation stream, given what the client received and the client's stream state (its
+   * ids and open blocks). It must add no character the model did not write after `received`
+   * and drop none (invariant 20).
+   */
+  spliceContinuation?(received: ContinuationReceived, client: RenderState): ContinuationSplice
   /** A clean end for a stream that had output but lost its terminal event. */
   renderStop(state: RenderState): Uint8Array
   /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */

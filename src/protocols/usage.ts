@@ -127,6 +127,25 @@ export function mergeUsage(
   return any ? merged : undefined
 }
 
+/**
+ * Two answers' usage added field by field (a continuation's to the cut answer's): a field
+ * either reported counts; `undefined` when neither reported any.
+ */
+export function addUsage(
+  one: TokenUsage | undefined,
+  other: TokenUsage | undefined,
+): TokenUsage | undefined {
+  if (one === undefined) return other
+  if (other === undefined) return one
+  const sum: Record<string, number> = {}
+  for (const key of usageKeys) {
+    const a = one[key]
+    const b = other[key]
+    if (a !== undefined || b !== undefined) sum[key] = (a ?? 0) + (b ?? 0)
+  }
+  return sum
+}
+
 /** Every field of {@link TokenUsage}: a table the compiler keeps complete. */
 const usageKeys = Object.keys({
   inputTokens: true,

@@ -14,6 +14,7 @@ import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import type { TokenUsage } from '../protocols/usage.js'
 import type { SignalLike } from '../stop.js'
 import type { FailureVerdict } from './classify.js'
+import type { ContinuationRecord, RelayContinuation } from './continuation.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 
 /**
@@ -173,6 +174,8 @@ export interface AttemptInput {
   readonly lost?: AbortSignal | undefined
   /** Asked at the first output: `false` when another attempt already won the client. */
   readonly claim?: (() => boolean) | undefined
+  /** Heals a cut after commit (`continueAfterCut`); closed when the attempt ends. */
+  readonly continuation?: RelayContinuation | undefined
 }
 
 /** How an attempt ended. A discriminated union on `kind`. */
@@ -188,6 +191,8 @@ export type AttemptResult =
       readonly usage?: TokenUsage | undefined
       /** The answer's id and model, as the upstream stated them. */
       readonly response?: ResponseIdentity | undefined
+      /** The continuations tried after a cut, when any was. */
+      readonly continuations?: readonly ContinuationRecord[] | undefined
     }
   | {
       readonly kind: 'failed'

@@ -211,8 +211,8 @@ function streamingUnsupported(status: number): FailureVerdict {
 /**
  * What a committed attempt tells its key, by how its stream ended: every end the upstream
  * reached (cleanly or not) says the key works; an end the client or the host caused says
- * nothing of it. Exhaustive: a new end kind does not compile until it is named here.
- * @internal exported for tests
+ * nothing of it. Exhaustive: a new end kind does not compile until it is named here. The
+ * continuation of a cut stream reports its lease by it too.
  */
 export function keyOutcomeOf(end: PumpEnd): KeyOutcome {
   switch (end.kind) {
@@ -240,11 +240,14 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   try {
     const result = await attemptOnce(input, signals)
     outcome = result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end)
+    await input.continuation?.close(result.kind === 'committed' ? result.end : undefined)
     return result
   } finally {
     signals.dispose()
     input.onEnd?.()
     await input.lease?.report(outcome).catch(() => {})
+    // A throw: the continuation's lease (if one runs) ends too; a second close does nothing.
+    await input.continuation?.close(undefined)
   }
 }
 
@@ -412,6 +415,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     signal: input.stop,
     peekSignal: signals.stop,
     ...(input.secrets === undefined ? {} : { secrets: input.secrets }),
+    continuation: input.continuation,
     claim: () => {
       beaten = input.claim?.() === false
       if (beaten) return false
@@ -439,6 +443,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     )
   }
   const pumped = delivered.pump
+  const continued = input.continuation?.records
   return {
     kind: 'committed',
     status,
@@ -446,8 +451,9 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     eof: pumped.eof,
     bytes: pumped.bytes,
     stalls: pumped.stalls,
-    usage,
+    usage: input.continuation === undefined ? usage : input.continuation.usage(usage),
     response: identityOfData(delivered.peek.tracker.state.firstData),
+    ...(continued === undefined || continued.length === 0 ? {} : { continuations: continued }),
   }
 }
 

@@ -13,6 +13,8 @@ export type {
 } from './classify.js'
 export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
 export { fitContextWindow } from './context-window.js'
+export type { ContinuationRecord } from './continuation.js'
+export type { ContinueAfterCutOptions } from './continuation-policy.js'
 export { isFirstPartyApi } from './correlation.js'
 export { giveUpResponse } from './give-up.js'
 export type {

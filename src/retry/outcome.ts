@@ -13,6 +13,7 @@ import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protoco
 import type { TokenUsage } from '../protocols/usage.js'
 import type { Credentials } from './attempt.js'
 import type { FailureReason } from './classify.js'
+import type { ContinuationRecord } from './continuation.js'
 import type { RelayPolicy } from './policy.js'
 
 /**
@@ -126,6 +127,12 @@ export type RelayOutcome = RequestFacts &
         readonly usage?: TokenUsage | undefined
         /** The answer's id and the model that wrote it, as the upstream stated them. */
         readonly response?: ResponseIdentity | undefined
+        /**
+         * The continuations tried after a cut (`continueAfterCut`), in order; absent when the
+         * stream was never cut after commit or continuation is off. `usage` then sums the
+         * cut answer's and every continuation's.
+         */
+        readonly continuations?: readonly ContinuationRecord[] | undefined
       }
     | {
         readonly kind: 'failed'
@@ -209,6 +216,14 @@ export interface RelayHooks {
     /** Milliseconds since the race's first attempt started. */
     readonly afterMs: number
   }): void
+  /**
+   * A cut after commit was met by `continueAfterCut`: called when a continuation's output
+   * begins to reach the client (`spliced`), or when none could be (`not-sound`, `failed`:
+   * the client then gets the honest error). `attemptNumber` is the cut attempt's.
+   */
+  onContinuation?(
+    context: Readonly<ContinuationRecord & { attemptNumber: number; route: string }>,
+  ): void
   /** The first output arrived and the attempt commits, before anything is written. */
   onCommit?(context: {
     readonly attemptNumber: number

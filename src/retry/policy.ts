@@ -17,6 +17,12 @@ import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../opt
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
 import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
+import {
+  type ContinueAfterCutOptions,
+  continueAfterCutDefaults,
+  normalizeContinuation,
+  withKeptText,
+} from './continuation-policy.js'
 import { type HedgeState, type Hedging, hedgeState } from './hedge.js'
 
 /**
@@ -203,6 +209,19 @@ export interface RelayPolicy extends PumpPolicy {
    * relay({ ..., policy: { hedge: hedging } })
    */
   hedge?: Hedging | undefined
+  /**
+   * Heal a cut after commit where the protocol allows a prefilled answer: when the upstream
+   * stream is cut (EOF without its final event, a reset, the idle timeout) while the client's
+   * answer is text only, ask for the rest (the original request with the received text as
+   * the final assistant message, built by the adapter's `buildContinuation`) and splice it
+   * into the client's stream (invariant 20). Needs `request` and an adapter that supports it
+   * (`anthropicMessages`; `openaiChatWith({ continuation })`). Never after tool calls,
+   * reasoning or refusals; when no continuation is sound or one fails, the cut is told as
+   * without it. The prompt is billed again, the received text as input.
+   * @default false
+   * @example { continueAfterCut: { maxContinuations: 1 } }
+   */
+  continueAfterCut?: boolean | ContinueAfterCutOptions | undefined
 }
 
 /**
@@ -228,6 +247,7 @@ export const relayDefaults = Object.freeze({
   nonStreamingFallback: false,
   /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
   fallbackTimeoutMs: 300_000,
+  continueAfterCut: continueAfterCutDefaults,
 })
 
 /** A policy with every default filled in and every value checked. */
@@ -257,6 +277,8 @@ export interface NormalizedRelayPolicy {
   readonly fallbackTimeoutMs: number | undefined
   /** Hedging's shared state, or `undefined` when hedging is off. */
   readonly hedge: HedgeState | undefined
+  /** Continuation after a cut, or `undefined` when it is off. */
+  readonly continuation: Required<ContinueAfterCutOptions> | undefined
 }
 
 /** Every option of {@link RelayPolicy}: a table the compiler keeps complete. */
@@ -283,6 +305,7 @@ const policyKeys = Object.keys({
   fitContextWindow: true,
   nonStreamingFallback: true,
   hedge: true,
+  continueAfterCut: true,
   onPartialEof: true,
   onThinkingOnly: true,
   idleTimeoutMs: true,
@@ -453,6 +476,7 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
   }
   const peek = { ...relayDefaults.peek, ...policy.peek }
   normalizePeekOptions(peek)
+  const continuation = normalizeContinuation(policy.continueAfterCut)
   const pump = normalizePumpPolicy(policy)
   oneOf('onPartialEof', pump.onPartialEof, ['error', 'synthesize-stop'])
   oneOf('onThinkingOnly', pump.onThinkingOnly, ['error', 'promote-reasoning'])
@@ -467,7 +491,7 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
         : positiveMilliseconds('deadlineMs', policy.deadlineMs),
     maxWaitMs: positiveMilliseconds('maxWaitMs', policy.maxWaitMs ?? relayDefaults.maxWaitMs),
     backoff: normalizeBackoff(policy.backoff),
-    peek,
+    peek: withKeptText(peek, continuation),
     pump,
     retryOn: normalizeRetryOn(policy.retryOn),
     overloadFallbackAfter: positiveInteger(
@@ -509,5 +533,6 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     fit: normalizeFit(policy.fitContextWindow),
     fallbackTimeoutMs: normalizeFallback(policy.nonStreamingFallback),
     hedge: policy.hedge === undefined ? undefined : hedgeState(policy.hedge),
+    continuation,
   }
 }

@@ -78,6 +78,7 @@ const hookKeys = Object.keys({
   onRetry: true,
   onHedge: true,
   onHedgeSkipped: true,
+  onContinuation: true,
   onCommit: true,
   onGiveUp: true,
   onOutcome: true,

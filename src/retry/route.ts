@@ -201,6 +201,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           ...(run.hedges === undefined ? {} : { hedges: run.hedges }),
           ...(result.usage === undefined ? {} : { usage: result.usage }),
           ...(result.response === undefined ? {} : { response: result.response }),
+          ...(result.continuations === undefined ? {} : { continuations: result.continuations }),
         },
       }
     }

@@ -10,6 +10,7 @@ import { redactValues } from '../protocols/sanitize.js'
 import type { TokenUsage } from '../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import type { FailureReason } from './classify.js'
+import { createRelayContinuation, type RelayContinuation } from './continuation.js'
 import { recordFirstOutput } from './hedge.js'
 import type { AttemptRecord, AttemptResultName } from './outcome.js'
 import { advance, callHook, now, type RouteRun, type Run } from './run.js'
@@ -35,6 +36,43 @@ async function requestOrRelease(
     await lease?.report({ kind: 'cancelled' }).catch(() => {})
     throw error
   }
+}
+
+/**
+ * The continuation of a streaming attempt, when `continueAfterCut` is on, the request is
+ * known and the route's adapter supports it.
+ */
+function continuationOf(
+  run: Run,
+  route: RouteRun,
+  mode: AttemptMode,
+  request: ReturnType<typeof requestFor>,
+  keyId: string | null,
+  attemptNumber: number,
+): RelayContinuation | undefined {
+  const config = run.config.continuation
+  const { adapter } = route.route
+  if (config === undefined || mode !== 'stream' || request === undefined) return undefined
+  if (adapter.buildContinuation === undefined || adapter.spliceContinuation === undefined) {
+    return undefined
+  }
+  const { stream: _stream, ...sent } = request
+  return createRelayContinuation({
+    route: route.route,
+    routeName: route.name,
+    adapter,
+    request: sent,
+    policy: run.config,
+    config,
+    keyId,
+    requestStarted: run.started,
+    nextAttemptNumber: () => ++run.attemptNumber,
+    addSecret: (secret) => {
+      if (!run.secrets.includes(secret)) run.secrets.push(secret)
+    },
+    onRecord: (record) =>
+      callHook(run.hooks.onContinuation, { ...record, attemptNumber, route: route.name }),
+  })
 }
 
 /** An attempt's place in a hedged race. */
@@ -200,6 +238,7 @@ export async function startAttempt(
       secrets: run.secrets,
       lost: race?.lost,
       claim: race?.claim,
+      continuation: continuationOf(run, route, mode, request, keyId, number),
       onEnd: () => {
         endedAt = now()
       },

@@ -26,8 +26,9 @@ export interface StepContext {
 
 const encoder = new TextEncoder()
 
+/** Word pieces, each with the spaces after it (the first also with any before it: a continuation's). */
 function words(text: string): string[] {
-  return text.match(/\S+\s*/g) ?? [text]
+  return text.match(/^\s*\S+\s*|\S+\s*/g) ?? [text]
 }
 
 /** Frames `gap` ms apart (none for a gap of 0). */

@@ -13,6 +13,7 @@ import type { StreamAdapter } from '../protocols/types.js'
 import { parseChaosMarker } from './chaos-marker.js'
 import { faultSteps, type Step } from './fault-steps.js'
 import { checkScenarios, type Fault, type FaultKind, type Scenario } from './faults.js'
+import { continuationRest } from './prefill.js'
 import { wireFor } from './wire.js'
 
 export type { ChaosMarker } from './chaos-marker.js'
@@ -366,6 +367,8 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
       record.endedAt ??= performance.now()
     }
     const tag = marker === undefined ? '' : `[attempt ${attempt}] `
+    // A continuation (a prefilled final assistant message) gets the rest of the answer it began.
+    const rest = continuationRest(adapter, body, baseAnswer, marker === undefined ? 0 : attempt)
     // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
     const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
     const early = statusAnswer(fault, adapter, body, streaming, tag, baseAnswer)
@@ -389,9 +392,9 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         faultSteps[fault.kind]({
           fault,
           wire: wireFor(adapter),
-          answer: `${tag}${baseAnswer}`,
+          answer: rest ?? `${tag}${baseAnswer}`,
           thought: `${tag}${baseThought}`,
-          tag,
+          tag: rest === undefined ? tag : '',
           frameDelayMs,
           keepAliveMs,
         }),

@@ -389,6 +389,45 @@ describe('stream-boundary chaos: the report', () => {
     expect(io.stderr.join('\n')).toMatch(/^faulty upstream: http:\/\/127\.0\.0\.1:\d+/)
   })
 
+  it('--expect-continuation: with continueAfterCut on in the example gateway, partial-then-cut and eof-mid-frame are answered whole', async () => {
+    for (const [protocol, path] of [
+      ['anthropic-messages', ''],
+      ['openai-chat', '/v1'],
+    ] as const) {
+      const upstreamPort = await freePort()
+      const gateway = await startChaosGateway(
+        `http://127.0.0.1:${upstreamPort}`,
+        0,
+        undefined,
+        true,
+      )
+      closers.push(() => gateway.close())
+      const { code, report } = await chaos([
+        '--target',
+        `${gateway.url}${path}`,
+        '--protocol',
+        protocol,
+        '--upstream-port',
+        String(upstreamPort),
+        '--scenarios',
+        'ok,partial-then-cut,eof-mid-frame,reset-mid-frame',
+        '--expect-continuation',
+      ])
+      expect(code, protocol).toBe(0)
+      const byName = Object.fromEntries(report.scenarios.map((s) => [s.name, s]))
+      for (const name of ['partial-then-cut', 'eof-mid-frame']) {
+        expect(byName[name], `${protocol} ${name}`).toMatchObject({
+          mark: '✓',
+          outcome: 'full',
+          expect: 'answer',
+          attempts: 2,
+        })
+      }
+      // Still 'answer-or-error' without the flag's promise; continued all the same.
+      expect(byName['reset-mid-frame']).toMatchObject({ mark: '✓', outcome: 'full' })
+    }
+  })
+
   it('the table form ends with the summary line', async () => {
     const upstreamPort = await freePort()
     const relay = await startPlainRelay(`http://127.0.0.1:${upstreamPort}`)

@@ -8,6 +8,8 @@
  *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
  *
  * `UPSTREAM_CLIENT=fetch` or `UPSTREAM_CLIENT=node:http` picks how attempts reach the upstream.
+ * `CONTINUE_AFTER_CUT=1` turns `continueAfterCut` on (Chat in the `vllm-continue` dialect, which
+ * the faulty upstream speaks): run the chaos command with `--expect-continuation` then.
  */
 
 import { pathToFileURL } from 'node:url'
@@ -28,12 +30,14 @@ export function startChaosGateway(
   upstream: string,
   port = 0,
   upstreamClient?: GatewayConfig['upstreamClient'],
+  continueAfterCut = false,
 ) {
   return startGateway({
     openaiBaseUrl: `${upstream}/v1`,
     anthropicBaseUrl: upstream,
     keys: ['a', 'b', 'c', 'd'].map((id) => ({ id, secret: `sk-chaos-${id}-not-real` })),
-    policy: chaosPolicy,
+    policy: continueAfterCut ? { ...chaosPolicy, continueAfterCut: true } : chaosPolicy,
+    ...(continueAfterCut ? { openaiContinuation: 'vllm-continue' as const } : {}),
     // The chaos upstream shares its process with 300 clients (and, in CI, two cores with this
     // gateway): past ~16 pending streams at once its answers cross the 1 s first-byte bound and cost
     // retries (32: 81-140 first-byte timeouts a run, 16: ~40, as many as the hung faults).
@@ -58,6 +62,7 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
     upstream,
     Number(process.env.PORT ?? 8787),
     clientFromEnv(process.env.UPSTREAM_CLIENT),
+    process.env.CONTINUE_AFTER_CUT === '1',
   )
   console.log(`example gateway listening on ${gateway.url}`)
   // Under `node --expose-gc`, collect every second, so the chaos run's RSS figures show memory

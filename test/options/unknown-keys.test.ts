@@ -7,6 +7,7 @@ import {
   createResilientFetch,
   deliver,
   openaiChat,
+  openaiChatWith,
   peekFirstOutput,
   relay,
   webSink,
@@ -96,6 +97,22 @@ const rows: readonly [string, () => unknown, string][] = [
         policy: { fitContextWindow: { marginToken: 5 } as never },
       }),
     'fitContextWindow: unknown option "marginToken"; did you mean "marginTokens"?',
+  ],
+  [
+    'relay: policy.continueAfterCut',
+    () =>
+      relay({
+        sink: createRecordingSink(),
+        adapter: openaiChat,
+        attempt,
+        policy: { continueAfterCut: { maxContinuation: 2 } as never },
+      }),
+    'policy.continueAfterCut: unknown option "maxContinuation"; did you mean "maxContinuations"?',
+  ],
+  [
+    'openaiChatWith',
+    () => openaiChatWith({ continuations: 'vllm-continue' } as never),
+    'openaiChatWith: unknown option "continuations"; did you mean "continuation"?',
   ],
   [
     'createResilientFetch',

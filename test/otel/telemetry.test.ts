@@ -19,9 +19,11 @@ import {
   createMemoryKeyPool,
   createResilientFetch,
   openaiChat,
+  openaiChatWith,
   type RelayOutcome,
   type RelayPolicy,
   relay,
+  type StreamAdapter,
   webSink,
 } from '../../src/index.js'
 import { createRelayTelemetry } from '../../src/otel/index.js'
@@ -68,13 +70,14 @@ const chat = 'https://api.test/v1/chat/completions'
 async function fetchThrough(
   telemetry: ReturnType<typeof createRelayTelemetry>,
   scenario: Scenario,
-  options: { stream?: boolean; policy?: RelayPolicy } = {},
+  options: { stream?: boolean; policy?: RelayPolicy; adapter?: StreamAdapter } = {},
 ): Promise<RelayOutcome> {
   const upstream = createFaultyUpstream({ scenarios: { s: scenario } })
   let outcome: RelayOutcome | undefined
   const fetch = createResilientFetch({
     fetch: upstream.fetch,
     hooks: telemetry.hooks,
+    ...(options.adapter === undefined ? {} : { adapter: options.adapter }),
     onOutcome: (ended) => {
       outcome = ended
     },
@@ -177,6 +180,28 @@ describe('stream-boundary/otel', () => {
     expect(
       retries.map((point) => [point.attributes['stream_boundary.reason'], point.value]),
     ).toEqual([['empty', 1]])
+  })
+
+  it('a continuation after a cut: an event on the request span with its result, cause, key and usage; the span counts them', async () => {
+    const { telemetry, spans } = setup()
+    const outcome = await fetchThrough(telemetry, ['partial-then-cut', 'ok'], {
+      policy: { continueAfterCut: true },
+      adapter: openaiChatWith({ continuation: 'vllm-continue' }),
+    })
+    expect(outcome).toMatchObject({ end: { kind: 'completed' } })
+    const { request } = tree(spans())
+    expect(request.attributes['stream_boundary.continuations']).toBe(1)
+    expect(request.attributes['stream_boundary.continuations.spliced']).toBe(1)
+    const events = request.events.filter((event) => event.name === 'stream_boundary.continuation')
+    expect(events).toHaveLength(1)
+    expect(events[0]?.attributes).toMatchObject({
+      'stream_boundary.continuation.result': 'spliced',
+      'stream_boundary.continuation.cause': 'partial-eof',
+      'stream_boundary.continuation.received_chars': 20,
+      'stream_boundary.continuation.attempts': 1,
+      'gen_ai.usage.output_tokens': 12,
+    })
+    expect(JSON.stringify(spans().map((span) => [span.attributes, span.events]))).not.toMatch(/sk-/)
   })
 
   it('a give-up: the span is an error with error.type and the status, and the give-up is counted', async () => {

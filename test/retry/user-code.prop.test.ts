@@ -6,6 +6,7 @@ import {
   type DownstreamSink,
   type KeyPool,
   openaiChat,
+  openaiChatWith,
   type RelayOutcome,
   relay,
   type StreamAdapter,
@@ -47,12 +48,16 @@ const sites = [
   'adapter.renderError',
   'adapter.renderErrorBody',
   'adapter.renderStop',
+  'adapter.buildContinuation',
+  'adapter.spliceContinuation',
+  'splice',
   'downstream.transform',
   'attempt',
   'hook.onAttempt',
   'hook.onCommit',
   'hook.onRetry',
   'hook.onGiveUp',
+  'hook.onContinuation',
   'hook.onOutcome',
   'sink.sendHead',
   'sink.write',
@@ -68,6 +73,7 @@ const failures = fc.record({
   how: fc.constantFrom('throw' as const, 'garbage' as const),
   script: fc.array(fc.constantFrom(...Object.keys(behaviours)), { minLength: 1, maxLength: 3 }),
   partialEof: fc.constantFrom('error' as const, 'synthesize-stop' as const),
+  continueAfterCut: fc.boolean(),
 })
 
 /** A function that fails on its `at`-th call when `site` is the one chosen, else calls `real`. */
@@ -118,9 +124,26 @@ describe('invariant 18: user code cannot hang a client', () => {
           stats: () => memory.stats(),
           toJSON: () => memory.toJSON(),
         }
+        // With continuation on, a cut after output is continued (the script's next answer).
+        const continuing = openaiChatWith({ continuation: 'vllm-continue' })
         const adapter: StreamAdapter = {
           ...openaiChat,
           name: 'hostile-chat',
+          buildContinuation: hostile(
+            chosen,
+            'adapter.buildContinuation',
+            (request, received) => continuing.buildContinuation?.(request, received) ?? null,
+            { body: 'garbage' },
+          ),
+          spliceContinuation: hostile(
+            chosen,
+            'adapter.spliceContinuation',
+            (received, client) => {
+              const splice = continuing.spliceContinuation?.(received, client)
+              return hostile(chosen, 'splice', (frame) => splice?.(frame) ?? [frame], 'garbage')
+            },
+            'garbage',
+          ),
           inspect: hostile(chosen, 'adapter.inspect', openaiChat.inspect),
           renderError: hostile(chosen, 'adapter.renderError', openaiChat.renderError, 'text'),
           renderErrorBody: hostile(
@@ -153,6 +176,10 @@ describe('invariant 18: user code cannot hang a client', () => {
         const hook = (site: Site) => hostile(chosen, site, () => {})
         const relayed = relay({
           sink,
+          request: {
+            url: 'https://api.test/v1/chat/completions',
+            body: { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] },
+          },
           pool,
           adapter,
           attempt,
@@ -160,6 +187,7 @@ describe('invariant 18: user code cannot hang a client', () => {
             maxAttempts: 2,
             backoff: { baseMs: 1, maxMs: 2 },
             onPartialEof: chosen.partialEof,
+            continueAfterCut: chosen.continueAfterCut,
             downstream: {
               transform: hostile(chosen, 'downstream.transform', (frame) => frame.raw),
             },
@@ -169,6 +197,7 @@ describe('invariant 18: user code cannot hang a client', () => {
             onCommit: hook('hook.onCommit'),
             onRetry: hook('hook.onRetry'),
             onGiveUp: hook('hook.onGiveUp'),
+            onContinuation: hook('hook.onContinuation'),
             onOutcome: (outcome) => {
               outcomes.push(outcome)
               hook('hook.onOutcome')()

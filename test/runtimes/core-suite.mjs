@@ -441,6 +441,29 @@ test('createResilientFetch over the faulty upstream fetch', async () => {
   await upstream.close()
 })
 
+test('continueAfterCut: an Anthropic answer cut after output is continued whole', async () => {
+  const upstream = createFaultyUpstream({ scenarios: { cut: ['partial-then-cut', 'ok'] } })
+  const fetch = createResilientFetch({
+    fetch: upstream.fetch,
+    pool: keys(),
+    policy: { backoff: { baseMs: 1 }, continueAfterCut: true },
+  })
+  const res = await fetch('https://upstream.test/v1/messages', {
+    method: 'POST',
+    body: JSON.stringify({
+      model: 'c',
+      max_tokens: 64,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
+    headers: { 'content-type': 'application/json', 'x-fault-scenario': 'cut' },
+  })
+  equal(res.status, 200, 'status')
+  equal(await visibleText(res, anthropicMessages), { text: answer, eof: 'completed' }, 'body')
+  equal(upstream.requests.length, 2, 'upstream requests (the cut one, its continuation)')
+  await upstream.close()
+})
+
 test('checkAdapter(openaiChat, protocolStream, numRuns 30)', async () => {
   await checkAdapter(openaiChat, { streams: arbitraries.protocolStream(openaiChat), numRuns: 30 })
 })

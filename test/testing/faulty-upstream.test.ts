@@ -688,3 +688,59 @@ describe('scenario checks', () => {
     expect(() => createFaultyUpstream({ scenarios } as never)).toThrow(message)
   })
 })
+
+describe('createFaultyUpstream: continuing a prefilled answer', () => {
+  const upstream = createFaultyUpstream({ text })
+  const chat = (body: Record<string, unknown>) =>
+    new OpenAI({
+      apiKey: 'sk-x',
+      baseURL: `${base}/v1`,
+      fetch: upstream.fetch,
+      maxRetries: 0,
+    }).chat.completions
+      .stream({ model: 'm', ...body } as never)
+      .finalChatCompletion()
+  const user = { role: 'user', content: 'hi' }
+
+  it('Anthropic: a final assistant message (trimmed) is continued with the rest, its space included', async () => {
+    const client = new Anthropic({
+      apiKey: 'sk-x',
+      baseURL: base,
+      fetch: upstream.fetch,
+      maxRetries: 0,
+    })
+    const message = await client.messages
+      .stream({
+        model: 'c',
+        max_tokens: 64,
+        messages: [user as never, { role: 'assistant', content: 'Hello there' }],
+      })
+      .finalMessage()
+    expect(message.content).toEqual([{ type: 'text', text: ' world' }])
+  })
+
+  it('Chat: prefix: true (DeepSeek, Mistral) and continue_final_message (vLLM) are continued', async () => {
+    const prefixed = await chat({
+      messages: [user, { role: 'assistant', content: 'Hello ', prefix: true }],
+    })
+    expect(prefixed.choices[0]?.message.content).toBe('there world')
+    const continued = await chat({
+      messages: [user, { role: 'assistant', content: 'Hello the' }],
+      continue_final_message: true,
+      add_generation_prompt: false,
+    })
+    expect(continued.choices[0]?.message.content).toBe('re world')
+  })
+
+  it('Chat: a final assistant message without a dialect flag is a past turn: the whole answer', async () => {
+    const plain = await chat({ messages: [user, { role: 'assistant', content: 'Hello ' }] })
+    expect(plain.choices[0]?.message.content).toBe(text)
+  })
+
+  it('a prefill that begins no scripted answer gets the whole answer', async () => {
+    const other = await chat({
+      messages: [user, { role: 'assistant', content: 'Bonjour', prefix: true }],
+    })
+    expect(other.choices[0]?.message.content).toBe(text)
+  })
+})

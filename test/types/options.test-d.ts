@@ -72,6 +72,9 @@ describe('hooks and attempts receive readonly contexts', () => {
     expectTypeOf<HookContext<'onRetry'>>().toEqualTypeOf<Readonly<HookContext<'onRetry'>>>()
     expectTypeOf<HookContext<'onCommit'>>().toEqualTypeOf<Readonly<HookContext<'onCommit'>>>()
     expectTypeOf<HookContext<'onGiveUp'>>().toEqualTypeOf<Readonly<HookContext<'onGiveUp'>>>()
+    expectTypeOf<HookContext<'onContinuation'>>().toEqualTypeOf<
+      Readonly<HookContext<'onContinuation'>>
+    >()
     expectTypeOf<HookContext<'onOutcome'>>().toEqualTypeOf<RelayOutcome>()
   })
 
@@ -88,6 +91,10 @@ describe('hooks and attempts receive readonly contexts', () => {
       onCommit(context) {
         // @ts-expect-error readonly
         context.timeToFirstOutputMs = 0
+      },
+      onContinuation(context) {
+        // @ts-expect-error readonly
+        context.result = 'spliced'
       },
       onGiveUp(context) {
         // @ts-expect-error readonly

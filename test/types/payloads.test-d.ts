@@ -23,6 +23,7 @@ type Payloads =
   | HookPayload<'onRetry'>
   | HookPayload<'onHedge'>
   | HookPayload<'onCommit'>
+  | HookPayload<'onContinuation'>
   | HookPayload<'onGiveUp'>
   | HookPayload<'onOutcome'>
   | RelayOutcome

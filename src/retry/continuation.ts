@@ -1,0 +1,345 @@
+/**
+ * The relay's side of a continuation after a cut (invariant 20): whether one is sound, the
+ * request the adapter builds, a key leased for it, its own pre-output attempts within its
+ * budget, and each lease reported exactly once (invariant 11).
+ *
+ * @module
+ */
+
+import { createStreamTracker, type StreamTracker } from '../classify/index.js'
+import type { ContinuedStream, CutContext, PumpContinuation } from '../commit/continuation.js'
+import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
+import { StreamTimeoutError } from '../errors.js'
+import { followSignals } from '../follow-signals.js'
+import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
+import { peekOn } from '../peek/index.js'
+import type { ContinuationReceived, ContinuationSplice } from '../protocols/continuation.js'
+import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { addUsage, type TokenUsage } from '../protocols/usage.js'
+import { createFrameReader, frameSourceOf } from '../sse/reader.js'
+import { keyOutcomeOf } from './attempt.js'
+import type { Route } from './attempt-types.js'
+import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import type { ContinueAfterCutOptions } from './continuation-policy.js'
+import { errorFromBody, readBounded } from './error-body.js'
+import type { NormalizedRelayPolicy } from './policy.js'
+import { now } from './run.js'
+
+/**
+ * One continuation the relay tried after a cut, as the outcome records it.
+ *
+ * @group Relay
+ */
+export interface ContinuationRecord {
+  /** Milliseconds from the start of the request to the cut. */
+  readonly atMs: number
+  /** How the upstream was cut. */
+  readonly cause: PumpErrorCause
+  /** The key of the continuation's last attempt (`null` without a pool or without an attempt). */
+  readonly keyId: string | null
+  /** Characters of answer text the client had received at the cut (prefilled). */
+  readonly receivedChars: number
+  /**
+   * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
+   * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
+   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no output. The client
+   * got the honest error for the last two.
+   */
+  readonly result: 'spliced' | 'not-sound' | 'failed'
+  /** Its attempts (0 when not sound). */
+  readonly attempts: number
+  /** The token usage the continuation reported (the received text counts as its input). */
+  readonly usage?: TokenUsage | undefined
+}
+
+/** What the relay gives a continuation of one committed attempt. */
+export interface ContinuationInput {
+  readonly route: Route
+  readonly routeName: string
+  readonly adapter: StreamAdapter
+  /** The request of the cut attempt. */
+  readonly request: UpstreamRequest
+  readonly policy: NormalizedRelayPolicy
+  readonly config: Required<ContinueAfterCutOptions>
+  /** The key of the cut attempt (tried elsewhere first). */
+  readonly keyId: string | null
+  readonly requestStarted: number
+  /** The next attempt number of the request. */
+  nextAttemptNumber(): number
+  /** A leased key's secret, redacted by value from everything that leaves the relay. */
+  addSecret(secret: string): void
+  /** Called once per continuation, when its record is final or its output began. */
+  onRecord(record: ContinuationRecord): void
+}
+
+/** The relay's continuation of one attempt: the pump asks it; the attempt closes it. */
+export interface RelayContinuation extends PumpContinuation {
+  /** Reports the last continuation's lease by how the stream ended (`undefined`: it threw). */
+  close(end: PumpEnd | undefined): Promise<void>
+  /** The answer's usage: the cut attempt's up to the cut, plus each continuation's. */
+  usage(tracked: TokenUsage | undefined): TokenUsage | undefined
+  readonly records: readonly ContinuationRecord[]
+}
+
+/** Why the client's answer cannot be continued, or the text to continue; `undefined` when sound. */
+function receivedText(state: RenderState, limit: number): string | undefined {
+  const { text, tool, reasoning, refusal } = state.counts
+  if (text === 0 || tool > 0 || reasoning > 0 || refusal > 0) return undefined
+  if (state.visibleText.length > limit) return undefined
+  return state.visibleText
+}
+
+function isRequest(value: unknown): value is UpstreamRequest {
+  if (typeof value !== 'object' || value === null) return false
+  const { url, body } = value as { url?: unknown; body?: unknown }
+  return (
+    (url === undefined || typeof url === 'string') &&
+    typeof body === 'object' &&
+    body !== null &&
+    !Array.isArray(body)
+  )
+}
+
+/** The adapter's continuation request and splice, or `undefined` when it declines or misbehaves. */
+function adapterParts(
+  adapter: StreamAdapter,
+  request: UpstreamRequest,
+  received: ContinuationReceived,
+  client: RenderState,
+): { request: UpstreamRequest; splice: ContinuationSplice } | undefined {
+  try {
+    const built = adapter.buildContinuation?.(request, received)
+    if (!isRequest(built)) return undefined
+    const splice = adapter.spliceContinuation?.(received, client)
+    if (typeof splice !== 'function') return undefined
+    return { request: built, splice }
+  } catch {
+    return undefined
+  }
+}
+
+/** A snapshot of the client's state the splice may read after the stream moved on. */
+function snapshot(state: RenderState): RenderState {
+  return {
+    ...state,
+    openBlocks: [...state.openBlocks],
+    counts: { ...state.counts },
+  }
+}
+
+type Tried =
+  | { kind: 'output'; stream: ContinuedStream; usage: () => TokenUsage | null }
+  | { kind: 'failed'; verdict: FailureVerdict | undefined }
+
+/** Creates the continuation of one committed attempt. */
+export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
+  const records: ContinuationRecord[] = []
+  /** The running continuation's lease and its own tracker's usage. */
+  let current:
+    | { lease: KeyLease | undefined; usage: () => TokenUsage | null; record: number }
+    | undefined
+  let usageAtCut: TokenUsage | undefined
+  let cutSeen = false
+  const continued: (() => TokenUsage | null)[] = []
+
+  async function settle(outcome: KeyOutcome): Promise<void> {
+    const running = current
+    current = undefined
+    if (running === undefined) return
+    // The record learns the continuation's usage once its stream is over.
+    const usage = running.usage()
+    const record = records[running.record]
+    if (usage !== null && record !== undefined) records[running.record] = { ...record, usage }
+    await running.lease?.report(outcome).catch(() => {})
+  }
+
+  async function next(cut: CutContext): Promise<ContinuedStream | null> {
+    // The previous continuation reached the upstream's end (a cut): its key works.
+    await settle({ kind: 'success' })
+    if (!cutSeen) {
+      cutSeen = true
+      usageAtCut = cut.state.usage ?? undefined
+    }
+    const atMs = now() - input.requestStarted
+    const text = receivedText(cut.state, input.config.maxReceivedChars)
+    const received = text === undefined ? undefined : Object.freeze({ text })
+    const parts =
+      received === undefined
+        ? undefined
+        : adapterParts(input.adapter, input.request, received, snapshot(cut.state))
+    const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
+    if (records.length >= input.config.maxContinuations || parts === undefined) {
+      input.onRecord({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
+      records.push({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
+      return null
+    }
+    const budget = followSignals([cut.signal])
+    const timer = Number.isFinite(input.config.timeoutMs)
+      ? setTimeout(
+          () =>
+            budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
+          input.config.timeoutMs,
+        )
+      : undefined
+    let attempts = 0
+    let keyId: string | null = null
+    try {
+      while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
+        const lease = await leaseFor(input, budget.controller.signal)
+        if (lease === null) break
+        attempts++
+        keyId = lease?.keyId ?? null
+        if (lease !== undefined) input.addSecret(lease.secret)
+        // Never throws by design; a throw all the same still reports the lease, once.
+        const tried = await tryOnce(input, parts, lease, budget.controller).catch(
+          (): Tried => ({ kind: 'failed', verdict: undefined }),
+        )
+        if (tried.kind === 'output') {
+          const record = { ...base, keyId, result: 'spliced', attempts } as const
+          current = { lease, usage: tried.usage, record: records.length }
+          continued.push(current.usage)
+          records.push(record)
+          input.onRecord(record)
+          return tried.stream
+        }
+        await lease?.report(tried.verdict?.key ?? { kind: 'cancelled' }).catch(() => {})
+        if (tried.verdict?.retryable !== true) break
+      }
+    } finally {
+      clearTimeout(timer)
+      budget.release()
+    }
+    const record = { ...base, keyId, result: 'failed', attempts } as const
+    records.push(record)
+    input.onRecord(record)
+    return null
+  }
+
+  return {
+    next,
+    records,
+    async close(end) {
+      await settle(end === undefined ? { kind: 'cancelled' } : keyOutcomeOf(end))
+    },
+    usage(tracked) {
+      if (!cutSeen) return tracked
+      let sum = usageAtCut
+      for (const each of continued) sum = addUsage(sum, each() ?? undefined)
+      return sum
+    },
+  }
+}
+
+/**
+ * A key for a continuation: a free key other than the cut one first, else any, waiting
+ * within the budget; `undefined` with the caller's own credentials, `null` when none.
+ */
+async function leaseFor(
+  input: ContinuationInput,
+  signal: AbortSignal,
+): Promise<KeyLease | undefined | null> {
+  const pool: KeyPool | undefined = input.route.pool
+  if (pool === undefined) return undefined
+  try {
+    const exclude = input.keyId === null ? undefined : new Set([input.keyId])
+    const other = await pool.acquire({ exclude })
+    if (other.kind === 'leased') return other.lease
+    const any = await pool.acquire({ waitMs: input.policy.maxWaitMs, signal })
+    return any.kind === 'leased' ? any.lease : null
+  } catch {
+    return null
+  }
+}
+
+/** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
+function peekOptions(policy: NormalizedRelayPolicy) {
+  const { trackerOptions: _kept, ...peek } = policy.peek
+  return peek
+}
+
+/** One continuation attempt, up to its first output. Never throws. */
+async function tryOnce(
+  input: ContinuationInput,
+  parts: { request: UpstreamRequest; splice: ContinuationSplice },
+  lease: KeyLease | undefined,
+  budget: AbortController,
+): Promise<Tried> {
+  const { policy, adapter } = input
+  const attempt = followSignals([budget.signal])
+  const signal = attempt.controller.signal
+  try {
+    const started = performance.now()
+    let response: unknown
+    try {
+      response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({
+        key:
+          lease === undefined
+            ? undefined
+            : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
+        signal,
+        attemptNumber: input.nextAttemptNumber(),
+        route: input.routeName,
+        request: { ...parts.request, stream: true },
+        requestId: policy.correlationIds ? globalThis.crypto.randomUUID() : undefined,
+        freshConnection: false,
+      })
+    } catch (error) {
+      if (signal.aborted) return { kind: 'failed', verdict: undefined }
+      return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'connection', error }) }
+    }
+    if (!(response instanceof Response)) {
+      await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
+    const { status } = response
+    const source = frameSourceOf(response)
+    if (status < 200 || status > 299 || source === null) {
+      const text = await readBounded(response.body, policy.maxErrorBodyBytes, signal)
+      const error = errorFromBody(text, status)
+      const verdict = classifyAttemptFailure(
+        status < 200 || status > 299
+          ? { kind: 'status', status, headers: response.headers, error }
+          : { kind: 'not-sse', status, contentType: response.headers.get('content-type'), error },
+      )
+      return { kind: 'failed', verdict }
+    }
+    let tracker: StreamTracker
+    try {
+      tracker = createStreamTracker(adapter)
+    } catch {
+      // The adapter's tracker limits are user code: the body is released all the same.
+      await response.body?.cancel().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
+    const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })
+    let peeked: Awaited<ReturnType<typeof peekOn>>
+    try {
+      peeked = await peekOn(
+        reader,
+        adapter,
+        { ...peekOptions(policy), clockStartedAt: started, tracker },
+        attempt.controller,
+      )
+    } catch {
+      await reader.cancel().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
+    if (peeked.kind !== 'output') {
+      await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)
+      if (peeked.kind === 'aborted') return { kind: 'failed', verdict: undefined }
+      return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'peek', outcome: peeked }) }
+    }
+    const stream: ContinuedStream = {
+      frames: peeked.frames,
+      reader: peeked.reader,
+      splice: parts.splice,
+      // The peek's tracker saw the peeked frames; the pump shows it the rest.
+      observe: (frame) => {
+        if (!peeked.frames.includes(frame)) tracker.observe(frame)
+      },
+    }
+    return { kind: 'output', stream, usage: () => tracker.state.usage }
+  } finally {
+    attempt.release()
+  }
+}

@@ -1,0 +1,76 @@
+import Anthropic from '@anthropic-ai/sdk'
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createResilientFetch, type RelayOutcome } from '../../src/index.js'
+import { createRedisKeyPool, type RedisKeyPool } from '../../src/redis.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
+import { connected, freshPrefix, type RedisServer, startRedisServer } from './redis-server.js'
+
+/**
+ * The Redis pool twin of continueAfterCut: the continuation's key is leased from the shared
+ * pool and its lease reported once, like the cut attempt's (invariant 11).
+ */
+
+let server: RedisServer
+let redis: Redis
+const pools: RedisKeyPool[] = []
+
+beforeAll(async () => {
+  server = await startRedisServer()
+  redis = await connected(server.port)
+})
+
+afterAll(async () => {
+  for (const pool of pools) pool.close()
+  redis?.disconnect()
+  await server?.close()
+})
+
+describe('continueAfterCut over a Redis pool', () => {
+  it('partial-then-cut reaches the Anthropic SDK whole; both leases reported, none in flight', async () => {
+    const pool = createRedisKeyPool(
+      [
+        { id: 'a', secret: 'sk-redis-a-1234567890' },
+        { id: 'b', secret: 'sk-redis-b-1234567890' },
+      ],
+      { redis, prefix: freshPrefix() },
+    )
+    pools.push(pool)
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const outcomes: RelayOutcome[] = []
+    const fetch = createResilientFetch({
+      fetch: upstream.fetch,
+      pool,
+      policy: { continueAfterCut: true },
+      onOutcome: (outcome) => outcomes.push(outcome),
+    })
+    const client = new Anthropic({
+      apiKey: 'sk-x',
+      baseURL: 'http://upstream.test',
+      fetch,
+      maxRetries: 0,
+      defaultHeaders: { 'x-fault-scenario': 's' },
+    })
+    const message = await client.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : ''))).toEqual([
+      'The quick brown fox jumps over the lazy dog.',
+    ])
+    await expect.poll(() => outcomes.length).toBe(1)
+    expect(outcomes[0]).toMatchObject({ continuations: [{ result: 'spliced' }] })
+    await expect
+      .poll(async () => {
+        const stats = await pool.stats()
+        return {
+          inflight: stats.reduce((n, s) => n + s.inflight, 0),
+          leases: stats.reduce((n, s) => n + s.leases, 0),
+          reported: stats.reduce(
+            (n, s) => n + Object.values(s.outcomes).reduce((a, b) => a + b, 0),
+            0,
+          ),
+        }
+      })
+      .toEqual({ inflight: 0, leases: 2, reported: 2 })
+  })
+})

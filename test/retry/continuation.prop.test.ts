@@ -1,0 +1,228 @@
+/**
+ * Invariant 20 by property: with `continueAfterCut` on, an answer cut anywhere after its
+ * first text (between frames, inside a frame, inside a multi-byte character; a clean EOF or
+ * a reset), in any chunking, reaches the official SDK whole: no gap, no duplicate, a stream
+ * it parses; and every lease is reported once.
+ */
+
+import Anthropic from '@anthropic-ai/sdk'
+import fc from 'fast-check'
+import OpenAI from 'openai'
+import { describe, expect, it } from 'vitest'
+import {
+  anthropicMessages,
+  createMemoryKeyPool,
+  createResilientFetch,
+  type OpenAIChatContinuation,
+  openaiChatWith,
+  type RelayOutcome,
+  type StreamAdapter,
+} from '../../src/index.js'
+import { prefillOf, restAfter } from '../../src/testing/prefill.js'
+import { wireFor } from '../../src/testing/wire.js'
+import { leaseTotals } from '../support/leases.js'
+import { runs } from '../support/runs.js'
+
+const encoder = new TextEncoder()
+
+/** Word pieces with multi-byte characters, spaces and newlines: what a model writes. */
+const piece = fc
+  .array(fc.constantFrom('a', 'Z', 'é', '漢', '🦊', ' ', '\n', '.', '"', '\\'), {
+    minLength: 1,
+    maxLength: 6,
+  })
+  .map((chars) => chars.join(''))
+
+/** An answer as its deltas: the first holds a letter (Anthropic cannot prefill whitespace). */
+const deltas = fc
+  .tuple(fc.constantFrom('Hi', 'é', '漢字', '🦊'), fc.array(piece, { minLength: 1, maxLength: 8 }))
+  .map(([first, rest]) => [first, ...rest])
+
+/** Splits bytes into chunks at the given fractions. */
+function chunked(bytes: Uint8Array, cuts: readonly number[]): Uint8Array[] {
+  const at = [...new Set(cuts.map((f) => Math.floor(f * bytes.length)))]
+    .filter((i) => i > 0 && i < bytes.length)
+    .sort((a, b) => a - b)
+  const out: Uint8Array[] = []
+  let from = 0
+  for (const to of [...at, bytes.length]) {
+    out.push(bytes.slice(from, to))
+    from = to
+  }
+  return out
+}
+
+function body(chunks: readonly Uint8Array[], reset: boolean): ReadableStream<Uint8Array> {
+  let index = 0
+  return new ReadableStream<Uint8Array>(
+    {
+      pull(controller) {
+        const chunk = chunks[index++]
+        if (chunk !== undefined) controller.enqueue(chunk)
+        else if (reset) controller.error(Object.assign(new TypeError('terminated'), {}))
+        else controller.close()
+      },
+    },
+    { highWaterMark: 0 },
+  )
+}
+
+const sse = { 'content-type': 'text/event-stream' }
+
+interface Case {
+  readonly deltas: readonly string[]
+  /** Where the first answer is cut, as a fraction of the bytes after its first text. */
+  readonly cutAt: number
+  readonly reset: boolean
+  readonly firstChunks: readonly number[]
+  readonly restDeltas: readonly number[]
+  readonly restChunks: readonly number[]
+}
+
+const cases = fc.record({
+  deltas,
+  cutAt: fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }),
+  reset: fc.boolean(),
+  firstChunks: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
+  restDeltas: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }),
+  restChunks: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
+})
+
+/** A scripted upstream: the first request is cut per the case, a continuation gets the rest. */
+function scripted(adapter: StreamAdapter, given: Case) {
+  const answer = given.deltas.join('')
+  const wire = wireFor(adapter)
+  const head = [...wire.start(), ...wire.text(given.deltas[0] ?? '')].join('')
+  const middle = given.deltas
+    .slice(1)
+    .flatMap((delta) => wire.text(delta))
+    .join('')
+  const first = encoder.encode(head + middle)
+  const from = encoder.encode(head).length
+  const cut = from + Math.floor(given.cutAt * (first.length - from))
+  let requests = 0
+  const fetch = async (_input: string | URL | Request, init?: RequestInit) => {
+    requests++
+    const text = typeof init?.body === 'string' ? init.body : ''
+    const prefill = prefillOf(adapter, text)
+    if (prefill === undefined) {
+      const bytes = first.slice(0, cut)
+      return new Response(body(chunked(bytes, given.firstChunks), given.reset), { headers: sse })
+    }
+    const rest = restAfter(prefill, [answer])
+    if (rest === undefined) return new Response('{"error":"not a prefix"}', { status: 400 })
+    const restWire = wireFor(adapter)
+    const at = [...new Set(given.restDeltas.map((f) => Math.floor(f * rest.length)))].sort(
+      (a, b) => a - b,
+    )
+    const parts: string[] = []
+    let last = 0
+    for (const i of [...at, rest.length]) {
+      // Never inside a surrogate pair: a delta is a JSON string of whole characters.
+      const safe = /[\uDC00-\uDFFF]/.test(rest[i] ?? '') ? i + 1 : i
+      if (safe > last) parts.push(rest.slice(last, safe))
+      last = Math.max(last, safe)
+    }
+    const frames = [
+      ...restWire.start(),
+      ...(parts.length === 0 ? restWire.text('') : parts.flatMap((part) => restWire.text(part))),
+      ...restWire.finish('stop'),
+    ].join('')
+    return new Response(body(chunked(encoder.encode(frames), given.restChunks), false), {
+      headers: sse,
+    })
+  }
+  return { fetch, answer, requests: () => requests }
+}
+
+async function relayed(adapter: StreamAdapter, given: Case) {
+  const upstream = scripted(adapter, given)
+  const pool = createMemoryKeyPool([
+    { id: 'a', secret: 'sk-prop-a-1234567890' },
+    { id: 'b', secret: 'sk-prop-b-1234567890' },
+  ])
+  let outcome: RelayOutcome | undefined
+  const fetch = createResilientFetch({
+    fetch: upstream.fetch,
+    pool,
+    adapter,
+    policy: { continueAfterCut: true, backoff: { baseMs: 1 } },
+    onOutcome: (o) => {
+      outcome = o
+    },
+  })
+  return { upstream, pool, fetch, outcome: () => outcome }
+}
+
+async function until(done: () => boolean) {
+  for (let i = 0; i < 100 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 2))
+}
+
+async function leasesSettle(pool: Parameters<typeof leaseTotals>[0]) {
+  for (let i = 0; i < 50; i++) {
+    const totals = await leaseTotals(pool)
+    if (totals.inflight === 0 && totals.reported === totals.leased) return totals
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+  return leaseTotals(pool)
+}
+
+describe('invariant 20', () => {
+  it('a continuation is seamless or absent: Anthropic, cut anywhere after the first text, reaches the SDK whole, every lease reported once', async () => {
+    await fc.assert(
+      fc.asyncProperty(cases, async (given) => {
+        const { upstream, pool, fetch, outcome } = await relayed(anthropicMessages, given)
+        const client = new Anthropic({
+          apiKey: 'sk-x',
+          baseURL: 'http://up.test',
+          fetch,
+          maxRetries: 0,
+        })
+        const message = await client.messages
+          .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+          .finalMessage()
+        const text = message.content.map((b) => (b.type === 'text' ? b.text : '')).join('')
+        expect(text).toBe(upstream.answer)
+        expect(message.content).toHaveLength(1)
+        expect(message.stop_reason).toBe('end_turn')
+        expect(upstream.requests()).toBe(2)
+        const totals = await leasesSettle(pool)
+        expect(totals).toEqual({ inflight: 0, leased: 2, reported: 2 })
+        await until(() => outcome() !== undefined)
+        expect(outcome()).toMatchObject({
+          kind: 'committed',
+          continuations: [{ result: 'spliced' }],
+        })
+      }),
+      { numRuns: runs(40) },
+    )
+  })
+
+  it('a continuation is seamless or absent: OpenAI Chat in each dialect reaches the SDK whole, every lease reported once', async () => {
+    const dialect = fc.constantFrom<OpenAIChatContinuation>(
+      'deepseek-prefix',
+      'mistral-prefix',
+      'vllm-continue',
+    )
+    await fc.assert(
+      fc.asyncProperty(cases, dialect, async (given, continuation) => {
+        const adapter = openaiChatWith({ continuation })
+        const { upstream, pool, fetch } = await relayed(adapter, given)
+        const client = new OpenAI({
+          apiKey: 'sk-x',
+          baseURL: 'http://up.test/v1',
+          fetch,
+          maxRetries: 0,
+        })
+        const completion = await client.chat.completions
+          .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+          .finalChatCompletion()
+        expect(completion.choices[0]?.message.content).toBe(upstream.answer)
+        expect(completion.choices[0]?.finish_reason).toBe('stop')
+        expect(upstream.requests()).toBe(2)
+        expect(await leasesSettle(pool)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+      }),
+      { numRuns: runs(40) },
+    )
+  })
+})

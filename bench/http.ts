@@ -9,7 +9,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { serveFetch } from '../src/node.js'
 import { forkChild } from './child.js'
-import { chunkPerFrame, openaiChatStream } from './inputs.js'
+import { chunkPerFrame, openaiChatOneFrame, openaiChatStream } from './inputs.js'
 
 interface HttpSide {
   readonly name: string
@@ -132,7 +132,11 @@ export async function benchHttp(options: {
 }): Promise<HttpResult> {
   // No role-only preamble: the first frame is output, so a relay that holds frames until
   // the first output (the gateway) and a pass-through can be held to the same first byte.
-  const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 2)).slice(1)
+  // One frame: the content and the finish in one chunk, no `[DONE]`.
+  const chunks =
+    options.framesPerRequest === 1
+      ? [openaiChatOneFrame()]
+      : chunkPerFrame(openaiChatStream(options.framesPerRequest - 2)).slice(1)
   const upstream = await serveFetch(() => {
     let index = 0
     const body = new ReadableStream<Uint8Array>(

@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { forkChild } from './child.js'
+import { benchFetchCost } from './fetch-cost.js'
 import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
@@ -227,6 +228,21 @@ async function main() {
     console.log(
       `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); per request (1-frame answers): ${fmt(one.gateway.cpuUsPerRequest / one.raw.cpuUsPerRequest)}× the raw pipe, fetch attempts ${fmt(one.gatewayFetch.cpuUsPerRequest / one.gateway.cpuUsPerRequest)}× node:http attempts; time to first byte ${fmt(one.ttfbP50Ratio)}× at p50 (1-frame), ${fmt(http.ttfbP50Ratio)}× / ${fmt(http.ttfbP99Ratio)}× at p50 / p99 (200 frames)`,
     )
+  }
+
+  if (only.has('http')) {
+    const fetchCost = await benchFetchCost(
+      quick ? { requests: 50, rounds: 2 } : { requests: 2_000, rounds: 5 },
+    )
+    results.fetchCost = fetchCost
+    console.log(
+      `\n### What one fetch() costs, by its options (${fetchCost.requests} POSTs to 127.0.0.1, a one-frame answer read to the end, client and server in one process, 16 at a time)\n`,
+    )
+    console.log('| fetch options | CPU µs per request |')
+    console.log('| --- | ---: |')
+    for (const [name, us] of Object.entries(fetchCost.perRequestUs)) {
+      console.log(`| ${name} | ${fmt(us, 0)} |`)
+    }
   }
 
   if (only.has('hedging')) {

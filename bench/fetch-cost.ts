@@ -72,8 +72,11 @@ export async function benchFetchCost(options: {
   const totals: Record<string, number> = {}
   try {
     for (const init of Object.values(variants)) await run(init, Math.min(200, options.requests))
+    // In a rotating order, so no variant always runs first (or right after the same one).
+    const entries = Object.entries(variants)
     for (let round = 0; round < options.rounds; round++) {
-      for (const [name, init] of Object.entries(variants)) {
+      for (let turn = 0; turn < entries.length; turn++) {
+        const [name, init] = entries[(turn + round) % entries.length] as (typeof entries)[number]
         totals[name] = (totals[name] ?? 0) + (await run(init, options.requests)) / options.rounds
       }
     }

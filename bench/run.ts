@@ -192,7 +192,7 @@ async function main() {
     const shortSizes = quick
       ? { requests: 32, concurrency: 4, latencyRequests: 8 }
       : { requests: 2_000, concurrency: 32, latencyRequests: 200 }
-    const one = await benchHttp({ ...shortSizes, framesPerRequest: 1 })
+    const one = await benchHttp({ ...shortSizes, framesPerRequest: 1, parts: true })
     const three = await benchHttp({ ...shortSizes, framesPerRequest: 3 })
     results.httpOneFrame = one
     results.httpShort = three
@@ -214,6 +214,18 @@ async function main() {
       console.log(
         `| ${long.name} | ${fmt(long.cpuUsPerFrame, 2)} | ${fmt(long.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(short.cpuUsPerRequest, 0)} | ${fmt(short.cpuUsPerRequest / one.raw.cpuUsPerRequest)} | ${fmt(short.cpuUsPerRequest / one.gateway.cpuUsPerRequest)} | ${fmt(short.ttfbP50Ms)} | ${fmt(short.ttfbP50Ms / one.raw.ttfbP50Ms)} | ${fmt(long.ttfbP50Ms)} / ${fmt(long.ttfbP99Ms)} |`,
       )
+    }
+    if (one.edges !== undefined && one.relayMemory !== undefined) {
+      console.log(
+        `\n### HTTP per request, 1-frame answers, the gateway in parts (the same run: ${one.requests} requests, ${one.concurrency} at a time)\n`,
+      )
+      console.log('| relay | CPU µs/request | × raw pipe | p50 TTFB ms |')
+      console.log('| --- | ---: | ---: | ---: |')
+      for (const side of [one.raw, one.edges, one.relayMemory, one.gateway]) {
+        console.log(
+          `| ${side.name} | ${fmt(side.cpuUsPerRequest, 0)} | ${fmt(side.cpuUsPerRequest / one.raw.cpuUsPerRequest)} | ${fmt(side.ttfbP50Ms)} |`,
+        )
+      }
     }
     console.log(
       `\n### HTTP per request, 3-frame answers (${three.requests} requests: one output frame, the finish, [DONE]; ${three.concurrency} at a time)\n`,

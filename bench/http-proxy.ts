@@ -21,7 +21,8 @@ import {
   type UpstreamClient,
   upstreamAgents,
 } from '../examples/node-http-gateway.js'
-import { createMemoryKeyPool, iterableResponse, openaiChat, relay } from '../src/index.js'
+import { createMemoryKeyPool, openaiChat, relay } from '../src/index.js'
+import { iterableResponse } from '../src/node.js'
 import { nodeSink } from '../src/node.js'
 import { openaiChatOneFrame } from './inputs.js'
 

@@ -9,13 +9,8 @@
 
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
-import {
-  createMemoryKeyPool,
-  type DownstreamSink,
-  iterableResponse,
-  openaiChat,
-  relay,
-} from '../src/index.js'
+import { createMemoryKeyPool, type DownstreamSink, openaiChat, relay } from '../src/index.js'
+import { iterableResponse } from '../src/node.js'
 import { createRelayTelemetry } from '../src/otel/index.js'
 import { chunkPerFrame, openaiChatStream } from './inputs.js'
 

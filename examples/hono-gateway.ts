@@ -10,21 +10,8 @@
  */
 
 import { Hono } from 'hono'
-import {
-  anthropicMessages,
-  createMemoryKeyPool,
-  forwardHeadersDefaults,
-  isFirstPartyApi,
-  isRequestBodyTooLargeError,
-  type KeyPool,
-  openaiChat,
-  openaiResponses,
-  readRequestBody,
-  relay,
-  requestBodyDefaults,
-  type StreamAdapter,
-  webSink,
-} from 'stream-boundary'
+import { anthropicMessages, createMemoryKeyPool, isFirstPartyApi, isRequestBodyTooLargeError, type KeyPool, openaiChat, openaiResponses, readRequestBody, relay, type StreamAdapter, webSink } from 'stream-boundary'
+import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
 import type { GatewayConfig } from './node-http-gateway.js'
 
 const forwardedHeaders = [

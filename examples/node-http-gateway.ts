@@ -27,24 +27,8 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL, urlToHttpOptions } from 'node:url'
-import {
-  anthropicMessages,
-  createMemoryKeyPool,
-  type ForwardHeadersPolicy,
-  forwardHeadersDefaults,
-  isFirstPartyApi,
-  type KeyPool,
-  type KeyStateEvent,
-  openaiChat,
-  openaiResponses,
-  type PoolKey,
-  type RelayHooks,
-  type RelayOutcome,
-  type RelayPolicy,
-  relay,
-  requestBodyDefaults,
-  type StreamAdapter,
-} from 'stream-boundary'
+import { anthropicMessages, createMemoryKeyPool, type ForwardHeadersPolicy, isFirstPartyApi, type KeyPool, type KeyStateEvent, openaiChat, openaiResponses, type PoolKey, type RelayHooks, type RelayOutcome, type RelayPolicy, relay, type StreamAdapter } from 'stream-boundary'
+import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
 import { nodeResponse, nodeSink } from 'stream-boundary/node'
 
 export interface GatewayConfig {

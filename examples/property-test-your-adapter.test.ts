@@ -8,14 +8,8 @@
  */
 
 import fc from 'fast-check'
-import {
-  type FrameVerdict,
-  isRetryableErrorType,
-  type RenderableError,
-  type SseFrame,
-  type StreamAdapter,
-  sanitizeMessage,
-} from 'stream-boundary'
+import { type FrameVerdict, type RenderableError, type SseFrame, type StreamAdapter } from 'stream-boundary'
+import { isRetryableErrorType, sanitizeMessage } from 'stream-boundary/advanced'
 import { checkAdapter, type StreamSample } from 'stream-boundary/testing'
 import { expect, it } from 'vitest'
 

@@ -1,12 +1,12 @@
 import { followStops } from '../follow-signals.js'
 import { rejectUnknownKeys } from '../options.js'
-import { type PeekOptions, type PeekOutcome, peekUntil } from '../peek/index.js'
+import { type PeekOptions, type PeekOutcome, peekOn } from '../peek/index.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
 import { type SignalLike, stopOf } from '../stop.js'
 import type { CommitGate } from './gate.js'
-import { type PumpInput, pumpWith } from './pump.js'
+import { type PumpInput, pumpOn } from './pump.js'
 import {
   checkOneTranslator,
   type DownstreamOptions,
@@ -133,7 +133,7 @@ export async function deliverOn(
       throw error
     }
     try {
-      peeked = await peekUntil(reader, adapter, options.peek ?? {}, peekStop.controller)
+      peeked = await peekOn(reader, adapter, options.peek ?? {}, peekStop.controller)
     } catch (error) {
       // An adapter that threw mid-peek: the upstream is released before the throw goes on.
       await reader.cancel(error).catch(() => {})
@@ -162,6 +162,6 @@ export async function deliverOn(
     signal: options.signal,
     secrets: options.secrets,
   }
-  const pumped = await pumpWith(pumpOptions, policy)
+  const pumped = await pumpOn(pumpOptions, policy)
   return { kind: 'committed', peek: peeked, pump: pumped }
 }

@@ -12,7 +12,7 @@ import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import {
   type FrameReader,
-  nextFrameOn,
+  nextOn,
   type RawFrameReader,
   rawFrameReader,
 } from '../sse/reader.js'
@@ -96,7 +96,7 @@ function takeBatch(
  */
 export function pump(options: PumpOptions): Promise<PumpOutcome> {
   checkOneTranslator(options)
-  return pumpWith(options, normalizePumpPolicy(options))
+  return pumpOn(options, normalizePumpPolicy(options))
 }
 
 /** What the library itself hands the pump: its signal may be a library-made stop. */
@@ -310,7 +310,7 @@ class PumpRun {
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await nextFrameOn(reader, this.stop)
+        frame = await nextOn(reader, this.stop)
       } catch (error) {
         return this.afterReadFailure(error)
       }
@@ -349,7 +349,7 @@ class PumpRun {
 }
 
 /** {@link pump} with its policy already checked (`deliver` checks it before the peek). */
-export async function pumpWith(
+export async function pumpOn(
   options: PumpInput,
   policy: ReturnType<typeof normalizePumpPolicy>,
 ): Promise<PumpOutcome> {

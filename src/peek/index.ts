@@ -23,7 +23,7 @@ import {
 import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import { type FrameReader, nextFrameOn } from '../sse/reader.js'
+import { type FrameReader, nextOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
 
 /**
@@ -254,7 +254,7 @@ export async function peekFirstOutput(
   if (outer?.aborted) onOuterAbort()
   else outer?.addEventListener('abort', onOuterAbort, { once: true })
   try {
-    return await peekUntil(reader, adapter, options, stop)
+    return await peekOn(reader, adapter, options, stop)
   } finally {
     outer?.removeEventListener('abort', onOuterAbort)
   }
@@ -266,7 +266,7 @@ export async function peekFirstOutput(
  * pump's `deliver` passes the one controller that already follows its signals: no second
  * signal and listener per attempt.
  */
-export async function peekUntil(
+export async function peekOn(
   reader: FrameReader,
   adapter: StreamAdapter,
   options: PeekOptions,
@@ -303,7 +303,7 @@ export async function peekUntil(
     for (;;) {
       let frame: SseFrame | null
       try {
-        frame = await nextFrameOn(reader, stop.signal)
+        frame = await nextOn(reader, stop.signal)
       } catch (error) {
         if (stop.signal.aborted && error === stop.signal.reason) {
           if (error instanceof StreamTimeoutError) {

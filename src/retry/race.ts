@@ -11,7 +11,7 @@ import type { KeyLease } from '../key-pool/types.js'
 import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
 import type { HedgeReport, HedgeSkipReason } from './outcome.js'
 import { callHook, noteFailure, now, type RouteRun, type Run } from './run.js'
-import { attemptOn, type Started } from './start.js'
+import { startAttempt, type Started } from './start.js'
 
 interface Racer {
   readonly number: number
@@ -92,7 +92,7 @@ class Race {
       settled: false,
     } as Racer
     const entry = { lost: racer.lost.signal, claim: () => this.claim(racer), hedgeOf }
-    racer.promise = attemptOn(this.run, this.route, lease, 'stream', entry).then(
+    racer.promise = startAttempt(this.run, this.route, lease, 'stream', entry).then(
       (started) => {
         racer.settled = true
         const settled = { racer, started }

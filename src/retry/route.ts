@@ -22,7 +22,7 @@ import {
   type RouteRun,
   type Run,
 } from './run.js'
-import { attemptOn } from './start.js'
+import { startAttempt } from './start.js'
 
 /** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */
 function adjustRefused(
@@ -171,14 +171,14 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
       advance(route, { kind: 'retry-told' })
     }
     const hedge = run.config.hedge
-    const ended: RaceEnd | (Awaited<ReturnType<typeof attemptOn>> & { keyId: string | null }) =
+    const ended: RaceEnd | (Awaited<ReturnType<typeof startAttempt>> & { keyId: string | null }) =
       mode === 'stream' &&
       hedge !== undefined &&
       (leased.lease !== undefined || hedge.options.sameKey) &&
       run.config.priority !== 'background'
         ? await raceAttempts(run, route, leased.lease, hedge)
         : {
-            ...(await attemptOn(run, route, leased.lease, mode)),
+            ...(await startAttempt(run, route, leased.lease, mode)),
             keyId: leased.lease?.keyId ?? null,
           }
     const { result, timeToFirstOutputMs } = ended

@@ -126,7 +126,7 @@ function redactResult(result: AttemptResult, secrets: readonly string[]): Attemp
 }
 
 /** Runs one attempt on a leased key and records it. */
-export async function attemptOn(
+export async function startAttempt(
   run: Run,
   route: RouteRun,
   lease: KeyLease | undefined,

@@ -431,7 +431,7 @@ export interface RawFrameReader extends FrameReader {
  * `reader.next()` stopped by `signal`, which may be a library-made stop: a reader made here
  * takes it as it is, another is handed a real `AbortSignal`.
  */
-export function nextFrameOn(reader: FrameReader, signal: SignalLike): Promise<SseFrame | null> {
+export function nextOn(reader: FrameReader, signal: SignalLike): Promise<SseFrame | null> {
   return reader instanceof Reader
     ? reader.nextOn(signal)
     : reader.next({ signal: realSignal(signal) })

@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  createCommitGate,
-  type ForwardHeadersPolicy,
-  forwardableHeaders,
-  forwardHeadersDefaults,
-} from '../../src/index.js'
+import { createCommitGate, type ForwardHeadersPolicy } from '../../src/index.js'
+import { forwardableHeaders, forwardHeadersDefaults } from '../../src/advanced.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { utf8 } from '../support/sources.js'
 

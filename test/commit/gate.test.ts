@@ -1,11 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  commitGateDefaults,
-  createCommitGate,
-  DownstreamClosedError,
-  isHeadersSentError,
-  isRetryAfterCommitError,
-} from '../../src/index.js'
+import { createCommitGate, DownstreamClosedError, isHeadersSentError, isRetryAfterCommitError } from '../../src/index.js'
+import { commitGateDefaults } from '../../src/advanced.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { utf8 } from '../support/sources.js'
 import { useFakeClock } from '../support/timers.js'

@@ -6,13 +6,8 @@
 import { createServer, request, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  createFrameReader,
-  createMemoryKeyPool,
-  iterableResponse,
-  openaiChat,
-  relay,
-} from '../../src/index.js'
+import { createFrameReader, createMemoryKeyPool, openaiChat, relay } from '../../src/index.js'
+import { iterableResponse } from '../../src/node.js'
 import { nodeResponse } from '../../src/node.js'
 import { frameSourceOf } from '../../src/sse/reader.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'

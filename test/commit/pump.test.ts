@@ -1,12 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  anthropicMessages,
-  createCommitGate,
-  deliver,
-  failBeforeContent,
-  openaiChat,
-  pumpDefaults,
-} from '../../src/index.js'
+import { anthropicMessages, createCommitGate, deliver, failBeforeContent, openaiChat } from '../../src/index.js'
+import { pumpDefaults } from '../../src/advanced.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { type ScriptStep, scriptedBody } from '../../src/testing/scripted-body.js'
 import { fixtureBytes } from '../protocols/fixtures.js'

@@ -5,7 +5,7 @@ import type {
   StreamTimeoutError,
   TimeoutKind,
 } from 'stream-boundary'
-import { commitGateDefaults, peekDefaults, pumpDefaults } from 'stream-boundary'
+import { commitGateDefaults, peekDefaults, pumpDefaults } from 'stream-boundary/advanced'
 import { describe, expectTypeOf, it } from 'vitest'
 
 function exhaustive(value: never): never {

@@ -4,18 +4,8 @@
  * the two separate clocks of the pump (invariant 14), and timers cleared on settle (12).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  commitGateDefaults,
-  createCommitGate,
-  createFrameReader,
-  deliver,
-  isDownstreamClosedError,
-  openaiChat,
-  peekDefaults,
-  peekFirstOutput,
-  pumpDefaults,
-  StreamTimeoutError,
-} from '../../src/index.js'
+import { createCommitGate, createFrameReader, deliver, isDownstreamClosedError, openaiChat, peekFirstOutput, StreamTimeoutError } from '../../src/index.js'
+import { commitGateDefaults, peekDefaults, pumpDefaults } from '../../src/advanced.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { type ScriptStep, scriptedBody } from '../../src/testing/scripted-body.js'
 import { useFakeClock } from '../support/timers.js'

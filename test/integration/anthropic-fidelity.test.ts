@@ -7,15 +7,8 @@
 import { createServer, type ServerResponse } from 'node:http'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
-import {
-  anthropicMessages,
-  createCommitGate,
-  deliver,
-  failBeforeContent,
-  openaiChat,
-  type RenderableError,
-  sanitizeMessage,
-} from '../../src/index.js'
+import { anthropicMessages, createCommitGate, deliver, failBeforeContent, openaiChat, type RenderableError } from '../../src/index.js'
+import { sanitizeMessage } from '../../src/advanced.js'
 import { nodeSink } from '../../src/node.js'
 import { scriptedBody } from '../../src/testing/scripted-body.js'
 import { useLoopback, withBody } from '../support/loopback.js'

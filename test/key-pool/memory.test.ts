@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { createMemoryKeyPool, memoryKeyPoolDefaults } from '../../src/index.js'
+import { createMemoryKeyPool } from '../../src/index.js'
+import { memoryKeyPoolDefaults } from '../../src/advanced.js'
 import { describePoolContract } from './pool-contract.js'
 
 describePoolContract('memory pool', async (keys, options) => createMemoryKeyPool(keys, options))

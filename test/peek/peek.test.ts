@@ -1,13 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  anthropicMessages,
-  createFrameReader,
-  isPeekOverflowError,
-  openaiChat,
-  peekDefaults,
-  peekFirstOutput,
-  StreamTimeoutError,
-} from '../../src/index.js'
+import { anthropicMessages, createFrameReader, isPeekOverflowError, openaiChat, peekFirstOutput, StreamTimeoutError } from '../../src/index.js'
+import { peekDefaults } from '../../src/advanced.js'
 import { scriptedBody } from '../../src/testing/scripted-body.js'
 import { useFakeClock } from '../support/timers.js'
 

@@ -1,15 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import {
-  classifyEof,
-  createFrameReader,
-  createStreamTracker,
-  isRetryableErrorType,
-  type RenderableError,
-  type SseFrame,
-  type StreamAdapter,
-  sanitizeMessage,
-} from '../../src/index.js'
+import { classifyEof, createFrameReader, createStreamTracker, type RenderableError, type SseFrame, type StreamAdapter } from '../../src/index.js'
+import { isRetryableErrorType, sanitizeMessage } from '../../src/advanced.js'
 import { anthropicErrorType } from '../../src/protocols/anthropic-messages.js'
 import * as arbitraries from '../../src/testing/arbitraries.js'
 import { chunkings, concatBytes, sseStream } from '../../src/testing/arbitraries.js'

@@ -1,18 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  anthropicMessages,
-  classifyEof,
-  createFrameReader,
-  createStreamTracker,
-  geminiGenerateContent,
-  isRetryableErrorType,
-  maxMessageLength,
-  openaiChat,
-  openaiResponses,
-  redactSecrets,
-  sanitizeMessage,
-  streamTrackerDefaults,
-} from '../../src/index.js'
+import { anthropicMessages, classifyEof, createFrameReader, createStreamTracker, geminiGenerateContent, openaiChat, openaiResponses } from '../../src/index.js'
+import { isRetryableErrorType, maxMessageLength, redactSecrets, sanitizeMessage, streamTrackerDefaults } from '../../src/advanced.js'
 import { chunkSource, readAll, utf8 } from '../support/sources.js'
 import { fixtureBytes } from './fixtures.js'
 

@@ -4,12 +4,8 @@
  */
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import {
-  anthropicMessages,
-  createFrameReader,
-  type RenderableError,
-  sanitizeMessage,
-} from '../../src/index.js'
+import { anthropicMessages, createFrameReader, type RenderableError } from '../../src/index.js'
+import { sanitizeMessage } from '../../src/advanced.js'
 import { anthropicErrorType } from '../../src/protocols/anthropic-messages.js'
 import { runs } from '../support/runs.js'
 import { chunkSource, readAll } from '../support/sources.js'

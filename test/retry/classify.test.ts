@@ -1,9 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import {
-  classifyAttemptFailure,
-  classifyConnectionError,
-  parseRetryAfter,
-} from '../../src/index.js'
+import { classifyAttemptFailure, classifyConnectionError, parseRetryAfter } from '../../src/advanced.js'
 import { errorFromBody } from '../../src/retry/error-body.js'
 import {
   parseResetDuration,

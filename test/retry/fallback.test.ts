@@ -1,20 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  anthropicMessages,
-  classifyConnectionError,
-  contextWindowFitDefaults,
-  createMemoryKeyPool,
-  createResilientFetch,
-  fitContextWindow,
-  geminiGenerateContent,
-  openaiChat,
-  openaiResponses,
-  parseContextOverflow,
-  type RelayOutcome,
-  type RelayPolicy,
-} from '../../src/index.js'
+import { anthropicMessages, createMemoryKeyPool, createResilientFetch, fitContextWindow, geminiGenerateContent, openaiChat, openaiResponses, type RelayOutcome, type RelayPolicy } from '../../src/index.js'
+import { classifyConnectionError, contextWindowFitDefaults, parseContextOverflow } from '../../src/advanced.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { classifyAttemptFailure } from '../../src/index.js'
+import { classifyAttemptFailure } from '../../src/advanced.js'
 import { errorFromBody } from '../../src/retry/error-body.js'
 import {
   parseUnifiedRateLimit,

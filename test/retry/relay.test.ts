@@ -1,12 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  createMemoryKeyPool,
-  type KeyPool,
-  openaiChat,
-  type RelayRequestOptions,
-  relay,
-  relayDefaults,
-} from '../../src/index.js'
+import { createMemoryKeyPool, type KeyPool, openaiChat, type RelayRequestOptions, relay } from '../../src/index.js'
+import { relayDefaults } from '../../src/advanced.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { text as decode } from '../support/sources.js'

@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  createResilientFetch,
-  isRequestBodyTooLargeError,
-  RequestBodyTooLargeError,
-  readRequestBody,
-  requestBodyDefaults,
-  resilientFetchDefaults,
-} from '../../src/index.js'
+import { createResilientFetch, isRequestBodyTooLargeError, RequestBodyTooLargeError, readRequestBody } from '../../src/index.js'
+import { requestBodyDefaults, resilientFetchDefaults } from '../../src/advanced.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 const chunkBytes = 64 * 1024

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { maxMessageLength, sanitizeMessage } from '../../src/index.js'
+import { maxMessageLength, sanitizeMessage } from '../../src/advanced.js'
 import { runs } from '../support/runs.js'
 
 const numRuns = runs(500)

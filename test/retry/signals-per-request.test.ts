@@ -8,15 +8,8 @@
  */
 import { createServer, request } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  createCommitGate,
-  createMemoryKeyPool,
-  iterableResponse,
-  openaiChat,
-  type RelayOutcome,
-  relay,
-  webSink,
-} from '../../src/index.js'
+import { createCommitGate, createMemoryKeyPool, openaiChat, type RelayOutcome, relay, webSink } from '../../src/index.js'
+import { iterableResponse } from '../../src/node.js'
 import { nodeSink } from '../../src/node.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { useLoopback } from '../support/loopback.js'

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { classifyAttemptFailure, classifyConnectionError } from '../../src/index.js'
+import { classifyAttemptFailure, classifyConnectionError } from '../../src/advanced.js'
 
 /** Certificates made for this run by `openssl` (EC keys: fast to generate). */
 let dir: string

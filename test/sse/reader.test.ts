@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  createFrameReader,
-  FrameTooLargeError,
-  frameReaderDefaults,
-  isFrameTooLargeError,
-  isReaderBusyError,
-  isUpstreamReadError,
-  UpstreamReadError,
-} from '../../src/index.js'
+import { createFrameReader, FrameTooLargeError, isFrameTooLargeError, isReaderBusyError, isUpstreamReadError, UpstreamReadError } from '../../src/index.js'
+import { frameReaderDefaults } from '../../src/advanced.js'
 import { chunkSource, chunkStream, readAll, text, utf8 } from '../support/sources.js'
 
 const read = (chunks: (string | Uint8Array)[]) =>

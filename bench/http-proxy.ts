@@ -3,17 +3,37 @@
  * own: `raw` pipes bytes (a typical proxy), `fetch` pipes bytes read with `fetch`, `gateway`
  * is examples/node-http-gateway.ts (its attempts on `node:http`), `gateway-fetch` the same
  * gateway with `fetch` attempts, `gateway-toweb` with `node:http` attempts whose answer is
- * made a web stream again (`new Response(Readable.toWeb(res))`).
+ * made a web stream again (`new Response(Readable.toWeb(res))`). Two more split a gateway's
+ * request in parts: `edges` is the example's edges without the relay (the body read and
+ * parsed, a `nodeFetch` attempt over its keep-alive agent, the answer piped back) and
+ * `relay-memory` the relay alone (`relay()` into `nodeSink`, every attempt answered in memory
+ * with a one-frame answer: no upstream request).
  * Prints its URL on IPC, answers `cpu` with `process.cpuUsage()`.
  */
 
 import { Buffer } from 'node:buffer'
-import { createServer, request as httpRequest } from 'node:http'
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Readable } from 'node:stream'
-import { nodeFetch, startGateway, type UpstreamClient } from '../examples/node-http-gateway.js'
+import {
+  nodeFetch,
+  startGateway,
+  type UpstreamClient,
+  upstreamAgents,
+} from '../examples/node-http-gateway.js'
+import { createMemoryKeyPool, openaiChat, relay } from '../src/index.js'
+import { iterableResponse, nodeSink } from '../src/node.js'
+import { openaiChatOneFrame } from './inputs.js'
 
-const modes = ['raw', 'fetch', 'gateway', 'gateway-fetch', 'gateway-toweb'] as const
+const modes = [
+  'raw',
+  'fetch',
+  'gateway',
+  'gateway-fetch',
+  'gateway-toweb',
+  'edges',
+  'relay-memory',
+] as const
 type Mode = (typeof modes)[number]
 const [mode, upstream] = process.argv.slice(2) as [Mode | undefined, string | undefined]
 if (upstream === undefined || mode === undefined || !modes.includes(mode)) {
@@ -54,6 +74,63 @@ async function startFetchPipe(target: string): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
+/** The whole body, read as the example gateway reads it (events on the Node stream). */
+function bodyOf(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    req.once('error', reject)
+  })
+}
+
+/** The example gateway's edges without the relay: body read and parsed, one `nodeFetch`, a pipe back. */
+async function startEdges(target: string): Promise<string> {
+  const agents = upstreamAgents()
+  const server = createServer(async (req, res) => {
+    const body = await bodyOf(req)
+    JSON.parse(body)
+    const signal = new AbortController().signal
+    const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' }
+    const init = { method: 'POST', headers, body, signal }
+    await nodeFetch(
+      `${target}${req.url ?? '/'}`,
+      init,
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, { 'content-type': 'text/event-stream' })
+        answer.pipe(res)
+        return new Response(null)
+      },
+      agents,
+    )
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+/** The relay alone over HTTP: `relay()` into `nodeSink`, each attempt answered in memory. */
+async function startRelayMemory(): Promise<string> {
+  const pool = createMemoryKeyPool([{ id: 'bench', secret: 'sk-bench-not-real' }])
+  const answer = openaiChatOneFrame()
+  const headers = { 'content-type': 'text/event-stream' }
+  async function* frames(): AsyncGenerator<Uint8Array> {
+    yield answer
+  }
+  const server = createServer(async (req, res) => {
+    const body = JSON.parse(await bodyOf(req)) as Record<string, unknown>
+    await relay({
+      sink: nodeSink(res),
+      pool,
+      adapter: openaiChat,
+      policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
+      request: { url: 'http://upstream.invalid/v1/chat/completions', body },
+      attempt: async () => iterableResponse(frames(), { headers }),
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
 async function startRaw(target: string): Promise<string> {
   const server = createServer((req, res) => {
     const forward = httpRequest(
@@ -76,16 +153,24 @@ const url =
     ? await startRaw(upstream)
     : mode === 'fetch'
       ? await startFetchPipe(upstream)
-      : (
-          await startGateway({
-            openaiBaseUrl: `${upstream}/v1`,
-            anthropicBaseUrl: upstream,
-            keys: [{ id: 'bench', secret: 'sk-bench-not-real' }],
-            policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
-            upstreamClient:
-              mode === 'gateway' ? 'node:http' : mode === 'gateway-fetch' ? 'fetch' : toWebClient,
-          })
-        ).url
+      : mode === 'edges'
+        ? await startEdges(upstream)
+        : mode === 'relay-memory'
+          ? await startRelayMemory()
+          : (
+              await startGateway({
+                openaiBaseUrl: `${upstream}/v1`,
+                anthropicBaseUrl: upstream,
+                keys: [{ id: 'bench', secret: 'sk-bench-not-real' }],
+                policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
+                upstreamClient:
+                  mode === 'gateway'
+                    ? 'node:http'
+                    : mode === 'gateway-fetch'
+                      ? 'fetch'
+                      : toWebClient,
+              })
+            ).url
 
 process.send?.({ url })
 process.on('message', (message) => {

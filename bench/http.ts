@@ -9,7 +9,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { serveFetch } from '../src/node.js'
 import { forkChild } from './child.js'
-import { chunkPerFrame, openaiChatStream } from './inputs.js'
+import { chunkPerFrame, openaiChatOneFrame, openaiChatStream } from './inputs.js'
 
 interface HttpSide {
   readonly name: string
@@ -36,6 +36,10 @@ export interface HttpResult {
   readonly gatewayFetch: HttpSide
   /** The same gateway with `node:http` attempts made web streams again (`Readable.toWeb`). */
   readonly gatewayToWeb: HttpSide
+  /** With `parts`: the example's edges without the relay (body, `nodeFetch`, a pipe back). */
+  readonly edges?: HttpSide
+  /** With `parts`: `relay()` into `nodeSink` alone, every attempt answered in memory. */
+  readonly relayMemory?: HttpSide
   /** The gateway's CPU per frame against the raw pipe's. */
   readonly cpuRatio: number
   readonly cpuRatioFetch: number
@@ -51,7 +55,13 @@ const sideNames = {
   gateway: "stream-boundary gateway, node:http attempts (the example's default)",
   'gateway-fetch': 'stream-boundary gateway, fetch attempts',
   'gateway-toweb': 'stream-boundary gateway, node:http attempts + Readable.toWeb',
+  edges:
+    "the example gateway's edges without the relay (body read and parsed, one nodeFetch, a pipe back)",
+  'relay-memory': 'relay() into nodeSink alone, each attempt answered in memory (no upstream)',
 } as const
+
+/** The relays every run has; `parts` adds `edges` and `relay-memory` (1-frame answers only). */
+const mainModes = ['raw', 'fetch', 'gateway', 'gateway-fetch', 'gateway-toweb'] as const
 
 function startRelay(
   mode: keyof typeof sideNames,
@@ -129,10 +139,16 @@ export async function benchHttp(options: {
   rounds?: number
   /** Requests made one at a time, for the time to first byte. @default 200 */
   latencyRequests?: number
+  /** Also the gateway's parts (`edges`, `relay-memory`; its answer is one frame). @default false */
+  parts?: boolean
 }): Promise<HttpResult> {
   // No role-only preamble: the first frame is output, so a relay that holds frames until
   // the first output (the gateway) and a pass-through can be held to the same first byte.
-  const chunks = chunkPerFrame(openaiChatStream(options.framesPerRequest - 2)).slice(1)
+  // One frame: the content and the finish in one chunk, no `[DONE]`.
+  const chunks =
+    options.framesPerRequest === 1
+      ? [openaiChatOneFrame()]
+      : chunkPerFrame(openaiChatStream(options.framesPerRequest - 2)).slice(1)
   const upstream = await serveFetch(() => {
     let index = 0
     const body = new ReadableStream<Uint8Array>(
@@ -147,7 +163,10 @@ export async function benchHttp(options: {
     )
     return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
   })
-  const modes = Object.keys(sideNames) as (keyof typeof sideNames)[]
+  const modes: (keyof typeof sideNames)[] = [
+    ...mainModes,
+    ...(options.parts === true ? (['edges', 'relay-memory'] as const) : []),
+  ]
   const relays: { child: ChildProcess; url: string }[] = []
   const tally = modes.map(() => ({
     cpu: 0,
@@ -201,12 +220,14 @@ export async function benchHttp(options: {
       wallMs: side.wallMs,
     }
   })
-  const [raw, fetchPipe, gateway, gatewayFetch, gatewayToWeb] = sides as [
+  const [raw, fetchPipe, gateway, gatewayFetch, gatewayToWeb, edges, relayMemory] = sides as [
     HttpSide,
     HttpSide,
     HttpSide,
     HttpSide,
     HttpSide,
+    HttpSide | undefined,
+    HttpSide | undefined,
   ]
   return {
     ...options,
@@ -215,6 +236,8 @@ export async function benchHttp(options: {
     gateway,
     gatewayFetch,
     gatewayToWeb,
+    ...(edges === undefined ? {} : { edges }),
+    ...(relayMemory === undefined ? {} : { relayMemory }),
     cpuRatio: gateway.cpuUsPerFrame / raw.cpuUsPerFrame,
     cpuRatioFetch: gatewayFetch.cpuUsPerFrame / raw.cpuUsPerFrame,
     cpuRatioToWeb: gatewayToWeb.cpuUsPerFrame / raw.cpuUsPerFrame,

@@ -55,6 +55,16 @@ export function openaiChatStream(frames: number, seed = 1): Uint8Array {
   return encoder.encode(parts.join(''))
 }
 
+/**
+ * A one-frame OpenAI Chat answer: one chunk carrying the content and `finish_reason: "stop"`
+ * (output and terminal at once), and no `[DONE]`; what a request costs with the least stream.
+ */
+export function openaiChatOneFrame(): Uint8Array {
+  return encoder.encode(
+    'data: {"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":"stop"}]}\n\n',
+  )
+}
+
 /** An Anthropic Messages stream of `frames` text deltas between its start and stop events. */
 export function anthropicStream(frames: number, seed = 1): Uint8Array {
   const random = seededRandom(seed)

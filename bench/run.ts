@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { forkChild } from './child.js'
+import { benchFetchCost } from './fetch-cost.js'
 import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFramePath } from './frame-path.js'
@@ -185,42 +186,75 @@ async function main() {
         : { requests: 400, concurrency: 32, framesPerRequest: 200, latencyRequests: 200 },
     )
     results.http = http
+    // Short answers: what a request costs by itself (its set-up, head and end), per request.
+    // One frame (the content and the finish together, what the issue's figures use) and three
+    // (one output frame, the finish, [DONE]).
+    const shortSizes = quick
+      ? { requests: 32, concurrency: 4, latencyRequests: 8 }
+      : { requests: 2_000, concurrency: 32, latencyRequests: 200 }
+    const one = await benchHttp({ ...shortSizes, framesPerRequest: 1, parts: true })
+    const three = await benchHttp({ ...shortSizes, framesPerRequest: 3 })
+    results.httpOneFrame = one
+    results.httpShort = three
     console.log(
-      `\n### HTTP on 127.0.0.1 (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each, the first one output; time to first byte over ${http.latencyRequests} more, one at a time)\n`,
+      `\n### HTTP on 127.0.0.1: CPU per frame (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each, the first one output) and per request (${one.requests} requests of 1-frame answers, ${one.concurrency} at a time); time to first byte one request at a time\n`,
     )
-    console.log('| relay | CPU µs/frame | × raw pipe | p50 TTFB ms | p99 TTFB ms | wall ms |')
-    console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
-    for (const side of [
-      http.raw,
-      http.fetchPipe,
-      http.gateway,
-      http.gatewayFetch,
-      http.gatewayToWeb,
-    ]) {
+    console.log(
+      '| relay | CPU µs/frame | × raw pipe | CPU µs/request, 1-frame answers | × raw pipe | × node:http attempts | p50 TTFB ms, 1-frame | × raw pipe | p50 / p99 TTFB ms, 200 frames |',
+    )
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    const sides = [
+      [http.raw, one.raw],
+      [http.fetchPipe, one.fetchPipe],
+      [http.gateway, one.gateway],
+      [http.gatewayFetch, one.gatewayFetch],
+      [http.gatewayToWeb, one.gatewayToWeb],
+    ] as const
+    for (const [long, short] of sides) {
       console.log(
-        `| ${side.name} | ${fmt(side.cpuUsPerFrame, 2)} | ${fmt(side.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(side.ttfbP50Ms)} | ${fmt(side.ttfbP99Ms)} | ${fmt(side.wallMs, 0)} |`,
+        `| ${long.name} | ${fmt(long.cpuUsPerFrame, 2)} | ${fmt(long.cpuUsPerFrame / http.raw.cpuUsPerFrame)} | ${fmt(short.cpuUsPerRequest, 0)} | ${fmt(short.cpuUsPerRequest / one.raw.cpuUsPerRequest)} | ${fmt(short.cpuUsPerRequest / one.gateway.cpuUsPerRequest)} | ${fmt(short.ttfbP50Ms)} | ${fmt(short.ttfbP50Ms / one.raw.ttfbP50Ms)} | ${fmt(long.ttfbP50Ms)} / ${fmt(long.ttfbP99Ms)} |`,
       )
     }
-    // Short answers: what a request costs by itself (its set-up, head and end), per request.
-    const short = await benchHttp(
-      quick
-        ? { requests: 32, concurrency: 4, framesPerRequest: 3, latencyRequests: 8 }
-        : { requests: 2_000, concurrency: 32, framesPerRequest: 3, latencyRequests: 200 },
-    )
-    results.httpShort = short
+    if (one.edges !== undefined && one.relayMemory !== undefined) {
+      console.log(
+        `\n### HTTP per request, 1-frame answers, the gateway in parts (the same run: ${one.requests} requests, ${one.concurrency} at a time)\n`,
+      )
+      console.log('| relay | CPU µs/request | × raw pipe | p50 TTFB ms |')
+      console.log('| --- | ---: | ---: | ---: |')
+      for (const side of [one.raw, one.edges, one.relayMemory, one.gateway]) {
+        console.log(
+          `| ${side.name} | ${fmt(side.cpuUsPerRequest, 0)} | ${fmt(side.cpuUsPerRequest / one.raw.cpuUsPerRequest)} | ${fmt(side.ttfbP50Ms)} |`,
+        )
+      }
+    }
     console.log(
-      `\n### HTTP per request (${short.requests} requests of ${short.framesPerRequest} frames: one output frame, the finish, [DONE]; ${short.concurrency} at a time)\n`,
+      `\n### HTTP per request, 3-frame answers (${three.requests} requests: one output frame, the finish, [DONE]; ${three.concurrency} at a time)\n`,
     )
     console.log('| relay | CPU µs/request | × raw pipe | × node:http attempts | p50 TTFB ms |')
     console.log('| --- | ---: | ---: | ---: | ---: |')
-    for (const side of [short.raw, short.fetchPipe, short.gateway, short.gatewayFetch]) {
+    for (const side of [three.raw, three.fetchPipe, three.gateway, three.gatewayFetch]) {
       console.log(
-        `| ${side.name} | ${fmt(side.cpuUsPerRequest, 0)} | ${fmt(side.cpuUsPerRequest / short.raw.cpuUsPerRequest)} | ${fmt(side.cpuUsPerRequest / short.gateway.cpuUsPerRequest)} | ${fmt(side.ttfbP50Ms)} |`,
+        `| ${side.name} | ${fmt(side.cpuUsPerRequest, 0)} | ${fmt(side.cpuUsPerRequest / three.raw.cpuUsPerRequest)} | ${fmt(side.cpuUsPerRequest / three.gateway.cpuUsPerRequest)} | ${fmt(side.ttfbP50Ms)} |`,
       )
     }
     console.log(
-      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); time to first byte ${fmt(http.ttfbP50Ratio)}× at p50, ${fmt(http.ttfbP99Ratio)}× at p99`,
+      `\ngateway CPU per frame: ${fmt(http.cpuRatio)}× the raw byte pipe (fetch attempts ${fmt(http.cpuRatioFetch)}×, node:http + toWeb ${fmt(http.cpuRatioToWeb)}×); per request (1-frame answers): ${fmt(one.gateway.cpuUsPerRequest / one.raw.cpuUsPerRequest)}× the raw pipe, fetch attempts ${fmt(one.gatewayFetch.cpuUsPerRequest / one.gateway.cpuUsPerRequest)}× node:http attempts; time to first byte ${fmt(one.ttfbP50Ratio)}× at p50 (1-frame), ${fmt(http.ttfbP50Ratio)}× / ${fmt(http.ttfbP99Ratio)}× at p50 / p99 (200 frames)`,
     )
+  }
+
+  if (only.has('http')) {
+    const fetchCost = await benchFetchCost(
+      quick ? { requests: 50, rounds: 2 } : { requests: 2_000, rounds: 5 },
+    )
+    results.fetchCost = fetchCost
+    console.log(
+      `\n### What one fetch() costs, by its options (${fetchCost.requests} POSTs to 127.0.0.1, a one-frame answer read to the end, client and server in one process, 16 at a time)\n`,
+    )
+    console.log('| fetch options | CPU µs per request |')
+    console.log('| --- | ---: |')
+    for (const [name, us] of Object.entries(fetchCost.perRequestUs)) {
+      console.log(`| ${name} | ${fmt(us, 0)} |`)
+    }
   }
 
   if (only.has('hedging')) {

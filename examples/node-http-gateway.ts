@@ -26,7 +26,7 @@ import {
 } from 'node:http'
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { pathToFileURL } from 'node:url'
+import { pathToFileURL, urlToHttpOptions } from 'node:url'
 import {
   anthropicMessages,
   createMemoryKeyPool,
@@ -129,6 +129,19 @@ export function upstreamAgents(): UpstreamAgents {
   return { http: new HttpAgent(options), https: new HttpsAgent(options) }
 }
 
+/** Node's request options of a URL, kept per URL (at most 64): parsing it costs more than the rest of the request's set-up. */
+const urlOptions = new Map<string, ReturnType<typeof urlToHttpOptions>>()
+
+function requestOptionsOf(url: string): ReturnType<typeof urlToHttpOptions> {
+  let options = urlOptions.get(url)
+  if (options === undefined) {
+    options = urlToHttpOptions(new URL(url))
+    if (urlOptions.size >= 64) urlOptions.clear()
+    urlOptions.set(url, options)
+  }
+  return options
+}
+
 /**
  * One upstream request over `node:http` / `node:https`, answered as a `Response` whose body the
  * relay reads as the Node stream it is (`nodeResponse`), with no web stream in between.
@@ -149,7 +162,7 @@ export function nodeFetch(
     // request, which costs more than the rest of this function.
     const { signal } = init
     const abort = () => req.destroy(signal.reason)
-    const req = send(url, { method: init.method, headers, agent }, (res) => {
+    const req = send({ ...requestOptionsOf(url), method: init.method, headers, agent }, (res) => {
       res.once('close', () => signal.removeEventListener('abort', abort))
       resolve(answer(res))
     })
@@ -239,7 +252,7 @@ function boundedBody(req: IncomingMessage, limit: number): Promise<string | unde
     }
     const onEnd = () => {
       stop()
-      resolve(utf8.decode(Buffer.concat(chunks)))
+      resolve(utf8.decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)))
     }
     const onError = (error: Error) => {
       stop()
@@ -311,6 +324,8 @@ export async function startGateway(config: GatewayConfig): Promise<{
     url,
     adapter,
     pool,
+    // Whether the library's per-attempt request id may go to `url` (read once, not per attempt).
+    firstParty: isFirstPartyApi(url),
     // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
     credential: (secret: string): readonly [string, string] => {
       const header = adapter.credentialHeader?.(secret)
@@ -322,19 +337,25 @@ export async function startGateway(config: GatewayConfig): Promise<{
   const openai = createMemoryKeyPool(config.keys, poolOptions)
   const anthropic = createMemoryKeyPool(config.keys, poolOptions)
   const { openaiBaseUrl, anthropicBaseUrl } = config
-  const endpoints: Record<string, ReturnType<typeof endpoint>> = {
-    '/v1/chat/completions': endpoint(
-      `${openaiBaseUrl}/chat/completions`,
-      openaiChatWith({ continuation: config.openaiContinuation }),
-      openai,
-    ),
-    '/v1/responses': endpoint(`${openaiBaseUrl}/responses`, openaiResponses, openai),
-    '/v1/messages': endpoint(`${anthropicBaseUrl}/v1/messages`, anthropicMessages, anthropic),
-  }
+  const endpoints = new Map<string, ReturnType<typeof endpoint>>([
+    [
+      '/v1/chat/completions',
+      endpoint(
+        `${openaiBaseUrl}/chat/completions`,
+        openaiChatWith({ continuation: config.openaiContinuation }),
+        openai,
+      ),
+    ],
+    ['/v1/responses', endpoint(`${openaiBaseUrl}/responses`, openaiResponses, openai)],
+    ['/v1/messages', endpoint(`${anthropicBaseUrl}/v1/messages`, anthropicMessages, anthropic)],
+  ])
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? '/', 'http://gateway').pathname
-    const target = req.method === 'POST' ? endpoints[path] : undefined
+    // A request line naming a route exactly is routed without parsing it as a URL.
+    const requestUrl = req.url ?? '/'
+    const exact = endpoints.get(requestUrl)
+    const path = exact === undefined ? new URL(requestUrl, 'http://gateway').pathname : requestUrl
+    const target = req.method === 'POST' ? (exact ?? endpoints.get(path)) : undefined
     if (target === undefined) {
       res.writeHead(404, { 'content-type': 'application/json' })
       res.end(JSON.stringify({ error: { type: 'not_found', message: `no route for ${path}` } }))
@@ -390,7 +411,7 @@ export async function startGateway(config: GatewayConfig): Promise<{
         if (
           requestId !== undefined &&
           withKey['x-client-request-id'] === undefined &&
-          isFirstPartyApi(url)
+          (url === target.url ? target.firstParty : isFirstPartyApi(url))
         )
           withKey['x-client-request-id'] = requestId
         // The client's bytes as they came, unless the relay changed the request (a fitted

@@ -138,7 +138,7 @@ export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
   // `keep-alive`, which is dropped anyway).
   const connection = headers.get('connection')
   const named =
-    connection === null
+    connection === null || connection === 'keep-alive'
       ? undefined
       : new Set(
           connection

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import {
   classifyEof,
   createStreamTracker,
@@ -223,8 +224,6 @@ function countsAsOutput(verdict: FrameVerdict, commitOn: CommitOn): boolean {
 function terminalOf(verdict: FrameVerdict): boolean {
   return verdict.kind === 'terminal' || ('terminal' in verdict && verdict.terminal !== undefined)
 }
-
-const now = (): number => performance.now()
 
 /**
  * Reads frames through a tracker without writing anything downstream, until the first frame

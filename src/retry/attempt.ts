@@ -5,6 +5,7 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import { deliverOn } from '../commit/deliver.js'
 import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
@@ -359,7 +360,7 @@ async function readWholeAnswer(
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
   const { gate, policy, mode } = input
   input.gate.assertCanRetry()
-  const started = performance.now()
+  const started = now()
   const sent = await send(input, signals)
   if ('failure' in sent) return sent.failure
   const { response } = sent

@@ -268,7 +268,7 @@ async function tryOnce(
   const attempt = followSignals([budget.signal])
   const signal = attempt.controller.signal
   try {
-    const started = performance.now()
+    const started = now()
     let response: unknown
     try {
       response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({

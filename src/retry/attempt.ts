@@ -18,9 +18,12 @@ import { mergeUsage, type TokenUsage } from '../protocols/usage.js'
 import { type FrameSource, frameSourceOf } from '../sse/reader.js'
 import { Stop } from '../stop.js'
 import type {
+  AttemptContextBase,
   AttemptInput,
   AttemptMode,
   AttemptResult,
+  LeasedKey,
+  Route,
   UpstreamHttpError,
 } from './attempt-types.js'
 import {
@@ -264,11 +267,8 @@ async function send(
   }
   let response: unknown
   try {
-    response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({
-      key:
-        lease === undefined
-          ? undefined
-          : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
+    response = await callAttemptFunction(input.route, {
+      key: leasedKeyOf(lease),
       signal: signals.stop.real,
       attemptNumber: input.attemptNumber,
       route: input.routeName,
@@ -355,6 +355,21 @@ async function readWholeAnswer(
     headers: response.headers,
   }
   return { failure: failed(classifyAttemptFailure(failure), status) }
+}
+
+/** The key an attempt function is given for a lease (none when the caller owns credentials). */
+export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined {
+  return lease === undefined
+    ? undefined
+    : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata }
+}
+
+/** Calls the route's attempt function, whose answer is checked by the caller (user code). */
+export function callAttemptFunction(
+  route: Route,
+  context: AttemptContextBase & { readonly key: LeasedKey | undefined },
+): Promise<unknown> {
+  return (route.attempt as (context: unknown) => Promise<unknown>)(context)
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {

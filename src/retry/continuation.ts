@@ -17,7 +17,7 @@ import type { ContinuationReceived, ContinuationSplice } from '../protocols/cont
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { addUsage, type TokenUsage } from '../protocols/usage.js'
 import { createFrameReader, frameSourceOf } from '../sse/reader.js'
-import { keyOutcomeOf } from './attempt.js'
+import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from './attempt.js'
 import type { Route } from './attempt-types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
@@ -271,11 +271,8 @@ async function tryOnce(
     const started = now()
     let response: unknown
     try {
-      response = await (input.route.attempt as (context: unknown) => Promise<unknown>)({
-        key:
-          lease === undefined
-            ? undefined
-            : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata },
+      response = await callAttemptFunction(input.route, {
+        key: leasedKeyOf(lease),
         signal,
         attemptNumber: input.nextAttemptNumber(),
         route: input.routeName,

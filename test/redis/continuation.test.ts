@@ -1,41 +1,22 @@
 import Anthropic from '@anthropic-ai/sdk'
-import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createResilientFetch, type RelayOutcome } from '../../src/index.js'
-import { createRedisKeyPool, type RedisKeyPool } from '../../src/redis.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
-import { connected, freshPrefix, type RedisServer, startRedisServer } from './redis-server.js'
+import { useRedisPools } from './redis-server.js'
 
 /**
  * The Redis pool twin of continueAfterCut: the continuation's key is leased from the shared
  * pool and its lease reported once, like the cut attempt's (invariant 11).
  */
 
-let server: RedisServer
-let redis: Redis
-const pools: RedisKeyPool[] = []
-
-beforeAll(async () => {
-  server = await startRedisServer()
-  redis = await connected(server.port)
-})
-
-afterAll(async () => {
-  for (const pool of pools) pool.close()
-  redis?.disconnect()
-  await server?.close()
-})
+const redisPools = useRedisPools('continuation')
 
 describe('continueAfterCut over a Redis pool', () => {
   it('partial-then-cut reaches the Anthropic SDK whole; both leases reported, none in flight', async () => {
-    const pool = createRedisKeyPool(
-      [
-        { id: 'a', secret: 'sk-redis-a-1234567890' },
-        { id: 'b', secret: 'sk-redis-b-1234567890' },
-      ],
-      { redis, prefix: freshPrefix() },
-    )
-    pools.push(pool)
+    const pool = redisPools.pool([
+      { id: 'a', secret: 'sk-redis-a-1234567890' },
+      { id: 'b', secret: 'sk-redis-b-1234567890' },
+    ])
     const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
     const outcomes: RelayOutcome[] = []
     const fetch = createResilientFetch({

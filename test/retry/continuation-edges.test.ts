@@ -99,6 +99,15 @@ async function anthropicText(fetch: typeof globalThis.fetch, extra: Record<strin
   return message.content.map((b) => (b.type === 'text' ? b.text : '')).join('')
 }
 
+/** The answer text the official OpenAI SDK reads from a Chat stream through `fetch`. */
+async function chatText(fetch: typeof globalThis.fetch) {
+  const client = new OpenAI({ apiKey: 'sk-x', baseURL: 'http://up.test/v1', fetch, maxRetries: 0 })
+  const completion = await client.chat.completions
+    .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    .finalChatCompletion()
+  return completion.choices[0]?.message.content ?? ''
+}
+
 const anthropicWire = () => wireFor(anthropicMessages)
 
 describe('continueAfterCut: not sound, the honest error', () => {
@@ -128,17 +137,7 @@ describe('continueAfterCut: not sound, the honest error', () => {
     const first = [...wire.start(), ...wire.text('Let me look. '), ...wire.tool('f', ['{"q":'])]
     const upstream = scripted(adapter, first.join(''))
     const { fetch } = await through(adapter, upstream.fetch)
-    const client = new OpenAI({
-      apiKey: 'sk-x',
-      baseURL: 'http://up.test/v1',
-      fetch,
-      maxRetries: 0,
-    })
-    await expect(
-      client.chat.completions
-        .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
-        .finalChatCompletion(),
-    ).rejects.toThrow(/incomplete/)
+    await expect(chatText(fetch)).rejects.toThrow(/incomplete/)
     expect(upstream.bodies).toHaveLength(1)
   })
 
@@ -170,17 +169,7 @@ describe('continueAfterCut: not sound, the honest error', () => {
     const wire = wireFor(openaiChat)
     const upstream = scripted(openaiChat, [...wire.start(), ...wire.text('The quick ')].join(''))
     const { pool, outcomes, fetch } = await through(openaiChat, upstream.fetch)
-    const client = new OpenAI({
-      apiKey: 'sk-x',
-      baseURL: 'http://up.test/v1',
-      fetch,
-      maxRetries: 0,
-    })
-    await expect(
-      client.chat.completions
-        .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
-        .finalChatCompletion(),
-    ).rejects.toThrow(/incomplete/)
+    await expect(chatText(fetch)).rejects.toThrow(/incomplete/)
     expect(upstream.bodies).toHaveLength(1)
     await settled(pool, outcomes)
     expect(outcomes[0]).not.toHaveProperty('continuations')

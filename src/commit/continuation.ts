@@ -63,16 +63,15 @@ export interface HealingRun {
 }
 
 /**
- * At a cut: the end of a healed stream, or `undefined` when the cut must be told (no
- * continuation, not a cut after output, or none could be had). The cut upstream is
+ * At a cut: the end of a healed stream, or `undefined` when the cut must be told (not a cut
+ * after output, or no continuation could be had). The cut upstream is
  * released before the next is asked for.
  */
 export async function healCut(
   run: HealingRun,
-  continuation: PumpContinuation | undefined,
+  continuation: PumpContinuation,
   cause: PumpErrorCause,
 ): Promise<PumpEnd | undefined> {
-  if (continuation === undefined) return undefined
   const { state } = run.options.tracker
   if (state.terminalSeen || state.errors > 0 || classifyEof(state).kind !== 'partial') {
     return undefined

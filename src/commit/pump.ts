@@ -6,7 +6,7 @@
  */
 
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import { isDownstreamClosedError, isUpstreamReadError, StreamTimeoutError } from '../errors.js'
+import { isDownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
@@ -301,8 +301,8 @@ class PumpRun {
 
   /** The peeked frames, then the hot path, then frame by frame to the end. */
   async run(): Promise<PumpEnd> {
-    const { options } = this
-    const { tracker, reader } = options
+    const { options, reader } = this
+    const { tracker } = options
     for (const frame of options.frames) {
       // A peeked frame the body's end cut (the last one) goes out whole, or not at all.
       const whole = frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
@@ -330,7 +330,7 @@ class PumpRun {
     const idle =
       stop.aborted &&
       error === stop.reason &&
-      error instanceof StreamTimeoutError &&
+      isStreamTimeoutError(error) &&
       error.timeout === 'idle'
     if (!tracker.state.terminalSeen && (idle || isUpstreamReadError(error))) {
       const healed = await this.heal(idle ? 'idle-timeout' : 'read-error')
@@ -341,8 +341,8 @@ class PumpRun {
 
   /** At the upstream's end the hot path hands over: a last frame may be one the end cut. */
   async framesToEnd(): Promise<PumpEnd> {
-    const { reader, tracker, gate } = this.options
-    const { encoder, secrets } = this
+    const { tracker, gate } = this.options
+    const { encoder, secrets, reader } = this
     for (;;) {
       let frame: SseFrame | null
       try {

@@ -36,6 +36,9 @@ const copyable = new Set([
   'sse/index-of.ts',
   'sse/sources.ts',
   'protocols/sanitize.ts',
+  'retry/correlation.ts',
+  'retry/ready-attempt.ts',
+  'retry/client-request.ts',
 ])
 
 /**

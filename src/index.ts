@@ -174,7 +174,10 @@ export type {
   HedgingSnapshot,
   LeasedKey,
   NormalizedHedging,
+  ReadClientRequestOptions,
   ReadRequestBodyOptions,
+  ReadyAttempt,
+  ReadyAttemptOptions,
   RelayFailureReason,
   RelayHooks,
   RelayOptions,
@@ -190,9 +193,11 @@ export type {
 export {
   createHedging,
   createResilientFetch,
+  fetchAttempt,
   fitContextWindow,
   giveUpResponse,
   isFirstPartyApi,
+  readClientRequest,
   readRequestBody,
   relay,
 } from './retry/index.js'

@@ -1,6 +1,8 @@
 /**
  * `stream-boundary/node`: a downstream sink over Node's `http.ServerResponse` (plain
- * `node:http`, Express, Fastify's `reply.raw`), and `serveFetch` to serve a fetch-style
+ * `node:http`, Express, Fastify's `reply.raw`), the ready attempt over `node:http`
+ * (`nodeHttpAttempt`), a safe reader of a client's request (`readNodeRequest`), and
+ * `serveFetch` to serve a fetch-style
  * handler on Node, and `iterableResponse`, a `Response` over a Node stream (or any async
  * iterable) that the frame reader reads with no web stream in between. The only `node:http`
  * code in the package.
@@ -9,9 +11,28 @@
  */
 
 import { Buffer } from 'node:buffer'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import {
+  createServer,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { urlToHttpOptions } from 'node:url'
+import { requestBodyDefaults } from './advanced.js'
 import type { DownstreamSink } from './commit/gate.js'
+import type { StreamAdapter } from './protocols/types.js'
+import { checkClientBody, clientErrorBody, tooLarge } from './retry/client-request.js'
+import {
+  type AttemptRequestContext,
+  attemptRequest,
+  checkReadyAttemptOptions,
+  type ReadyAttempt,
+  type ReadyAttemptOptions,
+} from './retry/ready-attempt.js'
 import { iterableResponse } from './sse/sources.js'
 import { ownStop, Stop } from './stop.js'
 
@@ -343,4 +364,187 @@ export function clientSignal(req: IncomingMessage, res: ServerResponse): AbortSi
     req.on('aborted', gone)
   }
   return controller.signal
+}
+
+/**
+ * Keep-alive agents that reuse the most recently freed connection first (as undici's pool
+ * does), one per scheme, shared by every {@link nodeHttpAttempt} without its own. No cap on
+ * connections: an attempt waiting for a socket would wait inside its first-byte clock. Idle
+ * sockets do not hold the process (Node unrefs a free keep-alive socket).
+ */
+let sharedAgents: { readonly http: HttpAgent; readonly https: HttpsAgent } | undefined
+
+function agentsOf(): { readonly http: HttpAgent; readonly https: HttpsAgent } {
+  sharedAgents ??= {
+    http: new HttpAgent({ keepAlive: true, scheduling: 'lifo' }),
+    https: new HttpsAgent({ keepAlive: true, scheduling: 'lifo' }),
+  }
+  return sharedAgents
+}
+
+/** Node's request options of a URL, kept per URL (at most 64): parsing one costs more than the rest of a request's set-up. */
+const urlOptions = new Map<string, ReturnType<typeof urlToHttpOptions>>()
+
+function requestOptionsOf(url: string): ReturnType<typeof urlToHttpOptions> {
+  let options = urlOptions.get(url)
+  if (options === undefined) {
+    options = urlToHttpOptions(new URL(url))
+    if (urlOptions.size >= 64) urlOptions.clear()
+    urlOptions.set(url, options)
+  }
+  return options
+}
+
+/**
+ * Options of {@link nodeHttpAttempt}: those of `fetchAttempt`, and the agents to send with.
+ *
+ * @group Relay
+ */
+export interface NodeHttpAttemptOptions extends ReadyAttemptOptions {
+  /**
+   * The `node:http` / `node:https` agents.
+   * @default keep-alive agents shared by every `nodeHttpAttempt`, newest free connection first
+   */
+  readonly agents?: { readonly http?: HttpAgent; readonly https?: HttpsAgent } | undefined
+}
+
+/**
+ * The ready attempt over `node:http` / `node:https`: the same request as `fetchAttempt` (this
+ * attempt's own `context.request`, the adapter's credential header for the leased key, the
+ * protocol's required headers, the allowlisted client headers), over keep-alive agents, with
+ * the answer read by the relay as the Node stream it is (`nodeResponse`): the cheapest
+ * transport on Node (docs/performance.md). `node:http` never follows a redirect.
+ *
+ * @example
+ * await relay({ sink: nodeSink(res), pool, adapter: openaiChat, request: { url, body }, attempt: nodeHttpAttempt() })
+ *
+ * @group Relay
+ */
+export function nodeHttpAttempt(options: NodeHttpAttemptOptions = {}): ReadyAttempt {
+  checkReadyAttemptOptions('nodeHttpAttempt', options)
+  return (context) => sendOverNode(context, options)
+}
+
+function sendOverNode(
+  context: AttemptRequestContext & { readonly signal: AbortSignal },
+  options: NodeHttpAttemptOptions,
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const { url, headers, body } = attemptRequest(context, options)
+    const secure = url.startsWith('https:')
+    const send = secure ? httpsRequest : httpRequest
+    const agent = secure
+      ? (options.agents?.https ?? agentsOf().https)
+      : (options.agents?.http ?? agentsOf().http)
+    headers['content-length'] = String(Buffer.byteLength(body))
+    // The signal by hand: `request({ signal })` also hangs an end-of-stream watcher on the
+    // request, which costs more than the rest of this function (docs/performance.md).
+    const { signal } = context
+    const abort = () => req.destroy(signal.reason)
+    const req = send({ ...requestOptionsOf(url), method: 'POST', headers, agent }, (res) => {
+      res.once('close', () => signal.removeEventListener('abort', abort))
+      resolve(nodeResponse(res))
+    })
+    req.on('error', (error) => {
+      signal.removeEventListener('abort', abort)
+      reject(error)
+    })
+    if (signal.aborted) abort()
+    else signal.addEventListener('abort', abort, { once: true })
+    req.end(body)
+  })
+}
+
+/**
+ * Options of {@link readNodeRequest}.
+ *
+ * @group Relay
+ */
+export interface ReadNodeRequestOptions {
+  /** The client's protocol: its checks, and the shape of a `400`/`413` answer. */
+  readonly adapter: StreamAdapter
+  /**
+   * The most bytes a request body may have; past it the client gets `413` and the rest is not
+   * read.
+   * @default 33_554_432 (32 MiB)
+   */
+  readonly maxRequestBodyBytes?: number
+}
+
+/** The request's bytes, or `undefined` once past `limit` (nothing more is read). */
+function bytesWithin(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  if (Number(req.headers['content-length']) > limit) return Promise.resolve(undefined)
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const stop = () => {
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('error', onError)
+      req.off('close', onClose)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= limit) return void chunks.push(chunk)
+      stop()
+      req.pause()
+      resolve(undefined)
+    }
+    const onEnd = () => {
+      stop()
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
+    }
+    const onError = (error: Error) => {
+      stop()
+      reject(error)
+    }
+    const onClose = () => {
+      stop()
+      reject(new Error('the client closed the connection before its request body ended'))
+    }
+    req.on('data', onData)
+    req.once('end', onEnd)
+    req.once('error', onError)
+    req.once('close', onClose)
+  })
+}
+
+/**
+ * Reads a client's request on a Node server for the relay: the body as bytes within
+ * `maxRequestBodyBytes` (a declared `content-length` past it is refused before a byte is
+ * read), decoded as UTF-8 once (a character split across chunks arrives whole), parsed as
+ * JSON and checked (`stream` absent or a boolean, `model` a string where the protocol's body
+ * names it). An invalid request is answered here, `400` (or `413`) in the client's protocol,
+ * and never reaches the upstream: the promise then resolves to `undefined`, as it does when
+ * the client left before its body ended. Never rejects.
+ *
+ * @example
+ * const body = await readNodeRequest(req, res, { adapter: openaiChat })
+ * if (body === undefined) return // answered already
+ *
+ * @group Relay
+ */
+export async function readNodeRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: ReadNodeRequestOptions,
+): Promise<Record<string, unknown> | undefined> {
+  if (typeof options?.adapter?.inspect !== 'function')
+    throw new TypeError('readNodeRequest: adapter must be a StreamAdapter')
+  const limit = options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
+  let bytes: Buffer | undefined
+  try {
+    bytes = await bytesWithin(req, limit)
+  } catch {
+    res.destroy()
+    return undefined
+  }
+  const check = bytes === undefined ? tooLarge(limit) : checkClientBody(bytes, options.adapter)
+  if (check.ok) return check.body
+  if (res.headersSent || res.destroyed) return undefined
+  const head: Record<string, string> = { 'content-type': 'application/json' }
+  // The unread rest of a body past the bound must not be taken for a next request.
+  if (check.status === 413) head.connection = 'close'
+  res.writeHead(check.status, head).end(clientErrorBody(options.adapter, check.error))
+  return undefined
 }

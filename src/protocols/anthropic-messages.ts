@@ -21,7 +21,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
-import { fitAnthropicBudget, pathEndsWith, streamFlagInBody } from './request.js'
+import { fitAnthropicBudget, modelNamedInBody, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -424,6 +424,9 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     body: { ...request.body, stream: false },
   }),
   credentialHeader: (secret: string): readonly [string, string] => ['x-api-key', secret],
+  // The API refuses a request without it; 2023-06-01 is the version its SDKs send.
+  requestHeaders: { 'anthropic-version': '2023-06-01' },
+  invalidRequest: modelNamedInBody,
   matchesUrl: pathEndsWith('/messages'),
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitAnthropicBudget,

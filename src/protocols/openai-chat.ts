@@ -22,7 +22,13 @@ import {
   upstreamError,
 } from './common.js'
 import { chatWithOptions, type OpenAIChatOptions } from './openai-chat-continuation.js'
-import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
+import {
+  bearerCredential,
+  fitTopLevelBudget,
+  modelNamedInBody,
+  pathEndsWith,
+  streamFlagInBody,
+} from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -235,6 +241,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
   renderErrorBody: openaiErrorBody,
   nonStreamingRequest: withoutStreaming,
   credentialHeader: bearerCredential,
+  invalidRequest: modelNamedInBody,
   matchesUrl: pathEndsWith('/chat/completions'),
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitTopLevelBudget(['max_completion_tokens', 'max_tokens']),

@@ -20,7 +20,13 @@ import {
   upstreamError,
 } from './common.js'
 import { openaiErrorBody, withoutStreaming } from './openai-chat.js'
-import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
+import {
+  bearerCredential,
+  fitTopLevelBudget,
+  modelNamedInBody,
+  pathEndsWith,
+  streamFlagInBody,
+} from './request.js'
 import type {
   ErrorVerdict,
   FrameVerdict,
@@ -262,6 +268,7 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   renderErrorBody: openaiErrorBody,
   nonStreamingRequest: withoutStreaming,
   credentialHeader: bearerCredential,
+  invalidRequest: modelNamedInBody,
   matchesUrl: pathEndsWith('/responses'),
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitTopLevelBudget(['max_output_tokens']),

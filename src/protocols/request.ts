@@ -12,6 +12,15 @@ export function bearerCredential(secret: string): readonly [string, string] {
   return ['authorization', `Bearer ${secret}`]
 }
 
+/** An `invalidRequest` for a protocol whose body names its model (OpenAI, Anthropic). */
+export function modelNamedInBody(body: Readonly<Record<string, unknown>>): string | undefined {
+  const model = body.model
+  if (typeof model === 'string' && model !== '') return undefined
+  return model === undefined
+    ? 'the request has no `model`'
+    : `\`model\` must be a non-empty string, got ${model === '' ? 'an empty string' : typeof model}`
+}
+
 /** A `matchesUrl` for an endpoint whose path ends with `suffix` (a trailing `/` allowed). */
 export function pathEndsWith(suffix: string): (url: URL) => boolean {
   return (url) => {

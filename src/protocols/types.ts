@@ -268,6 +268,19 @@ export interface StreamAdapter {
    */
   credentialHeader?(secret: string): readonly [name: string, value: string]
   /**
+   * Headers every request in this protocol needs besides the credential, sent by the ready
+   * attempts (`fetchAttempt`, `nodeHttpAttempt`) unless the client's forwarded headers set
+   * them: Anthropic's `anthropic-version`.
+   */
+  readonly requestHeaders?: Readonly<Record<string, string>>
+  /**
+   * Optional: why a parsed client request body is not a request of this protocol the relay
+   * can send (`model` missing or not a string where the body names it), or `undefined` when it
+   * is. `readClientRequest` answers such a request `400` before any upstream attempt. The
+   * checks every protocol shares (a JSON object, `stream` absent or a boolean) come first.
+   */
+  invalidRequest?(body: Readonly<Record<string, unknown>>): string | undefined
+  /**
    * Whether a request URL is this protocol's endpoint (`/chat/completions`,
    * `:streamGenerateContent`…). `adapterForUrl` asks it; an adapter without it is never
    * picked from a URL.

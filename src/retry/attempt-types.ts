@@ -45,9 +45,16 @@ export interface AttemptContextBase {
   /** The route's name. */
   readonly route: string
   /**
+   * The route's upstream protocol: its `credentialHeader` and `requestHeaders` say how to send
+   * a key (the ready attempts, `fetchAttempt` and `nodeHttpAttempt`, read them).
+   */
+  readonly adapter: StreamAdapter
+  /**
    * The request to send, when `relay` was given one: its body reflects adjustments
    * (`adjustRequest`, the context-window fit) and, for the non-streaming fallback, has
-   * streaming off (`stream: false` here too). Send `JSON.stringify(request.body)`.
+   * streaming off (`stream: false` here too), and, for a continuation, the prefilled request.
+   * Send `JSON.stringify(request.body)`, never a body captured before `relay()` was called:
+   * `fetchAttempt()` does this for you.
    */
   readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
   /**

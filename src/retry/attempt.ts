@@ -367,9 +367,12 @@ export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined 
 /** Calls the route's attempt function, whose answer is checked by the caller (user code). */
 export function callAttemptFunction(
   route: Route,
-  context: AttemptContextBase & { readonly key: LeasedKey | undefined },
+  context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
 ): Promise<unknown> {
-  return (route.attempt as (context: unknown) => Promise<unknown>)(context)
+  return (route.attempt as (context: unknown) => Promise<unknown>)({
+    ...context,
+    adapter: route.adapter,
+  })
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {

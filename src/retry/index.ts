@@ -11,6 +11,7 @@ export type {
   FailureReason,
   FailureVerdict,
 } from './classify.js'
+export type { ClientBodyCheck } from './client-request.js'
 export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
 export { fitContextWindow } from './context-window.js'
 export type { ContinuationRecord } from './continuation.js'
@@ -32,6 +33,8 @@ export type {
   RelayFailureReason,
   RequestFacts,
 } from './outcome.js'
+export type { ClientHeaders, ReadyAttempt, ReadyAttemptOptions } from './ready-attempt.js'
+export { fetchAttempt } from './ready-attempt.js'
 export type {
   AdjustRequestContext,
   AttemptContext,
@@ -53,7 +56,11 @@ export type {
   UpstreamHttpError,
 } from './relay.js'
 export { relay } from './relay.js'
-export type { ReadRequestBodyOptions } from './request-body.js'
-export { readRequestBody } from './request-body.js'
+export type {
+  ClientRequestRead,
+  ReadClientRequestOptions,
+  ReadRequestBodyOptions,
+} from './request-body.js'
+export { readClientRequest, readRequestBody } from './request-body.js'
 export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
 export { createResilientFetch } from './resilient-fetch.js'

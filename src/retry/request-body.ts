@@ -6,9 +6,16 @@
  * @module
  */
 
-import { RequestBodyTooLargeError } from '../errors.js'
+import { isRequestBodyTooLargeError, RequestBodyTooLargeError } from '../errors.js'
 import { positiveInteger } from '../options.js'
 import { joinBytes } from '../protocols/bytes.js'
+import type { StreamAdapter } from '../protocols/types.js'
+import {
+  type ClientBodyCheck,
+  checkClientBody,
+  clientErrorBody,
+  tooLarge,
+} from './client-request.js'
 
 /**
  * Defaults of {@link ReadRequestBodyOptions}.
@@ -89,4 +96,77 @@ export async function readWithin(
     chunks.push(value)
   }
   return chunks.length === 0 ? new Uint8Array(0) : joinBytes(chunks)
+}
+
+/**
+ * Options of {@link readClientRequest}.
+ *
+ * @group Relay
+ */
+export interface ReadClientRequestOptions {
+  /** The client's protocol: its checks, and the shape of a `400`/`413` answer. */
+  readonly adapter: StreamAdapter
+  /**
+   * The most bytes a request body may have; past it the client gets `413`.
+   * @default 33_554_432 (32 MiB)
+   */
+  readonly maxRequestBodyBytes?: number
+}
+
+/**
+ * What {@link readClientRequest} read: the request's JSON body, or the answer to send the
+ * client instead (a `400` or `413` in its protocol; nothing went upstream).
+ *
+ * @group Relay
+ */
+export type ClientRequestRead =
+  | { readonly ok: true; readonly body: Record<string, unknown> }
+  | { readonly ok: false; readonly response: Response }
+
+/** The answer to a refused request, in the client's protocol. */
+function refusal(adapter: StreamAdapter, check: ClientBodyCheck & { ok: false }): Response {
+  return new Response(clientErrorBody(adapter, check.error), {
+    status: check.status,
+    headers: { 'content-type': 'application/json' },
+  })
+}
+
+/**
+ * Reads a client's web `Request` for the relay: the body as bytes within
+ * `maxRequestBodyBytes` (a declared `content-length` past it is refused before a byte is
+ * read), decoded as UTF-8 once, parsed as JSON and checked (`stream` absent or a boolean,
+ * `model` a string where the protocol's body names it). An invalid request resolves to a
+ * `400` (or `413`) `Response` in the client's protocol, to return as it is: it never reaches
+ * the upstream. Never rejects for a bad body; a body that fails to arrive rejects.
+ *
+ * @example
+ * const read = await readClientRequest(request, { adapter: openaiChat })
+ * if (!read.ok) return read.response
+ * void relay({ sink, adapter: openaiChat, request: { url, body: read.body }, attempt: fetchAttempt() })
+ *
+ * @group Relay
+ */
+export async function readClientRequest(
+  request: Request,
+  options: ReadClientRequestOptions,
+): Promise<ClientRequestRead> {
+  if (typeof options?.adapter?.inspect !== 'function')
+    throw new TypeError('readClientRequest: adapter must be a StreamAdapter')
+  const limit = options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
+  let bytes: Uint8Array | undefined
+  try {
+    bytes = await readRequestBody(request.body, {
+      maxRequestBodyBytes: limit,
+      contentLength: request.headers.get('content-length'),
+    })
+  } catch (error) {
+    if (!isRequestBodyTooLargeError(error)) throw error
+    // The rest is not read: tell its producer to stop.
+    request.body?.cancel().catch(() => {})
+    return { ok: false, response: refusal(options.adapter, tooLarge(limit)) }
+  }
+  const check = checkClientBody(bytes ?? new Uint8Array(0), options.adapter)
+  return check.ok
+    ? { ok: true, body: check.body }
+    : { ok: false, response: refusal(options.adapter, check) }
 }

@@ -1,24 +1,13 @@
 /**
- * The README's first-screen snippets ("Three ways to use it", then "Putting it into an
- * existing gateway") compile against the current API, with the project's own compiler
- * options, exactly as a user would paste them.
+ * Every code block of README.md and docs/*.md marked as code a user copies
+ * (`<!-- snippet: check -->` or `<!-- snippet: run NAME -->`) compiles against the current API,
+ * with the project's own compiler options, each as its own module, exactly as written. The
+ * `run` ones are also started and driven by the official SDKs (run-snippets.test.ts).
  */
 
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
-
-const root = fileURLToPath(new URL('../../', import.meta.url))
-const readme = readFileSync(`${root}README.md`, 'utf8')
-
-/** The `ts` code blocks between two headings of the README. */
-function snippets(from: string, to: string): string[] {
-  const start = readme.indexOf(from)
-  const end = readme.indexOf(to, start)
-  if (start < 0 || end < 0) throw new Error(`README has no section from "${from}" to "${to}"`)
-  return [...readme.slice(start, end).matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1] ?? '')
-}
+import { type MarkedSnippet, markedSnippets, root, snippetsOf } from './marked-snippets.js'
 
 /** Compiler errors of virtual files placed in test/readme/, with tsconfig.json's options. */
 function diagnostics(files: Readonly<Record<string, string>>): string[] {
@@ -43,43 +32,40 @@ function diagnostics(files: Readonly<Record<string, string>>): string[] {
     .map((d) => `${d.file?.fileName}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`)
 }
 
-describe('README snippets', () => {
-  const blocks = snippets('## Three ways to use it', '## Concepts in one screen')
-  // The gateway guide's snippets (Node `http` attempt, Hono route) are complete modules too.
-  const gatewayBlocks = snippets(
-    '## Putting it into an existing gateway',
-    '## The demo, side by side',
-  )
+/** The virtual file a snippet is checked as: named after its page and line. */
+function fileOf(snippet: MarkedSnippet): string {
+  return `${root}test/readme/${snippet.page.replace(/[/.]/g, '-')}-${snippet.line}.ts`
+}
+
+describe('the code users copy compiles', () => {
+  const snippets = markedSnippets()
   // Each block is its own module (top-level await allowed), as in a user's project.
-  const files: Record<string, string> = Object.fromEntries([
-    ...blocks.map((code, index) => [
-      `${root}test/readme/use-${index + 1}.ts`,
-      `${code}\nexport {}\n`,
-    ]),
-    ...gatewayBlocks.map((code, index) => [
-      `${root}test/readme/gateway-${index + 1}.ts`,
-      `${code}\nexport {}\n`,
-    ]),
-  ])
-  // A copy of the gateway with a wrong option name shows the check can fail.
+  const files: Record<string, string> = Object.fromEntries(
+    snippets.map((snippet) => [fileOf(snippet), `${snippet.code}\nexport {}\n`]),
+  )
+  // A copy of use 1 with a wrong option name shows the check can fail.
+  const gateway = snippets.find((snippet) => snippet.name === 'node-gateway')
   const broken = `${root}test/readme/broken.ts`
-  files[broken] = (blocks[0] ?? '').replace('adapter: openaiChat', 'protocol: openaiChat')
+  files[broken] = (gateway?.code ?? '').replace('adapter: openaiChat,', 'protocol: openaiChat,')
   // One program for all: loading the SDKs' types is the slow part.
   const errors = diagnostics(files)
 
-  it('the three uses on the first screen compile against the current API', () => {
-    expect(blocks).toHaveLength(3)
-    expect(errors.filter((error) => error.includes('/test/readme/use-'))).toEqual([])
+  it('the README marks its three uses and its gateway snippets', () => {
+    const readme = snippetsOf('README.md')
+    const names = readme.flatMap((snippet) => (snippet.name === undefined ? [] : [snippet.name]))
+    expect(names).toEqual(expect.arrayContaining(['node-gateway', 'sdk-app', 'hono-gateway']))
+    expect(readme.length).toBeGreaterThanOrEqual(5)
   })
 
-  it('the gateway guide on the first screens compiles against the current API', () => {
-    expect(gatewayBlocks.length).toBeGreaterThanOrEqual(2)
-    const gatewayErrors = errors.filter((error) => error.includes('/test/readme/gateway-'))
-    expect(gatewayErrors).toEqual([])
-  })
+  it.each(snippets.map((snippet) => [`${snippet.page}:${snippet.line}`, snippet] as const))(
+    '%s compiles against the current API',
+    (_where, snippet) => {
+      expect(errors.filter((error) => error.startsWith(fileOf(snippet)))).toEqual([])
+    },
+  )
 
   it('a snippet with a wrong option name fails the check', () => {
-    expect(files[broken]).not.toBe(blocks[0])
+    expect(files[broken]).not.toBe(gateway?.code)
     expect(errors.filter((error) => error.startsWith(broken)).length).toBeGreaterThan(0)
   })
 })

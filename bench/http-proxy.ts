@@ -12,15 +12,17 @@
  */
 
 import { Buffer } from 'node:buffer'
-import { createServer, request as httpRequest, type IncomingMessage } from 'node:http'
+import {
+  createServer,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+} from 'node:http'
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { Readable } from 'node:stream'
-import {
-  nodeFetch,
-  startGateway,
-  type UpstreamClient,
-  upstreamAgents,
-} from '../examples/node-http-gateway.js'
+import { urlToHttpOptions } from 'node:url'
+import { startGateway, type UpstreamClient } from '../examples/node-http-gateway.js'
 import { createMemoryKeyPool, openaiChat, relay } from '../src/index.js'
 import { iterableResponse, nodeSink } from '../src/node.js'
 import { openaiChatOneFrame } from './inputs.js'
@@ -38,6 +40,71 @@ type Mode = (typeof modes)[number]
 const [mode, upstream] = process.argv.slice(2) as [Mode | undefined, string | undefined]
 if (upstream === undefined || mode === undefined || !modes.includes(mode)) {
   throw new Error(`usage: http-proxy.ts ${modes.join('|')} <upstream url>`)
+}
+
+// The example gateway's former hand-written node:http client, kept for the `edges` and
+// `gateway-toweb` rows (the gateway itself now uses the library's nodeHttpAttempt).
+/** The keep-alive agents of {@link nodeFetch}, one per scheme. */
+export interface UpstreamAgents {
+  readonly http: HttpAgent
+  readonly https: HttpsAgent
+}
+
+/**
+ * Keep-alive agents that reuse the most recently freed connection first (as undici's pool
+ * does). They put no cap on connections: an attempt waiting for a socket would wait inside its
+ * first-byte clock, and relayed streams each hold one; `maxPendingStreams` bounds the churn.
+ */
+export function upstreamAgents(): UpstreamAgents {
+  const options = { keepAlive: true, scheduling: 'lifo' as const }
+  return { http: new HttpAgent(options), https: new HttpsAgent(options) }
+}
+
+/** Node's request options of a URL, kept per URL (at most 64): parsing it costs more than the rest of the request's set-up. */
+const urlOptions = new Map<string, ReturnType<typeof urlToHttpOptions>>()
+
+function requestOptionsOf(url: string): ReturnType<typeof urlToHttpOptions> {
+  let options = urlOptions.get(url)
+  if (options === undefined) {
+    options = urlToHttpOptions(new URL(url))
+    if (urlOptions.size >= 64) urlOptions.clear()
+    urlOptions.set(url, options)
+  }
+  return options
+}
+
+/**
+ * One upstream request over `node:http` / `node:https`, answered as a `Response` whose body the
+ * relay reads as the Node stream it is (`nodeResponse`), with no web stream in between.
+ */
+export function nodeFetch(
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+  answer: (res: IncomingMessage) => Response,
+  agents?: UpstreamAgents,
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const secure = url.startsWith('https:')
+    const send = secure ? httpsRequest : httpRequest
+    const agent = secure ? agents?.https : agents?.http
+    const headers = { ...init.headers }
+    headers['content-length'] = String(Buffer.byteLength(init.body))
+    // The signal by hand: `request({ signal })` also hangs an end-of-stream watcher on the
+    // request, which costs more than the rest of this function.
+    const { signal } = init
+    const abort = () => req.destroy(signal.reason)
+    const req = send({ ...requestOptionsOf(url), method: init.method, headers, agent }, (res) => {
+      res.once('close', () => signal.removeEventListener('abort', abort))
+      resolve(answer(res))
+    })
+    req.on('error', (error) => {
+      signal.removeEventListener('abort', abort)
+      reject(error)
+    })
+    if (signal.aborted) abort()
+    else signal.addEventListener('abort', abort, { once: true })
+    req.end(init.body)
+  })
 }
 
 /** `node:http` attempts whose answer is made a web stream again (`Readable.toWeb`). */

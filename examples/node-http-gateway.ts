@@ -16,22 +16,20 @@
  *   GATEWAY_KEYS=primary:sk-...,backup:sk-... PORT=8787 node --import tsx examples/node-http-gateway.ts
  */
 
-import { Buffer } from 'node:buffer'
 import {
   createServer,
   Agent as HttpAgent,
-  request as httpRequest,
   type IncomingMessage,
   type ServerResponse,
 } from 'node:http'
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
+import { Agent as HttpsAgent } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { pathToFileURL, urlToHttpOptions } from 'node:url'
+import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
   createMemoryKeyPool,
   type ForwardHeadersPolicy,
-  isFirstPartyApi,
+  fetchAttempt,
   type KeyPool,
   type KeyStateEvent,
   type OpenAIChatContinuation,
@@ -44,8 +42,12 @@ import {
   relay,
   type StreamAdapter,
 } from 'stream-boundary'
-import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
-import { nodeResponse, nodeSink } from 'stream-boundary/node'
+import {
+  forwardHeadersDefaults,
+  readyAttemptDefaults,
+  requestBodyDefaults,
+} from 'stream-boundary/advanced'
+import { nodeHttpAttempt, nodeSink, readNodeRequest } from 'stream-boundary/node'
 
 export interface GatewayConfig {
   /** e.g. `https://api.openai.com/v1`: `/chat/completions` and `/responses` are appended. */
@@ -101,7 +103,7 @@ export interface GatewayConfig {
   openaiContinuation?: OpenAIChatContinuation
 }
 
-/** A fetch-like function for streaming attempts. */
+/** A fetch-like function for attempts (`fetchAttempt`'s `fetch`). */
 export type UpstreamClient = (
   url: string,
   init: {
@@ -113,76 +115,8 @@ export type UpstreamClient = (
   },
 ) => Promise<Response>
 
-/** The keep-alive agents of {@link nodeFetch}, one per scheme. */
-export interface UpstreamAgents {
-  readonly http: HttpAgent
-  readonly https: HttpsAgent
-}
-
-/**
- * Keep-alive agents that reuse the most recently freed connection first (as undici's pool
- * does). They put no cap on connections: an attempt waiting for a socket would wait inside its
- * first-byte clock, and relayed streams each hold one; `maxPendingStreams` bounds the churn.
- */
-export function upstreamAgents(): UpstreamAgents {
-  const options = { keepAlive: true, scheduling: 'lifo' as const }
-  return { http: new HttpAgent(options), https: new HttpsAgent(options) }
-}
-
-/** Node's request options of a URL, kept per URL (at most 64): parsing it costs more than the rest of the request's set-up. */
-const urlOptions = new Map<string, ReturnType<typeof urlToHttpOptions>>()
-
-function requestOptionsOf(url: string): ReturnType<typeof urlToHttpOptions> {
-  let options = urlOptions.get(url)
-  if (options === undefined) {
-    options = urlToHttpOptions(new URL(url))
-    if (urlOptions.size >= 64) urlOptions.clear()
-    urlOptions.set(url, options)
-  }
-  return options
-}
-
-/**
- * One upstream request over `node:http` / `node:https`, answered as a `Response` whose body the
- * relay reads as the Node stream it is (`nodeResponse`), with no web stream in between.
- */
-export function nodeFetch(
-  url: string,
-  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
-  answer: (res: IncomingMessage) => Response = nodeResponse,
-  agents?: UpstreamAgents,
-): Promise<Response> {
-  return new Promise((resolve, reject) => {
-    const secure = url.startsWith('https:')
-    const send = secure ? httpsRequest : httpRequest
-    const agent = secure ? agents?.https : agents?.http
-    const headers = { ...init.headers }
-    headers['content-length'] = String(Buffer.byteLength(init.body))
-    // The signal by hand: `request({ signal })` also hangs an end-of-stream watcher on the
-    // request, which costs more than the rest of this function.
-    const { signal } = init
-    const abort = () => req.destroy(signal.reason)
-    const req = send({ ...requestOptionsOf(url), method: init.method, headers, agent }, (res) => {
-      res.once('close', () => signal.removeEventListener('abort', abort))
-      resolve(answer(res))
-    })
-    req.on('error', (error) => {
-      signal.removeEventListener('abort', abort)
-      reject(error)
-    })
-    if (signal.aborted) abort()
-    else signal.addEventListener('abort', abort, { once: true })
-    req.end(init.body)
-  })
-}
-
-const forwardedHeaders = [
-  'content-type',
-  'anthropic-version',
-  'anthropic-beta',
-  'x-client-request-id',
-  'x-fault-scenario',
-]
+/** The client headers sent upstream: the library's allowlist, and the faulty upstream's scenario header for tests. */
+const forwardedHeaders = [...readyAttemptDefaults.forwardHeaders, 'x-fault-scenario']
 
 /** Parses `"id:secret,id:secret"`; a secret may itself hold colons. */
 export function keysFromEnv(value: string | undefined): PoolKey[] {
@@ -193,74 +127,6 @@ export function keysFromEnv(value: string | undefined): PoolKey[] {
     if (id === '' || rest.join(':') === '')
       throw new Error(`GATEWAY_KEYS entry ${index + 1} is not of the form id:secret`)
     return { id, secret: rest.join(':') }
-  })
-}
-
-/** The request body as a JSON object, or `undefined` when it is not one. */
-function parseBody(body: string): Record<string, unknown> | undefined {
-  try {
-    const json: unknown = JSON.parse(body)
-    return typeof json === 'object' && json !== null && !Array.isArray(json)
-      ? (json as Record<string, unknown>)
-      : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/** The `413` body in the client's own protocol; the message names the bound, never the body. */
-function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
-  const error = {
-    type: 'request_too_large',
-    code: 'request_too_large',
-    message: `The request body is larger than this gateway accepts (${limit} bytes)`,
-    status: 413,
-  }
-  return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
-}
-
-/** Whether a `Connection` header value (lowercased) names `header`. */
-function namedIn(connection: string | undefined, header: string): boolean {
-  if (connection === undefined || !connection.includes(header)) return false
-  return connection.split(',').some((token) => token.trim() === header)
-}
-
-/** One decoder for every request body (`decode` without `stream` keeps no state). */
-const utf8 = new TextDecoder()
-
-/**
- * The request body, or `undefined` when it is past the bound: a declared `content-length` is
- * refused before reading, a streamed body is read no further than the bound. Read as the Node
- * stream it is (a web stream over it costs more than the rest of a small request).
- */
-function boundedBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
-  if (Number(req.headers['content-length']) > limit) return Promise.resolve(undefined)
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let size = 0
-    const stop = () => {
-      req.off('data', onData)
-      req.off('end', onEnd)
-      req.off('error', onError)
-    }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size <= limit) return void chunks.push(chunk)
-      stop()
-      req.pause()
-      resolve(undefined)
-    }
-    const onEnd = () => {
-      stop()
-      resolve(utf8.decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)))
-    }
-    const onError = (error: Error) => {
-      stop()
-      reject(error)
-    }
-    req.on('data', onData)
-    req.once('end', onEnd)
-    req.once('error', onError)
   })
 }
 
@@ -311,28 +177,28 @@ export async function startGateway(config: GatewayConfig): Promise<{
   if (!(maxPendingStreams >= 1))
     throw new RangeError(`maxPendingStreams must be at least 1, got ${maxPendingStreams}`)
   const pending = slots(maxPendingStreams)
-  const agents = client === 'node:http' ? upstreamAgents() : undefined
-  const send: UpstreamClient =
-    client === 'fetch'
-      ? fetch
-      : client === 'node:http'
-        ? (url, init) => nodeFetch(url, init, nodeResponse, agents)
-        : client
+  // This gateway's own keep-alive agents (newest free connection first), closed with it.
+  const agents =
+    client === 'node:http'
+      ? {
+          http: new HttpAgent({ keepAlive: true, scheduling: 'lifo' }),
+          https: new HttpsAgent({ keepAlive: true, scheduling: 'lifo' }),
+        }
+      : undefined
+  // The ready attempts: each attempt's own request, the route's credential header for the
+  // leased key, the allowlisted client headers, no redirect followed.
+  const attemptFor = (clientHeaders: IncomingMessage['headers']) => {
+    const options = { clientHeaders, forwardHeaders: forwardedHeaders }
+    if (client === 'node:http') return nodeHttpAttempt({ ...options, agents })
+    if (client === 'fetch') return fetchAttempt(options)
+    return fetchAttempt({
+      ...options,
+      fetch: (url, init) => client(url, init as Parameters<UpstreamClient>[1]),
+    })
+  }
   // relay() hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
-  const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({
-    url,
-    adapter,
-    pool,
-    // Whether the library's per-attempt request id may go to `url` (read once, not per attempt).
-    firstParty: isFirstPartyApi(url),
-    // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
-    credential: (secret: string): readonly [string, string] => {
-      const header = adapter.credentialHeader?.(secret)
-      if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
-      return header
-    },
-  })
+  const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({ url, adapter, pool })
   const poolOptions = config.onKeyState === undefined ? {} : { onKeyState: config.onKeyState }
   const openai = createMemoryKeyPool(config.keys, poolOptions)
   const anthropic = createMemoryKeyPool(config.keys, poolOptions)
@@ -361,23 +227,11 @@ export async function startGateway(config: GatewayConfig): Promise<{
       res.end(JSON.stringify({ error: { type: 'not_found', message: `no route for ${path}` } }))
       return
     }
-    const body = await boundedBody(req, maxRequestBodyBytes)
-    if (body === undefined) {
-      // `connection: close`: the unread rest of the body must not be taken for a next request.
-      const head = { 'content-type': 'application/json', connection: 'close' }
-      res.writeHead(413, head).end(requestTooLargeBody(target.adapter, maxRequestBodyBytes))
-      return
-    }
-    // Plain records, not `Headers` (whose checks cost more than the rest of the attempt's
-    // set-up): the names are the client's, lowercased by node:http.
-    const headers: Record<string, string> = {}
-    // A header the client named in `Connection` is hop-by-hop: it ends here.
-    const hopByHop = req.headers.connection?.toLowerCase()
-    for (const name of forwardedHeaders) {
-      const value = req.headers[name]
-      if (typeof value === 'string' && !namedIn(hopByHop, name)) headers[name] = value
-    }
-    const json = parseBody(body)
+    // Read whole within the bound, UTF-8 decoded once, parsed and checked: a body past the
+    // bound is answered 413 (and not read further), an invalid one 400, in the client's
+    // protocol, before any upstream attempt.
+    const body = await readNodeRequest(req, res, { adapter: target.adapter, maxRequestBodyBytes })
+    if (body === undefined) return
     // Bounded before the first output only: a relayed stream gives its place up at commit (a
     // whole answer's output is the answer).
     const release = await pending.acquire()
@@ -400,33 +254,8 @@ export async function startGateway(config: GatewayConfig): Promise<{
       // The body as JSON lets the relay adjust it or fall back to a non-streaming request, and
       // says whether the client asked for a stream: a `stream: false` request is relayed by the
       // same engine and answered with the upstream's JSON as it came.
-      ...(json === undefined ? { stream: false } : { request: { url: target.url, body: json } }),
-      attempt: ({ key, signal, request, requestId }) => {
-        const withKey = { ...headers }
-        const [name, value] = target.credential(key.secret)
-        withKey[name.toLowerCase()] = value
-        // The client's own request id, when it sent one, names every attempt; the library's
-        // per-attempt id goes only to a provider's own API (a third-party host may refuse it).
-        const url = request?.url ?? target.url
-        if (
-          requestId !== undefined &&
-          withKey['x-client-request-id'] === undefined &&
-          (url === target.url ? target.firstParty : isFirstPartyApi(url))
-        )
-          withKey['x-client-request-id'] = requestId
-        // The client's bytes as they came, unless the relay changed the request (a fitted
-        // output budget, the non-streaming fallback): no re-serialising of a large prompt.
-        const sent =
-          request === undefined || request.body === json ? body : JSON.stringify(request.body)
-        return send(url, {
-          method: 'POST',
-          headers: withKey,
-          body: sent,
-          signal,
-          // A pool key never follows a redirect to another origin (node:http never does).
-          redirect: 'manual',
-        })
-      },
+      request: { url: target.url, body },
+      attempt: attemptFor(req.headers),
     }).finally(release)
     outcomes.push(outcome)
     if (outcomes.length > keptOutcomes) outcomes.shift()

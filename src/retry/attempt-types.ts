@@ -92,7 +92,10 @@ export interface CallerCredentialsContext extends AttemptContextBase {
 }
 
 /**
- * Makes one upstream request and returns its `Response` (usually a `fetch`).
+ * Makes one upstream request and returns its `Response`, whatever its status. The ready ones
+ * are `fetchAttempt()` and `nodeHttpAttempt()` (`stream-boundary/node`); one of your own
+ * sends `context.request` (never a body read before `relay()`), passes `context.signal`, and
+ * does not follow redirects.
  *
  * @group Relay
  */

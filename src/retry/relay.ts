@@ -225,13 +225,16 @@ function watchDeadline(
  * `TypeError` naming it.
  *
  * @example
+ * const read = await readClientRequest(request, { adapter: openaiChat })
+ * if (!read.ok) return read.response // 400 or 413 in the client's protocol
  * const { sink, response } = webSink()
  * void relay({
  *   sink,
  *   pool,
  *   adapter: openaiChat,
- *   attempt: ({ key, signal }) =>
- *     fetch(upstreamUrl, { method: 'POST', body, signal, headers: { authorization: `Bearer ${key.secret}` } }),
+ *   request: { url: upstreamUrl, body: read.body },
+ *   // Sends each attempt's own request (retries, fallbacks, continuations) with its key.
+ *   attempt: fetchAttempt({ clientHeaders: request.headers }),
  *   policy: { maxAttempts: 3, deadlineMs: 30_000, peek: { firstOutputTimeoutMs: 20_000 } },
  * })
  * return response

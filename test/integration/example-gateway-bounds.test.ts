@@ -97,12 +97,26 @@ describe('example gateway: what it holds per request', () => {
     expect(gateway.outcomes.every((outcome) => outcome.kind === 'committed')).toBe(true)
   }, 30_000)
 
-  it("sends the client's body bytes as they came when the relay did not change the request", async () => {
+  // The attempt sends the request the relay holds (`context.request`), serialised again: the
+  // client's bytes are not reused, since the host or the relay may have changed the request.
+  it("sends the client's request as it parsed, non-ASCII included, when the relay did not change it", async () => {
     const upstream = await startUpstream()
     const gateway = await gatewayFor(upstream.url)
     const raw =
-      '{ "model": "m",\n  "stream": true, "messages": [{"role": "user", "content": "as sent"}] }'
+      '{ "model": "m",\n  "stream": true, "messages": [{"role": "user", "content": "as sent ✓ 🦊"}] }'
     expect(await (await chat(gateway.url, '', raw)).text()).toContain('[DONE]')
-    expect(upstream.bodies).toEqual([raw])
+    expect(upstream.bodies.map((body) => JSON.parse(body))).toEqual([JSON.parse(raw)])
+  })
+
+  it('answers invalid requests 400 in the route\'s protocol and sends nothing upstream', async () => {
+    const upstream = await startUpstream()
+    const gateway = await gatewayFor(upstream.url)
+    for (const raw of ['not json', '{"model":"m","stream":"yes"}', '{"model":{"x":1}}', '[]']) {
+      const response = await chat(gateway.url, '', raw)
+      expect(response.status, raw).toBe(400)
+      const json = (await response.json()) as { error: { type: string } }
+      expect(json.error.type, raw).toBe('invalid_request_error')
+    }
+    expect(upstream.bodies).toEqual([])
   })
 })

@@ -52,6 +52,7 @@ export function markedSnippets(): MarkedSnippet[] {
 /** The `run` snippet named `name`; throws when no page has it. */
 export function runSnippet(name: string): MarkedSnippet {
   const found = markedSnippets().filter((snippet) => snippet.name === name)
-  if (found.length !== 1) throw new Error(`expected one snippet "run ${name}", found ${found.length}`)
+  if (found.length !== 1)
+    throw new Error(`expected one snippet "run ${name}", found ${found.length}`)
   return found[0] as MarkedSnippet
 }

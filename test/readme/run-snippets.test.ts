@@ -147,14 +147,18 @@ function edit(code: string, from: string, to: string): string {
 /** A raw POST whose body is written in the given pieces, a few ms apart. */
 function post(url: string, pieces: readonly (string | Uint8Array)[]) {
   return new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => {
-        body += chunk
-      })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    })
+    const req = httpRequest(
+      url,
+      { method: 'POST', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          body += chunk
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      },
+    )
     req.on('error', reject)
     void (async () => {
       for (const piece of pieces) {
@@ -367,7 +371,10 @@ serve({
     expect(whole.content[0]?.type === 'text' ? whole.content[0].text : '').toBe(answer)
     const bad = await post(`${gateway.url}/v1/messages`, ['{"model":'])
     expect(bad.status).toBe(400)
-    expect(JSON.parse(bad.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } })
+    expect(JSON.parse(bad.body)).toMatchObject({
+      type: 'error',
+      error: { type: 'invalid_request_error' },
+    })
     expect(upstream.requests.every((r) => r.headers['x-api-key'] !== 'client')).toBe(true)
     expect(await gateway.linesAtLeast(2)).toEqual(['true committed 1', 'true committed 1'])
   })

@@ -13,63 +13,24 @@ import { Hono } from 'hono'
 import {
   anthropicMessages,
   createMemoryKeyPool,
-  isFirstPartyApi,
-  isRequestBodyTooLargeError,
+  fetchAttempt,
   type KeyPool,
   openaiChat,
   openaiResponses,
-  readRequestBody,
+  readClientRequest,
   relay,
   type StreamAdapter,
   webSink,
 } from 'stream-boundary'
-import { forwardHeadersDefaults, requestBodyDefaults } from 'stream-boundary/advanced'
+import {
+  forwardHeadersDefaults,
+  readyAttemptDefaults,
+  requestBodyDefaults,
+} from 'stream-boundary/advanced'
 import type { GatewayConfig } from './node-http-gateway.js'
 
-const forwardedHeaders = [
-  'content-type',
-  'anthropic-version',
-  'anthropic-beta',
-  'x-client-request-id',
-  'x-fault-scenario',
-]
-
-/** The `413` body in the client's own protocol; the message names the bound, never the body. */
-function requestTooLargeBody(adapter: StreamAdapter, limit: number): string {
-  const error = {
-    type: 'request_too_large',
-    code: 'request_too_large',
-    message: `The request body is larger than this gateway accepts (${limit} bytes)`,
-    status: 413,
-  }
-  return adapter.renderErrorBody?.(error) ?? JSON.stringify({ error })
-}
-
-/** The body as text, or `undefined` when it is past the bound (read no further than it). */
-async function boundedBody(request: Request, limit: number): Promise<string | undefined> {
-  try {
-    const bytes = await readRequestBody(request.body, {
-      maxRequestBodyBytes: limit,
-      contentLength: request.headers.get('content-length'),
-    })
-    return new TextDecoder().decode(bytes)
-  } catch (error) {
-    if (isRequestBodyTooLargeError(error)) return undefined
-    throw error
-  }
-}
-
-/** The body as a JSON object, or `undefined` when it is not one. */
-function parseBody(body: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(body)
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined
-  } catch {
-    return undefined
-  }
-}
+/** The client headers sent upstream: the library's allowlist, and the faulty upstream's scenario header for tests. */
+const forwardedHeaders = [...readyAttemptDefaults.forwardHeaders, 'x-fault-scenario']
 
 export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   const app = new Hono()
@@ -78,32 +39,11 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   // relay() hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
-    // Each protocol names its own credential header (`authorization: Bearer`, `x-api-key`).
-    const credential = (secret: string): readonly [string, string] => {
-      const header = adapter.credentialHeader?.(secret)
-      if (header === undefined) throw new TypeError(`${adapter.name} has no credentialHeader`)
-      return header
-    }
     app.post(path, async (c) => {
-      const body = await boundedBody(c.req.raw, maxRequestBodyBytes)
-      if (body === undefined) {
-        // Not cancelled (that would reset the connection before the 413); `connection: close`
-        // keeps the unread rest from being taken for a next request.
-        return new Response(requestTooLargeBody(adapter, maxRequestBodyBytes), {
-          status: 413,
-          headers: { 'content-type': 'application/json', connection: 'close' },
-        })
-      }
-      const headers = new Headers()
-      // A header the client named in `Connection` is hop-by-hop: it ends here.
-      const connection = c.req.header('connection')?.toLowerCase().split(',') ?? []
-      const hopByHop = new Set(connection.map((token) => token.trim()))
-      for (const name of forwardedHeaders) {
-        const value = c.req.header(name)
-        if (value !== undefined && !hopByHop.has(name)) headers.set(name, value)
-      }
-      const signal = c.req.raw.signal
-      const json = parseBody(body)
+      // Read within the bound, UTF-8 decoded once, parsed and checked: 413 or 400 in the
+      // client's protocol before any upstream attempt.
+      const read = await readClientRequest(c.req.raw, { adapter, maxRequestBodyBytes })
+      if (!read.ok) return read.response
       // Streaming or not, one relay: a `stream: false` request gets the upstream's JSON answer
       // as it came, with the same retries, bounds and give-up answers as a stream.
       const { sink, response } = webSink()
@@ -112,31 +52,15 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
         pool,
         adapter,
         policy,
-        signal,
+        signal: c.req.raw.signal,
         ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
-        ...(json === undefined ? { stream: false } : { request: { url, body: json } }),
-        attempt: ({ key, signal, request, requestId }) => {
-          const withKey = new Headers(headers)
-          withKey.set(...credential(key.secret))
-          // The client's own request id, when it sent one, names every attempt; the library's
-          // per-attempt id goes only to a provider's own API (a third-party host may refuse it).
-          if (
-            requestId !== undefined &&
-            !withKey.has('x-client-request-id') &&
-            isFirstPartyApi(request?.url ?? url)
-          )
-            withKey.set('x-client-request-id', requestId)
-          const sent =
-            request === undefined || request.body === json ? body : JSON.stringify(request.body)
-          return fetch(request?.url ?? url, {
-            method: 'POST',
-            headers: withKey,
-            body: sent,
-            signal,
-            // A pool key never follows a redirect to another origin.
-            redirect: 'manual',
-          })
-        },
+        request: { url, body: read.body },
+        // Each attempt's own request, the route's credential header for the leased key, the
+        // allowlisted client headers; a pool key never follows a redirect.
+        attempt: fetchAttempt({
+          clientHeaders: c.req.raw.headers,
+          forwardHeaders: forwardedHeaders,
+        }),
       })
       return response
     })

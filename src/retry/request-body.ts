@@ -125,10 +125,10 @@ export type ClientRequestRead =
 
 /** The answer to a refused request, in the client's protocol. */
 function refusal(adapter: StreamAdapter, check: ClientBodyCheck & { ok: false }): Response {
-  return new Response(clientErrorBody(adapter, check.error), {
-    status: check.status,
-    headers: { 'content-type': 'application/json' },
-  })
+  // `connection: close` after a body left unread: its rest must not be taken for a next request.
+  const headers: Record<string, string> = { 'content-type': 'application/json' }
+  if (check.status === 413) headers.connection = 'close'
+  return new Response(clientErrorBody(adapter, check.error), { status: check.status, headers })
 }
 
 /**
@@ -161,8 +161,7 @@ export async function readClientRequest(
     })
   } catch (error) {
     if (!isRequestBodyTooLargeError(error)) throw error
-    // The rest is not read: tell its producer to stop.
-    request.body?.cancel().catch(() => {})
+    // Not cancelled: on a Node server that resets the connection before the 413 is sent.
     return { ok: false, response: refusal(options.adapter, tooLarge(limit)) }
   }
   const check = checkClientBody(bytes ?? new Uint8Array(0), options.adapter)

@@ -108,7 +108,7 @@ describe('example gateway: what it holds per request', () => {
     expect(upstream.bodies.map((body) => JSON.parse(body))).toEqual([JSON.parse(raw)])
   })
 
-  it('answers invalid requests 400 in the route\'s protocol and sends nothing upstream', async () => {
+  it("answers invalid requests 400 in the route's protocol and sends nothing upstream", async () => {
     const upstream = await startUpstream()
     const gateway = await gatewayFor(upstream.url)
     for (const raw of ['not json', '{"model":"m","stream":"yes"}', '{"model":{"x":1}}', '[]']) {

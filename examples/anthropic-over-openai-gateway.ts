@@ -14,7 +14,6 @@
  *   PORT=8788 node --import tsx examples/anthropic-over-openai-gateway.ts
  */
 
-import { Buffer } from 'node:buffer'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
@@ -22,14 +21,14 @@ import {
   anthropicMessages,
   type DownstreamOptions,
   type DownstreamTransformContext,
-  isFirstPartyApi,
+  fetchAttempt,
   openaiChat,
   type RelayOutcome,
   type RelayPolicy,
   relay,
   type SseFrame,
 } from '../src/index.js'
-import { nodeSink } from '../src/node.js'
+import { nodeSink, readNodeRequest } from '../src/node.js'
 
 /** What the translator remembers between chunks of one answer. */
 interface TranslationState {
@@ -309,12 +308,6 @@ export interface TranslatingGatewayConfig {
   port?: number
 }
 
-async function readBody(req: IncomingMessage): Promise<AnthropicRequest> {
-  const chunks: Buffer[] = []
-  for await (const chunk of req) chunks.push(chunk as Buffer)
-  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as AnthropicRequest
-}
-
 async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, res: ServerResponse) {
   if (req.method !== 'POST' || req.url?.split('?')[0] !== '/v1/messages') {
     res.writeHead(404, { 'content-type': 'application/json' })
@@ -323,25 +316,17 @@ async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, re
     )
     return
   }
-  const body = JSON.stringify(anthropicToOpenaiRequest(await readBody(req), config.model))
+  // The client speaks Anthropic: a bad body gets Anthropic's 400 here, and goes nowhere.
+  const client = await readNodeRequest(req, res, { adapter: anthropicMessages })
+  if (client === undefined) return
+  const body = anthropicToOpenaiRequest(client as unknown as AnthropicRequest, config.model)
   const outcome = await relay({
     // nodeSink watches the client: when it leaves, the upstream attempt is cancelled.
     sink: nodeSink(res),
     adapter: openaiChat,
-    attempt: ({ signal, requestId }) =>
-      fetch(`${config.upstreamUrl}/chat/completions`, {
-        method: 'POST',
-        body,
-        signal,
-        headers: {
-          // The per-attempt id goes only to a provider's own API (a third-party host may refuse it).
-          ...(requestId !== undefined && isFirstPartyApi(config.upstreamUrl)
-            ? { 'x-client-request-id': requestId }
-            : {}),
-          'content-type': 'application/json',
-          authorization: `Bearer ${config.upstreamApiKey}`,
-        },
-      }),
+    request: { url: `${config.upstreamUrl}/chat/completions`, body },
+    // The gateway's own credential, in the upstream protocol's header, on every attempt.
+    attempt: fetchAttempt({ credential: config.upstreamApiKey }),
     policy: { ...config.policy, downstream: downstreamFor(config) },
   })
   config.onOutcome?.(outcome)

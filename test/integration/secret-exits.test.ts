@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
 import { AggregationTemporality, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import {
   BasicTracerProvider,
@@ -22,6 +22,7 @@ import {
   type StreamAdapter,
   webSink,
 } from '../../src/index.js'
+import { nodeResponse } from '../../src/node.js'
 import { createRelayTelemetry } from '../../src/otel/index.js'
 import { useRedisPools } from '../redis/redis-server.js'
 import { useLoopback, withBody } from '../support/loopback.js'
@@ -39,7 +40,8 @@ const { listen } = useLoopback()
 const redis = useRedisPools('secret-exits')
 
 type PoolKind = 'memory' | 'redis' | 'none'
-type Front = 'relay' | 'fetch'
+/** `relay-node`: relay() with attempts made with `node:http` (`nodeResponse`). */
+type Front = 'relay' | 'relay-node' | 'fetch'
 type Protocol = 'chat' | 'gemini'
 
 interface Twin {
@@ -158,7 +160,8 @@ async function exchange(
   const chatAuth = (secret: string) =>
     protocol === 'chat' ? { authorization: `Bearer ${secret}` } : ({} as Record<string, string>)
   let response: Response
-  if (twin.front === 'relay') {
+  if (twin.front !== 'fetch') {
+    const send = twin.front === 'relay' ? fetch : nodeFetch
     const { sink, response: answered } = webSink()
     const options = {
       sink,
@@ -176,7 +179,7 @@ async function exchange(
             : leased === undefined
               ? {}
               : { 'x-goog-api-key': secret }
-        return fetch(url, {
+        return send(url, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...credential },
           body,
@@ -219,6 +222,22 @@ async function exchange(
       Object.values(attributes).map((value) => JSON.stringify(value)),
     ),
   }
+}
+
+/** A POST with `node:http`, answered as `nodeResponse` makes it. */
+function nodeFetch(
+  url: string,
+  init: { headers: Record<string, string>; body: string; signal: AbortSignal },
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: 'POST', headers: init.headers, signal: init.signal },
+      (res) => resolve(nodeResponse(res)),
+    )
+    req.once('error', reject)
+    req.end(init.body)
+  })
 }
 
 /** Asserts `key` is in nothing the exchange emitted: headers, body, outcome, telemetry. */
@@ -275,8 +294,11 @@ function echoingHeaders(key: string): Record<string, string> {
   }
 }
 
-const allTwins: readonly Twin[] = (['relay', 'fetch'] as const).flatMap((front) =>
-  (['memory', 'redis', 'none'] as const).flatMap((pool) => [
+const allTwins: readonly Twin[] = (['relay', 'relay-node', 'fetch'] as const).flatMap((front) =>
+  (front === 'relay-node'
+    ? (['memory', 'none'] as const)
+    : (['memory', 'redis', 'none'] as const)
+  ).flatMap((pool) => [
     { front, pool, stream: true },
     { front, pool, stream: false },
     { front, pool, stream: true, translated: true },
@@ -284,7 +306,7 @@ const allTwins: readonly Twin[] = (['relay', 'fetch'] as const).flatMap((front) 
 )
 const streamingTwins = allTwins.filter((twin) => twin.stream)
 const name = (twin: Twin) =>
-  `${twin.front}, ${twin.pool} pool, ${twin.stream ? 'streaming' : 'whole'}${twin.translated === true ? ', translated' : ''}`
+  `${twin.front === 'relay-node' ? 'relay (node:http attempts)' : twin.front}, ${twin.pool} pool, ${twin.stream ? 'streaming' : 'whole'}${twin.translated === true ? ', translated' : ''}`
 
 const credentialNames = [
   'x-api-key',

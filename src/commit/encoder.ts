@@ -7,7 +7,7 @@
  */
 
 import { createStreamTracker, type StreamTracker } from '../classify/index.js'
-import { redactValues } from '../protocols/sanitize.js'
+import { redactText, redactValues } from '../protocols/sanitize.js'
 import type { FrameVerdict, RenderState, StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { FrameSplitter } from '../sse/splitter.js'
@@ -157,9 +157,16 @@ export function wholeStreamTranslator(
   return undefined
 }
 
-/** A frame as the client may see it: its bytes with secrets redacted (a new frame only then). */
-export function redactedFrame(frame: SseFrame, secrets: readonly string[]): SseFrame {
-  const bytes = redactBytes(frame.raw, secrets)
+/**
+ * A frame as the client may see it: its bytes with secrets redacted by value, and by shape too
+ * when `byShape` (an error frame); a new frame only then.
+ */
+export function redactedFrame(
+  frame: SseFrame,
+  secrets: readonly string[],
+  byShape = false,
+): SseFrame {
+  const bytes = redactBytes(frame.raw, secrets, byShape)
   if (bytes === frame.raw) return frame
   const splitter = new FrameSplitter(bytes.length + 2)
   splitter.push(bytes)
@@ -215,10 +222,18 @@ export function terminatedFrame(frame: SseFrame, adapter: StreamAdapter): SseFra
   return splitter.take() ?? splitter.finish()
 }
 
-/** Bytes with every secret redacted by value; the same bytes when none is in them. */
-export function redactBytes(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
+/**
+ * Bytes with every secret redacted by value, and, when `byShape` (an error frame, which may
+ * quote a key the library never saw: a caller's own, a URL's `?key=`), anything shaped like a
+ * key; the same bytes when nothing was redacted.
+ */
+export function redactBytes(
+  bytes: Uint8Array,
+  secrets: readonly string[],
+  byShape = false,
+): Uint8Array {
   const text = utf8.decode(bytes)
-  const redacted = redactValues(text, secrets)
+  const redacted = byShape ? redactText(text, secrets) : redactValues(text, secrets)
   return redacted === text ? bytes : textEncoder.encode(redacted)
 }
 

@@ -169,10 +169,11 @@ export interface CommitGate {
   readonly writePending: boolean
   /**
    * Sets the upstream's headers to pass on with the head (replacing those of an earlier
-   * attempt), filtered by `forwardHeaders`. Ignored once headers were sent; the gate's own
-   * and the host's headers win.
+   * attempt), filtered by `forwardHeaders`, each value redacted: `secrets` (the keys the
+   * attempt carried) by value, anything shaped like a key by shape. Ignored once headers were
+   * sent; the gate's own and the host's headers win.
    */
-  setUpstreamHeaders(headers: Headers): void
+  setUpstreamHeaders(headers: Headers, secrets?: readonly string[]): void
   /** Sends the SSE head if it was not sent. */
   commitHeaders(): Promise<void>
   /** Writes content bytes, committing headers and content first. Waits for backpressure. */
@@ -348,8 +349,9 @@ class Gate implements CommitGate {
     return step
   }
 
-  setUpstreamHeaders(headers: Headers): void {
-    if (this.#state === 'open') this.#upstreamHeaders = filterHeaders(headers, this.#forward)
+  setUpstreamHeaders(headers: Headers, secrets?: readonly string[]): void {
+    if (this.#state === 'open')
+      this.#upstreamHeaders = filterHeaders(headers, this.#forward, secrets)
   }
 
   commitHeaders(): Promise<void> {

@@ -3,14 +3,25 @@
  * only the headers that identify the client's request (request ids, processing time) and say
  * when to try again. Upstream account identifiers (`openai-organization`, `openai-project`,
  * `anthropic-organization-id`) are never passed on by default, and per-key rate-limit
- * budgets only when asked. Hop-by-hop headers, framing, encoding and cookies never pass,
- * whatever the policy.
+ * budgets only when asked. Hop-by-hop headers, framing, encoding, cookies and credentials never
+ * pass, whatever the policy; every value that does pass is redacted (the request's secrets by
+ * value, anything shaped like a key by shape).
  *
  * @module
  */
 
-/** Never passed on, under any policy: they describe this connection or this body, or set state. */
+import { redactText } from '../protocols/sanitize.js'
+
+/**
+ * Never passed on, under any policy: they describe this connection or this body, set state,
+ * or carry a credential (an upstream that echoes the key it was sent).
+ */
 const neverForwarded = new Set([
+  'authorization',
+  'x-api-key',
+  'x-goog-api-key',
+  'api-key',
+  'cookie',
   'connection',
   'keep-alive',
   'proxy-authenticate',
@@ -37,7 +48,9 @@ const neverForwarded = new Set([
  * - a function: called with each header's lower-case name and its value; `true` passes it on.
  *
  * Under every policy, hop-by-hop headers (and those the upstream's `connection` header names),
- * framing, encoding and cookies are dropped.
+ * framing, encoding, cookies and credential headers (`authorization`, `proxy-authorization`,
+ * `x-api-key`, `x-goog-api-key`, `api-key`) are dropped, and the values that pass are redacted:
+ * `x-request-id: req_<key>` goes out as `req_[redacted]`.
  *
  * @example { allow: [...forwardHeadersDefaults.allow, 'openai-model'], rateLimit: true }
  * @group Downstream
@@ -132,8 +145,15 @@ export function headerFilter(
   return (name) => names.has(name) || patterns.some((pattern) => pattern.test(name))
 }
 
-/** Applies a filter, after dropping what never passes (hop-by-hop, framing, cookies). */
-export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
+/**
+ * Applies a filter, after dropping what never passes (hop-by-hop, framing, cookies,
+ * credentials), and redacts each value that passes: `secrets` by value, keys by shape.
+ */
+export function filterHeaders(
+  headers: Headers,
+  filter: HeaderFilter,
+  secrets: readonly string[] = [],
+): Headers {
   // The headers the upstream's own `connection` header names (most answers have none, or
   // `keep-alive`, which is dropped anyway).
   const connection = headers.get('connection')
@@ -149,7 +169,7 @@ export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
   const out = new Headers()
   for (const [name, value] of headers) {
     if (neverForwarded.has(name) || named?.has(name) === true) continue
-    if (filter(name, value)) out.set(name, value)
+    if (filter(name, value)) out.set(name, redactText(value, secrets))
   }
   return out
 }
@@ -157,16 +177,22 @@ export function filterHeaders(headers: Headers, filter: HeaderFilter): Headers {
 /**
  * The upstream headers to pass on to the client under `policy` (by default
  * {@link forwardHeadersDefaults}: request ids, processing time, `retry-after`). Hop-by-hop
- * headers (including those the upstream's own `connection` header names), framing, encoding
- * and cookies are dropped under every policy. Throws a `TypeError` naming the field for a
- * malformed policy.
+ * headers (including those the upstream's own `connection` header names), framing, encoding,
+ * cookies and credential headers are dropped under every policy; every value passed on is
+ * redacted: each of `secrets` (the keys you sent) by value, anything shaped like a key by
+ * shape. Throws a `TypeError` naming the field for a malformed policy.
  *
  * @example
  * forwardableHeaders(upstream.headers) // x-request-id yes, openai-organization no
  * forwardableHeaders(upstream.headers, { rateLimit: true }) // plus x-ratelimit-*
+ * forwardableHeaders(upstream.headers, undefined, [key]) // x-request-id: req_[redacted]
  *
  * @group Downstream
  */
-export function forwardableHeaders(headers: Headers, policy?: ForwardHeadersPolicy): Headers {
-  return filterHeaders(headers, headerFilter(policy))
+export function forwardableHeaders(
+  headers: Headers,
+  policy?: ForwardHeadersPolicy,
+  secrets: readonly string[] = [],
+): Headers {
+  return filterHeaders(headers, headerFilter(policy), secrets)
 }

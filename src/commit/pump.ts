@@ -34,6 +34,7 @@ import {
   type PumpOptions,
   type PumpOutcome,
 } from './pump-policy.js'
+import { SecretBytes } from './secret-bytes.js'
 import type { TranslatorRun } from './translator.js'
 import { now, stallOf, type Watchdog, watchPump } from './watchdog.js'
 
@@ -123,7 +124,8 @@ class PumpRun {
   unwatch: () => void
   /** The upstream being read: a continuation's after a healed cut. */
   reader: FrameReader
-  readonly secrets: readonly string[] | undefined
+  /** The request's secrets (a continuation's key joins them): redacted from every write. */
+  readonly secrets: SecretBytes
   readonly translator: TranslatorRun | undefined
   readonly out: EndingWriter
 
@@ -140,8 +142,7 @@ class PumpRun {
     this.watchdog = watched.watchdog
     this.unwatch = watched.release
     this.reader = options.reader
-    this.secrets =
-      options.secrets !== undefined && options.secrets.length > 0 ? options.secrets : undefined
+    this.secrets = new SecretBytes(options.secrets ?? [])
     this.translator = startWholeStream(options, this.encoder, (bytes) =>
       this.send(gate.write(bytes)),
     )
@@ -158,23 +159,36 @@ class PumpRun {
     return this.options.gate.writePending ? this.watchdog.blocked(written) : written
   }
 
+  /**
+   * Bytes as the client may see them: an error frame's redacted by value and by shape (it may
+   * quote a key the library never saw), any other's by value when it holds a secret.
+   */
+  redacted(bytes: Uint8Array, error: boolean): Uint8Array {
+    const { secrets } = this
+    if (error) return redactBytes(bytes, secrets.secrets, true)
+    return secrets.any && secrets.in(bytes) ? redactBytes(bytes, secrets.secrets) : bytes
+  }
+
   async write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> {
     const { translator, secrets } = this
+    const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
     if (translator !== undefined) {
-      // Keep-alives are the relay's business, never the translator's; an error frame may
-      // quote a key, so the translator gets it redacted.
-      const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
+      // Keep-alives are the relay's business, never the translator's; what it is given is
+      // redacted, so what it writes quotes no key.
       this.frames++
       if (seen === 'keepalive') return
       const given =
-        seen === 'error' && secrets !== undefined ? redactedFrame(frame, secrets) : frame
+        seen === 'error'
+          ? redactedFrame(frame, secrets.secrets, true)
+          : secrets.any && secrets.in(frame.raw)
+            ? redactedFrame(frame, secrets.secrets)
+            : frame
       const waiting = translator.push(given)
       if (waiting !== undefined) await raceStop(waiting, this.stop)
       return
     }
     let bytes = this.encoder.encode(frame, kind)
-    if (kind === 'error' && bytes !== null && secrets !== undefined)
-      bytes = redactBytes(bytes, secrets)
+    if (bytes !== null) bytes = this.redacted(bytes, seen === 'error')
     if (bytes !== null && bytes.length > 0) await this.send(this.options.gate.write(bytes))
     this.frames++
   }
@@ -185,8 +199,11 @@ class PumpRun {
    */
   async writeRendered(bytes: Uint8Array): Promise<void> {
     await this.translator?.finish('fail')
-    this.encoder.sent(bytes)
-    await this.send(this.options.gate.write(bytes))
+    // An ending's message may quote the upstream's words (with a cut key's first characters).
+    const { secrets } = this.secrets
+    const out = secrets.length > 0 ? redactBytes(bytes, secrets) : bytes
+    this.encoder.sent(out)
+    await this.send(this.options.gate.write(out))
   }
 
   /**
@@ -289,10 +306,14 @@ class PumpRun {
     if (alive) watchdog.activity(arrived)
     const last =
       length === span.length ? span : new Uint8Array(span.buffer, span.byteOffset, length)
-    if (errors && secrets !== undefined) {
-      // An error frame may quote a key: the chunk goes out whole, redacted (rare, so a copy).
+    if (
+      errors ||
+      (secrets.any && (secrets.in(last) || before?.some((piece) => secrets.in(piece)) === true))
+    ) {
+      // A frame quotes a key, or is an error frame (which may quote one by shape): the chunk
+      // goes out whole, redacted (rare, so a copy).
       const joined = joinBytes([...(before ?? []), last])
-      return pushRaw(redactBytes(joined, secrets), gate, encoder, watchdog)
+      return pushRaw(this.redacted(joined, errors), gate, encoder, watchdog)
     }
     if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
     before.push(last)
@@ -342,7 +363,7 @@ class PumpRun {
   /** At the upstream's end the hot path hands over: a last frame may be one the end cut. */
   async framesToEnd(): Promise<PumpEnd> {
     const { tracker, gate } = this.options
-    const { encoder, secrets, reader } = this
+    const { encoder, reader } = this
     for (;;) {
       let frame: SseFrame | null
       try {
@@ -361,8 +382,7 @@ class PumpRun {
           await this.write(batch[index] as SseFrame, kinds[index])
         }
       } else {
-        let joined = joinRaw(batch)
-        if (secrets !== undefined && kinds.includes('error')) joined = redactBytes(joined, secrets)
+        const joined = this.redacted(joinRaw(batch), kinds.includes('error'))
         encoder.sentRaw(joined)
         await this.send(gate.write(joined))
         this.frames += batch.length

@@ -13,14 +13,17 @@
  */
 export const maxMessageLength = 500
 
+// A key may follow a letter-less joint (`req_sk-…`, `chatcmpl-AIza…`), never a letter or digit
+// (`task-…` is a word). Values stop at a backslash: inside a JSON string it starts an escape,
+// and redacting across it would break the JSON an error frame carries.
 const secretPatterns: readonly RegExp[] = [
-  // Provider API keys: OpenAI/Anthropic style `sk-…`, Google `AIza…`.
-  /\bsk-[A-Za-z0-9_-]{8,}/g,
-  /\bAIza[0-9A-Za-z_-]{20,}/g,
+  // Provider API keys: OpenAI/Anthropic style `sk-…` (`sk-proj-…`, `sk-ant-…`), Google `AIza…`.
+  /(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}/g,
+  /(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{20,}/g,
   // Bearer tokens and key-like query parameters.
-  /\b(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi,
-  /([?&](?:key|api[_-]?key|token|access_token)=)[^&\s"']+/gi,
-  /("?(?:api[_-]?key|x-api-key|authorization|x-goog-api-key)"?\s*[:=]\s*"?)[^"\s,}]{8,}/gi,
+  /\b(Bearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}/gi,
+  /([?&](?:key|api[_-]?key|token|access_token)=)[^&\s"'\\]+/gi,
+  /("?(?:api[_-]?key|x-api-key|authorization|x-goog-api-key)"?\s*[:=]\s*"?)[^"\s,}\\]{8,}/gi,
 ]
 
 /**
@@ -39,13 +42,13 @@ export function redactSecrets(text: string): string {
 }
 
 /** The shortest secret redacted by value: a shorter one would blank out ordinary words. */
-const minRedactedLength = 6
+export const minRedactedLength = 6
 
 /** A cut message may end in the first characters of a secret: this many or more are redacted. */
 const minRedactedPrefix = 4
 
 /** How a secret may appear in a body: as it is, and escaped inside a JSON string. */
-function formsOf(secret: string): readonly string[] {
+export function formsOf(secret: string): readonly string[] {
   const json = JSON.stringify(secret).slice(1, -1)
   return json === secret ? [secret] : [secret, json]
 }
@@ -71,6 +74,15 @@ export function redactValues(text: string, secrets: readonly string[]): string {
     if (out.endsWith('…')) out = redactCutTail(out, secret)
   }
   return out
+}
+
+/**
+ * Text as it may leave the library: every one of `secrets` redacted by value
+ * ({@link redactValues}), then anything shaped like a credential ({@link redactSecrets}).
+ * Error text, forwarded header values and an answer's id and model all go through it.
+ */
+export function redactText(text: string, secrets: readonly string[]): string {
+  return redactSecrets(redactValues(text, secrets))
 }
 
 /** A message cut inside a secret: its tail before the ellipsis is the secret's start. */

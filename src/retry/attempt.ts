@@ -7,7 +7,9 @@
 
 import { now } from '../call-safely.js'
 import { deliverOn } from '../commit/deliver.js'
+import { redactBytes } from '../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
+import { SecretBytes } from '../commit/secret-bytes.js'
 import { StreamTimeoutError } from '../errors.js'
 import type { KeyLease, KeyOutcome } from '../key-pool/types.js'
 import { parseObject } from '../protocols/common.js'
@@ -420,7 +422,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   // The streaming attempt's clocks go on in the peek, with what is left of them.
   sent.clear()
   // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
-  if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers)
+  if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers, input.secrets)
   let beaten = false
   const delivered = await deliverOn({
     gate,
@@ -438,7 +440,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     claim: () => {
       beaten = input.claim?.() === false
       if (beaten) return false
-      gate.setUpstreamHeaders(response.headers)
+      gate.setUpstreamHeaders(response.headers, input.secrets)
       return true
     },
     onCommit: () => {
@@ -476,6 +478,11 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
   }
 }
 
+/** A whole answer's bytes with every secret redacted by value; the same bytes when none is in them. */
+function redactAnswer(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
+  return new SecretBytes(secrets).in(bytes) ? redactBytes(bytes, secrets) : bytes
+}
+
 const noStalls = (thresholdMs: number): StallStats =>
   Object.freeze({ count: 0, totalMs: 0, longestMs: 0, thresholdMs })
 
@@ -511,12 +518,13 @@ async function answerWhole(
   commitLease(input.lease)
   input.onCommit()
   const { gate } = input
-  gate.setUpstreamHeaders(response.headers)
+  gate.setUpstreamHeaders(response.headers, input.secrets)
   let end: PumpEnd = { kind: 'completed' }
   try {
     await gate.answer(
       status,
-      read.bytes,
+      // An answer may quote the key it was asked with (in its id): redacted by value.
+      input.secrets === undefined ? read.bytes : redactAnswer(read.bytes, input.secrets),
       response.headers.get('content-type') ?? 'application/json',
     )
   } catch (error) {

@@ -1,6 +1,7 @@
 import { failBeforeContent } from '../commit/endings.js'
 import { isStreamBoundaryError, isUserCodeError } from '../errors.js'
 import { errorBodyFor, parseObject } from '../protocols/common.js'
+import { redactText } from '../protocols/sanitize.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
@@ -69,7 +70,8 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
   const asItWas = upstream !== undefined && (client === undefined || client === run.last?.adapter)
   const headers = new Headers()
   for (const [name, value] of upstream?.headers ?? []) {
-    if (passedHeaders.test(name)) headers.set(name, value)
+    // A request id may quote the key (`req_<key>`): by value and by shape, like any header.
+    if (passedHeaders.test(name)) headers.set(name, redactText(value, run.secrets))
   }
   setRetryHeaders(headers, verdict.status, retryAfterMs)
   const status = upstream?.status ?? verdict.status

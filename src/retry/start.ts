@@ -6,7 +6,8 @@
  */
 
 import type { KeyLease } from '../key-pool/types.js'
-import { redactValues } from '../protocols/sanitize.js'
+import type { ResponseIdentity } from '../protocols/identity.js'
+import { redactText, redactValues } from '../protocols/sanitize.js'
 import type { TokenUsage } from '../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
 import type { FailureReason } from './classify.js'
@@ -136,12 +137,31 @@ function attemptRecord(
 }
 
 /**
+ * An answer's id and model as the outcome and spans carry them: an upstream may put the key
+ * it was sent in either, so both are redacted by value and by shape.
+ */
+function redactIdentity(identity: ResponseIdentity, secrets: readonly string[]): ResponseIdentity {
+  const { id, model } = identity
+  return {
+    ...(id === undefined ? {} : { id: redactText(id, secrets) }),
+    ...(model === undefined ? {} : { model: redactText(model, secrets) }),
+  }
+}
+
+/**
  * A failed attempt's words with every credential of the request redacted by value: its
  * reason, its error and the upstream's error body, before any of them is recorded, given to
- * a hook or written to the client.
+ * a hook or written to the client; a committed attempt's answer id and model
+ * ({@link redactIdentity}).
  */
 function redactResult(result: AttemptResult, secrets: readonly string[]): AttemptResult {
-  if (result.kind === 'committed' || secrets.length === 0) return result
+  if (result.kind === 'committed') {
+    const { response } = result
+    return response === undefined
+      ? result
+      : { ...result, response: redactIdentity(response, secrets) }
+  }
+  if (secrets.length === 0) return result
   const { verdict, upstream } = result
   const error = verdict.error
   return {

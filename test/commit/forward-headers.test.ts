@@ -18,6 +18,12 @@ const upstream: readonly (readonly [family: string, name: string, value: string]
   ['request id', 'openai-processing-ms', '412'],
   ['retry hint', 'retry-after', '3'],
   ['cookie', 'set-cookie', '__cf_bm=abc; path=/; HttpOnly'],
+  ['cookie', 'cookie', 'session=abc'],
+  ['credential', 'authorization', 'Bearer gw-echoed-0123456789'],
+  ['credential', 'x-api-key', 'gw-echoed-0123456789'],
+  ['credential', 'x-goog-api-key', 'gw-echoed-0123456789'],
+  ['credential', 'api-key', 'gw-echoed-0123456789'],
+  ['credential', 'proxy-authorization', 'Basic Z3c6ZWNob2Vk'],
   ['hop-by-hop', 'connection', 'keep-alive, x-hop'],
   ['hop-by-hop', 'keep-alive', 'timeout=5'],
   ['hop-by-hop', 'transfer-encoding', 'chunked'],
@@ -83,9 +89,9 @@ const expectations: readonly {
   { policy: 'none', label: "'none'", passes: [] },
   {
     policy: () => true,
-    label: 'a function allowing everything (still no cookies, hop-by-hop or framing)',
+    label: 'a function allowing everything (still no cookies, credentials, hop-by-hop or framing)',
     passes: upstream
-      .filter(([family]) => !['cookie', 'hop-by-hop', 'framing'].includes(family))
+      .filter(([family]) => !['cookie', 'credential', 'hop-by-hop', 'framing'].includes(family))
       .map(([, name]) => name),
   },
 ]
@@ -107,6 +113,27 @@ describe('forwardableHeaders', () => {
     for (const [family, name] of upstream) {
       if (family === 'account id' || family === 'rate limit') expect(out.has(name)).toBe(false)
     }
+  })
+
+  it('redacts each value it passes on: the given secrets by value, keys by shape', () => {
+    const secret = 'gw-key-0123456789'
+    const out = forwardableHeaders(
+      new Headers({
+        'x-request-id': `req_${secret}`,
+        'request-id': 'req_sk-proj-abcdefghijklmnop',
+        'x-trace': `id=AIza${'x'.repeat(35)}`,
+        'cf-ray': 'task-abcdefghijkl',
+      }),
+      () => true,
+      [secret],
+    )
+    expect(Object.fromEntries(out)).toEqual({
+      'x-request-id': 'req_[redacted]',
+      'request-id': 'req_[redacted]',
+      'x-trace': 'id=[redacted]',
+      // A word that ends in `sk-` is no key.
+      'cf-ray': 'task-abcdefghijkl',
+    })
   })
 
   it('hands a function policy each lower-case name with its value', () => {
@@ -187,6 +214,19 @@ describe('createCommitGate({ forwardHeaders })', () => {
     ])
     expect(head['x-request-id']).toBeUndefined()
     expect(head['openai-organization']).toBeUndefined()
+  })
+
+  it('redacts the secrets it is given by value from the upstream headers it sends', async () => {
+    const sink = createRecordingSink()
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    gate.setUpstreamHeaders(new Headers({ 'x-request-id': 'req_leased-key-0123' }), [
+      'leased-key-0123',
+    ])
+    await gate.write(utf8('data: x\n\n'))
+    await gate.close()
+    const head = sink.events[0]
+    if (head?.type !== 'head') throw new Error('no head was sent')
+    expect(head.headers.get('x-request-id')).toBe('req_[redacted]')
   })
 
   it('rejects a malformed policy when the gate is created', () => {

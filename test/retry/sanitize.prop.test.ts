@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { maxMessageLength, sanitizeMessage } from '../../src/advanced.js'
+import { maxMessageLength, redactSecrets, sanitizeMessage } from '../../src/advanced.js'
 import { runs } from '../support/runs.js'
 
 const numRuns = runs(500)
@@ -89,5 +89,35 @@ describe('sanitizeMessage examples', () => {
     expect(out.length).toBeLessThanOrEqual(maxMessageLength)
     expect(out).not.toMatch(forbidden)
     expect(out.endsWith('…')).toBe(true)
+  })
+})
+
+describe('redactSecrets on an error frame', () => {
+  const json = fc.oneof(
+    fc.string({ maxLength: 20 }),
+    secret,
+    fc.constantFrom('\\', '"', '\\"', '?key=', '&api_key=', 'api_key: ', '"api_key":"', 'req_'),
+  )
+  it('keeps the JSON of an error frame valid and its secret-looking tokens gone, whatever the message quotes', () => {
+    fc.assert(
+      fc.property(fc.array(json, { maxLength: 8 }), (parts) => {
+        const message = parts.join('')
+        const frame = JSON.stringify({ error: { type: 'server_error', message } })
+        const redacted = redactSecrets(frame)
+        const parsed = JSON.parse(redacted) as { error: { type: string; message: string } }
+        expect(parsed.error.type).toBe('server_error')
+        for (const pattern of secretLike) expect(parsed.error.message).not.toMatch(pattern)
+      }),
+      { numRuns },
+    )
+  })
+
+  it('finds a key after an underscore, and leaves a word ending in sk- alone', () => {
+    expect(redactSecrets('req_sk-proj-abcdefghijkl id_AIza0123456789abcdefghijklmnop')).toBe(
+      'req_[redacted] id_[redacted]',
+    )
+    expect(redactSecrets('task-abcdefghijkl desk-0123456789')).toBe(
+      'task-abcdefghijkl desk-0123456789',
+    )
   })
 })

@@ -369,8 +369,10 @@ serve({
     expect(streamed).toBe(answer)
     const whole = await anthropic.messages.create(request)
     expect(whole.content[0]?.type === 'text' ? whole.content[0].text : '').toBe(answer)
+    const sentBefore = upstream.requests.length
     const bad = await post(`${gateway.url}/v1/messages`, ['{"model":'])
     expect(bad.status).toBe(400)
+    expect(upstream.requests).toHaveLength(sentBefore)
     expect(JSON.parse(bad.body)).toMatchObject({
       type: 'error',
       error: { type: 'invalid_request_error' },

@@ -10,26 +10,7 @@ import { Frame, type SseFrame } from '../sse/frame.js'
 import { encode, field } from './common.js'
 import type { UpstreamRequest } from './types.js'
 
-/**
- * What the client already received of the answer when the upstream was cut: the adapter
- * builds the continuation request from it.
- *
- * @group Protocols
- */
-export interface ContinuationReceived {
-  /** Every character of answer text the client got, in order (its open text block last). */
-  readonly text: string
-}
-
-/**
- * Turns the frames of one continuation stream into frames of the client's stream: the
- * continuation's preamble is dropped, its deltas continue the client's open block with the
- * client's indices and ids, and its terminal ends the client's message. Made once per
- * continuation by {@link StreamAdapter.spliceContinuation}; it may keep state.
- *
- * @group Protocols
- */
-export type ContinuationSplice = (frame: SseFrame) => readonly SseFrame[]
+export type { ContinuationReceived, ContinuationSplice } from './types.js'
 
 /** A frame of the library's own making, from its text. */
 export function frameOf(text: string): SseFrame {

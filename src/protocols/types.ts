@@ -6,8 +6,6 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
-import type { ContinuationReceived, ContinuationSplice } from './continuation.js'
-import type { TokenUsage } from './usage.js'
 
 /**
  * Why an answer ended, normalised across protocols.
@@ -324,3 +322,44 @@ export interface StreamAdapter {
   /** The collected reasoning as visible text, for the thinking-only fallback (no end frames). */
   renderReasoningAsText(state: RenderState): Uint8Array
 }
+
+/**
+ * Tokens an upstream said an answer used. Every field is what the protocol reported, when it
+ * reported it: nothing is estimated. `outputTokens` includes reasoning tokens in every
+ * protocol (Gemini's `thoughtsTokenCount` is added to its `candidatesTokenCount`).
+ *
+ * @group Peek and classify
+ */
+export interface TokenUsage {
+  /** Input (prompt) tokens, cached ones included. */
+  readonly inputTokens?: number
+  /** Output (completion) tokens, reasoning included. */
+  readonly outputTokens?: number
+  /** Input tokens read from the provider's prompt cache. */
+  readonly cachedInputTokens?: number
+  /** Input tokens written to the provider's prompt cache (Anthropic). */
+  readonly cacheCreationInputTokens?: number
+  /** Output tokens spent on reasoning, when the protocol says. */
+  readonly reasoningTokens?: number
+}
+
+/**
+ * What the client already received of the answer when the upstream was cut: the adapter
+ * builds the continuation request from it.
+ *
+ * @group Protocols
+ */
+export interface ContinuationReceived {
+  /** Every character of answer text the client got, in order (its open text block last). */
+  readonly text: string
+}
+
+/**
+ * Turns the frames of one continuation stream into frames of the client's stream: the
+ * continuation's preamble is dropped, its deltas continue the client's open block with the
+ * client's indices and ids, and its terminal ends the client's message. Made once per
+ * continuation by {@link StreamAdapter.spliceContinuation}; it may keep state.
+ *
+ * @group Protocols
+ */
+export type ContinuationSplice = (frame: SseFrame) => readonly SseFrame[]

@@ -7,27 +7,9 @@
  */
 
 import { field } from './common.js'
-import type { FrameVerdict } from './types.js'
+import type { FrameVerdict, TokenUsage } from './types.js'
 
-/**
- * Tokens an upstream said an answer used. Every field is what the protocol reported, when it
- * reported it: nothing is estimated. `outputTokens` includes reasoning tokens in every
- * protocol (Gemini's `thoughtsTokenCount` is added to its `candidatesTokenCount`).
- *
- * @group Peek and classify
- */
-export interface TokenUsage {
-  /** Input (prompt) tokens, cached ones included. */
-  readonly inputTokens?: number
-  /** Output (completion) tokens, reasoning included. */
-  readonly outputTokens?: number
-  /** Input tokens read from the provider's prompt cache. */
-  readonly cachedInputTokens?: number
-  /** Input tokens written to the provider's prompt cache (Anthropic). */
-  readonly cacheCreationInputTokens?: number
-  /** Output tokens spent on reasoning, when the protocol says. */
-  readonly reasoningTokens?: number
-}
+export type { TokenUsage } from './types.js'
 
 /** A count: a non-negative safe integer, else nothing. */
 function count(value: unknown): number | undefined {

@@ -26,18 +26,9 @@ import {
   statedEof,
   usageIsCounts,
 } from './conformance.js'
+import type { RunParameters, StreamSample } from './samples.js'
 
-/**
- * A stream for the harness: bytes, optionally with the EOF class it must end as.
- *
- * @group Conformance
- */
-export type StreamSample =
-  | Uint8Array
-  | {
-      readonly bytes: Uint8Array
-      readonly eof?: 'completed' | 'partial' | 'thinking-only' | 'error-only' | 'empty'
-    }
+export type { StreamSample } from './samples.js'
 
 /**
  * Options of {@link checkAdapter}. An unknown key is a `TypeError` naming it.
@@ -143,14 +134,6 @@ const optionNames: Record<keyof CheckAdapterOptions, true> = {
   seed: true,
   path: true,
   property: true,
-}
-
-/** What fast-check is run with, for every property. */
-export interface RunParameters {
-  readonly numRuns: number
-  readonly seed?: number
-  readonly path?: string
-  readonly endOnFailure: boolean
 }
 
 interface NormalizedOptions {

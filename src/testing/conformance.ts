@@ -27,7 +27,7 @@ import {
   sseStream,
   wrongShapeMessage,
 } from './arbitraries.js'
-import type { RunParameters, StreamSample } from './check-adapter.js'
+import type { RunParameters, StreamSample } from './samples.js'
 
 const decoder = new TextDecoder()
 

@@ -7,7 +7,7 @@
  */
 
 import fc from 'fast-check'
-import { concatBytes, lineText } from './arbitraries.js'
+import { concatBytes, lineText } from './streams.js'
 
 const encoder = new TextEncoder()
 

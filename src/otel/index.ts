@@ -8,7 +8,7 @@
  * per request, a child span per attempt with its real start and duration, and the metrics.
  * Nothing runs per frame.
  *
- * @module
+ * @module stream-boundary/otel
  */
 
 import {

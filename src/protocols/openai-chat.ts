@@ -48,9 +48,20 @@ const reasons: Readonly<Record<string, TerminalReason>> = {
   error: 'error',
 }
 
+/**
+ * The error of a data frame whose `error` is truthy but no object (`"upstream failed"`,
+ * `true`): the `openai` SDK raises an `APIError` on any truthy `error` (`if (data &&
+ * data.error)`), in Chat and Responses alike, so it is an error frame whatever its shape.
+ */
+export function openaiScalarError(value: unknown): ErrorVerdict {
+  const message = typeof value === 'string' ? value : JSON.stringify(value)
+  return { kind: 'error', error: upstreamError('upstream_error', message) }
+}
+
 function chatError(body: Record<string, unknown>): ErrorVerdict | undefined {
   const error = body.error
-  if (typeof error !== 'object' || error === null) return undefined
+  if (!error) return undefined
+  if (typeof error !== 'object') return openaiScalarError(error)
   const code = field(error, 'code')
   const codeText = typeof code === 'string' ? code : null
   const status = typeof code === 'number' ? code : null
@@ -204,7 +215,8 @@ function chunk(
  *   `finish_reason` is both text and terminal.
  * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
  *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
- * - A data frame with an `error` object is an error, even with `finish_reason: "error"`.
+ * - A data frame whose `error` is truthy is an error (the SDK raises on it), even with
+ *   `finish_reason: "error"`: an `error` object, or a string or `true` as some servers send.
  *
  * Rendered error: a chunk holding only an `error` object, with no `[DONE]` after it (the
  * official SDK raises it as an `APIError`). Rendered stop: a `finish_reason` chunk, then `[DONE]`.

@@ -122,6 +122,11 @@ function inspectChunk(body: Record<string, unknown>): FrameVerdict {
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
 }
 
+/** Where the `openai` SDK stops reading a stream: `if (sse.data.startsWith('[DONE]'))`. */
+export function endsAtDone(frame: SseFrame): boolean {
+  return frame.data?.startsWith('[DONE]') === true
+}
+
 /** The same body with streaming off (and its stream-only options dropped). */
 export function withoutStreaming(request: UpstreamRequest): UpstreamRequest {
   const { stream_options: _dropped, ...body } = request.body
@@ -212,7 +217,8 @@ function chunk(
  * The OpenAI Chat Completions adapter.
  *
  * - `[DONE]` and a chunk with a `finish_reason` are terminal; a chunk carrying content and a
- *   `finish_reason` is both text and terminal.
+ *   `finish_reason` is both text and terminal. `[DONE]` is also where the SDK stops reading
+ *   (`clientEndsAt`): the relay writes nothing after it.
  * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
  *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
  * - A data frame whose `error` is truthy is an error (the SDK raises on it), even with
@@ -241,6 +247,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
     const raw = frame.raw
     return startsWith(raw, dataObject) && endsWithObject(raw) && findNeedles(raw, quickKeys) === 1
   },
+  clientEndsAt: endsAtDone,
   renderError(error: RenderableError): Uint8Array {
     return encode(sseFrameText(openaiErrorBody(error)))
   },

@@ -19,7 +19,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
-import { openaiErrorBody, openaiScalarError, withoutStreaming } from './openai-chat.js'
+import { endsAtDone, openaiErrorBody, openaiScalarError, withoutStreaming } from './openai-chat.js'
 import { bearerCredential, fitTopLevelBudget, pathEndsWith, streamFlagInBody } from './request.js'
 import type {
   ErrorVerdict,
@@ -253,6 +253,8 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   quickOutput(frame: SseFrame): boolean {
     return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
   },
+  // Not the protocol's end, but the SDK's all the same: it shares Chat's stream reader.
+  clientEndsAt: endsAtDone,
   renderError(error: RenderableError, state?: RenderState): Uint8Array {
     const { type, message, code } = renderable(error)
     return encode(

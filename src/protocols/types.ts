@@ -242,7 +242,7 @@ export interface StreamAdapter {
    * events: the `openai` SDK ends its stream at data starting with `[DONE]` (Chat and
    * Responses alike) and ignores every byte after it. The relay writes nothing after that
    * frame, and the chaos judge reads no further. Without it, a stream ends at its body's end.
-   * After commit the relay asks it only of frames `inspect` calls `terminal` or `error` (an
+   * On its hot path the relay asks it only of frames `inspect` calls `terminal` or `error` (an
    * output delta is never decoded for it): an end marker must be one of those.
    */
   clientEndsAt?(frame: SseFrame): boolean

@@ -167,16 +167,40 @@ export function portOpen(url: string): Promise<boolean> {
   })
 }
 
-/** Resolves once `url`'s host and port accept a TCP connection; rejects after `timeoutMs`. */
-export async function waitForPort(url: string, timeoutMs: number): Promise<void> {
+/** How the command ended, in words: `exit code 3`, `signal SIGKILL`, `failed to start`. */
+export function exitWords(exit: number | string): string {
+  return typeof exit === 'number'
+    ? `exit code ${exit}`
+    : exit.startsWith('SIG')
+      ? `signal ${exit}`
+      : exit
+}
+
+/**
+ * Resolves once `url`'s host and port accept a TCP connection; rejects after `timeoutMs`, or
+ * as soon as the gateway the command started exits: its exit code says why nothing listens,
+ * where waiting out the bound would only say that nothing did.
+ */
+export async function waitForPort(
+  url: string,
+  timeoutMs: number,
+  gateway?: Pick<GatewayProcess, 'exited' | 'exitWithin'>,
+): Promise<void> {
   const { hostname, port, protocol } = new URL(url)
   const host = hostname.replace(/^\[|\]$/g, '')
   const portNumber = Number(port || (protocol === 'https:' ? 443 : 80))
   const deadline = performance.now() + timeoutMs
   for (;;) {
     if (await portOpen(url)) return
+    const exit = gateway?.exited()
+    if (exit !== undefined)
+      throw new Error(
+        `the gateway exited (${exitWords(exit)}) before ${host}:${portNumber} accepted a connection`,
+      )
     if (performance.now() > deadline)
       throw new Error(`the target ${host}:${portNumber} accepted no connection in ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    // A gateway's exit ends the wait at once.
+    if (gateway === undefined) await new Promise((resolve) => setTimeout(resolve, 100))
+    else await gateway.exitWithin(100)
   }
 }

@@ -107,8 +107,20 @@ async function readSse(body: Uint8Array, adapter: StreamAdapter): Promise<Read> 
     // The official SDKs act on whole frames with data only (a frame the body's end cut is
     // dropped, as the SSE spec says), and Anthropic's on known events only: an HTML page or
     // bare JSON sent as an event stream, or a cut last frame, is no error event to them.
-    if (!frame.terminated || frame.data === undefined || adapter.clientIgnores?.(frame) === true)
+    // An event without data is one too (Anthropic's SDK raises on a bare `event: error`).
+    if (
+      !frame.terminated ||
+      (frame.data === undefined && frame.event === undefined) ||
+      adapter.clientIgnores?.(frame) === true
+    )
       continue
+    if (adapter.clientEndsAt?.(frame) === true) {
+      // The SDK reads no further and raises nothing here: the end marker counts as the
+      // protocol reads it (Chat's `[DONE]` is its end event), unless the protocol has no such
+      // marker and would call it a malformed frame (Responses).
+      if (adapter.inspect(frame).kind !== 'error') tracker.observe(frame)
+      break
+    }
     const verdict = tracker.observe(frame)
     if (verdict.kind === 'text' || verdict.kind === 'refusal') read.text += verdict.text
     else if (verdict.kind === 'reasoning') read.reasoning += verdict.text

@@ -18,6 +18,7 @@ import type { ChaosOptions } from './args.js'
 import { type ClientRun, runClient } from './client.js'
 import { buildClientRequest, protocolAdapters } from './client-request.js'
 import {
+  exitWords,
   type GatewayProcess,
   portOpen,
   startGatewayProcess,
@@ -187,13 +188,20 @@ interface Harness {
   readonly gateway: GatewayProcess | undefined
 }
 
+/** The last lines of the gateway's output (its own error, when it died), as a message's tail. */
+function lastLinesOf(output: string): string {
+  return output === ''
+    ? ''
+    : `\ngateway output (last lines):\n${output.split('\n').slice(-20).join('\n')}`
+}
+
 /** Stops the run when the started gateway exited: nothing after would be its answer. */
 function checkGateway(harness: Harness): void {
   const exit = harness.gateway?.exited()
   if (exit === undefined) return
   const output = redactSecrets(harness.gateway?.output().trim() ?? '')
   throw new TargetUnreachableError(
-    `the gateway exited mid-run (${typeof exit === 'number' ? `exit code ${exit}` : exit})${output ? `\ngateway output (last lines):\n${output.split('\n').slice(-20).join('\n')}` : ''}`,
+    `the gateway exited mid-run (${exitWords(exit)})${lastLinesOf(output)}`,
   )
 }
 
@@ -538,12 +546,10 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
       log(`gateway: started pid ${gateway.pid}: ${redactCommand(command)}`)
     }
     try {
-      await waitForPort(options.target, options.startTimeoutMs)
+      await waitForPort(options.target, options.startTimeoutMs, gateway)
     } catch (error) {
       const output = redactSecrets(gateway?.output().trim() ?? '')
-      throw new TargetUnreachableError(
-        `${(error as Error).message}${output ? `\ngateway output:\n${output}` : ''}`,
-      )
+      throw new TargetUnreachableError(`${(error as Error).message}${lastLinesOf(output)}`)
     }
     const harness: Harness = {
       options,

@@ -59,6 +59,8 @@ export interface HealingRun {
   write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void>
   arrived(): number
   atEof(cut?: boolean): Promise<PumpEnd>
+  /** Ends at the client's end of the stream (`clientEndsAt`), releasing the rest of the body. */
+  atClientEnd(): Promise<PumpEnd>
   afterReadFailure(error: unknown): Promise<PumpEnd>
 }
 
@@ -139,5 +141,7 @@ async function pumpContinued(
     if (whole === null) return run.atEof(frame !== null)
     run.arrived()
     if (!(await emit(whole))) return told()
+    // Nothing after the client's end (Chat's `[DONE]`) is read or written.
+    if (tracker.adapter.clientEndsAt?.(whole) === true) return run.atClientEnd()
   }
 }

@@ -56,8 +56,17 @@ function recordGap(
 }
 
 /**
- * The frame just read and those that came in the same upstream chunk, observed in order: they
- * go out in one write, as a byte pipe's would. `alive` runs for each frame not a keep-alive.
+ * Whether `frame` (of verdict `kind`) is where the client's reading of the upstream's protocol
+ * ends (`clientEndsAt`: Chat's `[DONE]`): nothing after it is written. Only an end or an error
+ * is asked, so the hot path's output deltas are never decoded for it.
+ */
+function endsClient(tracker: StreamTracker, frame: SseFrame, kind: FrameVerdict['kind']): boolean {
+  return (kind === 'terminal' || kind === 'error') && tracker.adapter.clientEndsAt?.(frame) === true
+}
+
+/**
+ * The frame just read and those that came in the same upstream chunk, observed in order, up
+ * to the client's end: they go out in one write, as a byte pipe's would.
  */
 function takeBatch(
   first: SseFrame,
@@ -65,7 +74,7 @@ function takeBatch(
   tracker: StreamTracker,
   watchdog: Watchdog,
   arrived: number,
-): { batch: SseFrame[]; kinds: FrameVerdict['kind'][] } {
+): { batch: SseFrame[]; kinds: FrameVerdict['kind'][]; clientEnded: boolean } {
   const batch: SseFrame[] = []
   const kinds: FrameVerdict['kind'][] = []
   for (let frame: SseFrame | null = first; frame !== null; ) {
@@ -73,6 +82,7 @@ function takeBatch(
     if (kind !== 'keepalive') watchdog.activity(arrived)
     batch.push(frame)
     kinds.push(kind)
+    if (endsClient(tracker, frame, kind)) return { batch, kinds, clientEnded: true }
     try {
       frame = reader.takeBuffered()
     } catch {
@@ -80,8 +90,14 @@ function takeBatch(
       frame = null
     }
   }
-  return { batch, kinds }
+  return { batch, kinds, clientEnded: false }
 }
+
+/**
+ * What the hot path's `take` rejects with once the client's end went out: the read stops there
+ * and the pump ends as at the upstream's end (`atClientEnd`).
+ */
+const clientEndWritten: unique symbol = Symbol('client end written')
 
 /**
  * Pumps a committed stream to its end: the peeked frames, then every further frame as its
@@ -116,6 +132,8 @@ class PumpRun {
   readonly bytesAtStart: number
   readonly stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number }
   eof: EofClass | null = null
+  /** The hot path wrote the client's end (`clientEndsAt`): it reads no further. */
+  clientEnded = false
   /** When the previous upstream chunk arrived, for the stall gaps. */
   previous = 0
   // Replaced when a continuation restarts the clocks (a fired idle clock stopped them).
@@ -238,6 +256,18 @@ class PumpRun {
     return endAtEof(this.out, tracker, this.eof, this.policy, cut)
   }
 
+  /**
+   * The client's end went out (Chat's `[DONE]`): the stream ends as at the upstream's end, at
+   * once. What the upstream still sends is read and dropped for a moment, so a body that ends
+   * right after (as most do) is read to its end and its connection stays reusable; one that
+   * holds or keeps sending is cancelled.
+   */
+  async atClientEnd(): Promise<PumpEnd> {
+    const end = await this.atEof()
+    await dropRest(this.reader)
+    return end
+  }
+
   /** A cut after output, healed by a continuation when the relay has one (invariant 20). */
   heal(cause: PumpErrorCause): Promise<PumpEnd | undefined> | undefined {
     const { continuation } = this.options
@@ -284,6 +314,7 @@ class PumpRun {
       const kind = tracker.observeCommitted(view.point(raw))
       if (kind !== 'keepalive') alive = true
       if (kind === 'error') errors = true
+      this.clientEnded = endsClient(tracker, view, kind)
       this.frames++
       if (length === 0 && raw === span) {
         // The chunk's first frame (often its only one): nothing to compare.
@@ -296,6 +327,7 @@ class PumpRun {
         span = raw
         length = raw.length
       }
+      if (this.clientEnded) break
       try {
         raw = fast.takeBufferedRaw()
       } catch {
@@ -320,6 +352,12 @@ class PumpRun {
     return pushSpans(before, gate, encoder, watchdog)
   }
 
+  /** Once the chunk holding the client's end is out, the hot path stops (`take` fails with a marker). */
+  stopAtClientEnd(pushed: Promise<void> | undefined): Promise<void> | undefined {
+    if (!this.clientEnded) return pushed
+    return (pushed ?? Promise.resolve()).then(() => Promise.reject(clientEndWritten))
+  }
+
   /** The peeked frames, then the hot path, then frame by frame to the end. */
   async run(): Promise<PumpEnd> {
     const { options, reader } = this
@@ -328,6 +366,8 @@ class PumpRun {
       // A peeked frame the body's end cut (the last one) goes out whole, or not at all.
       const whole = frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
       if (whole !== null) await this.write(whole)
+      if (whole !== null && tracker.adapter.clientEndsAt?.(whole) === true)
+        return this.atClientEnd()
     }
     this.previous = now()
     const fast = this.encoder.raw ? rawFrameReader(reader) : undefined
@@ -335,11 +375,16 @@ class PumpRun {
       // The hot path: the reader hands each chunk's frames over where the chunk lands.
       let ended: { readonly failed: unknown } | null
       try {
-        ended = await fast.pumpRaw(this.stop, (raw) => this.relayChunk(fast, raw))
+        ended = await fast.pumpRaw(this.stop, (raw) =>
+          this.stopAtClientEnd(this.relayChunk(fast, raw)),
+        )
       } catch (error) {
         return this.afterReadFailure(error)
       }
-      if (ended !== null) throw ended.failed
+      if (ended !== null) {
+        if (ended.failed === clientEndWritten) return this.atClientEnd()
+        throw ended.failed
+      }
     }
     return this.framesToEnd()
   }
@@ -376,7 +421,13 @@ class PumpRun {
         frame === null || frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
       if (whole === null) return this.atEof(frame !== null)
       const arrived = this.arrived()
-      const { batch, kinds } = takeBatch(whole, reader, tracker, this.watchdog, arrived)
+      const { batch, kinds, clientEnded } = takeBatch(
+        whole,
+        reader,
+        tracker,
+        this.watchdog,
+        arrived,
+      )
       if (batch.length === 1 || !encoder.raw) {
         for (let index = 0; index < batch.length; index++) {
           await this.write(batch[index] as SseFrame, kinds[index])
@@ -387,6 +438,7 @@ class PumpRun {
         await this.send(gate.write(joined))
         this.frames += batch.length
       }
+      if (clientEnded) return this.atClientEnd()
     }
   }
 
@@ -402,6 +454,27 @@ class PumpRun {
     await this.reader.cancel(error).catch(() => {})
     throw error
   }
+}
+
+/** How long, and how many bytes, the rest of an upstream body after the client's end is read. */
+const dropRestMs = 250
+const dropRestBytes = 64 * 1024
+
+/** Reads the rest of `reader` for a moment and drops it (see `atClientEnd`); cancels what is left. */
+async function dropRest(reader: FrameReader): Promise<void> {
+  const stop = new AbortController()
+  const timer = setTimeout(() => stop.abort(), dropRestMs)
+  const start = reader.bytesRead
+  try {
+    while (!reader.done && reader.bytesRead - start <= dropRestBytes) {
+      if ((await nextOn(reader, stop.signal)) === null) break
+    }
+  } catch {
+    // A stall, a failure or a frame too large: the rest is cancelled below.
+  } finally {
+    clearTimeout(timer)
+  }
+  if (!reader.done) await reader.cancel().catch(() => {})
 }
 
 /** {@link pump} with its policy already checked (`deliver` checks it before the peek). */

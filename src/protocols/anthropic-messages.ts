@@ -154,6 +154,12 @@ function anthropicError(body: Record<string, unknown>): ErrorVerdict | undefined
   return { kind: 'error', error: upstreamError(type, stringField(error, 'message'), null, null) }
 }
 
+/** An `event: error` that says nothing more (no data, or data without an `error` object). */
+const errorEventWithoutDetail: ErrorVerdict = Object.freeze({
+  kind: 'error',
+  error: Object.freeze(upstreamError('api_error', 'upstream error event')),
+})
+
 function blockIndex(body: Record<string, unknown>): number {
   const index = body.index
   return typeof index === 'number' ? index : 0
@@ -190,12 +196,7 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
     case 'ping':
       return { kind: 'keepalive' }
     case 'error':
-      return (
-        anthropicError(body) ?? {
-          kind: 'error',
-          error: upstreamError('api_error', 'upstream error event'),
-        }
-      )
+      return anthropicError(body) ?? errorEventWithoutDetail
     case 'content_block_delta':
       return inspectDelta(body)
     case 'content_block_start': {
@@ -379,7 +380,8 @@ const clientEvents: ReadonlySet<string> = new Set([
  * - `text_delta` is text, `thinking_delta` and `signature_delta` are reasoning,
  *   `input_json_delta` and a `tool_use` block start are tool output; `ping` is a keep-alive.
  * - `message_delta` with a `stop_reason`, and `message_stop`, are terminal.
- * - `event: error` is an error: `overloaded_error`, `rate_limit_error`, `api_error` are retryable.
+ * - `event: error` is an error, with data or without (the SDK raises on either):
+ *   `overloaded_error`, `rate_limit_error`, `api_error` are retryable.
  *
  * Rendered error: `event: error` after commit, `{"type":"error","error":{…}}` before (the
  * official SDK raises either as an `APIError`), always with one of Anthropic's documented
@@ -396,7 +398,12 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
   name: 'anthropic-messages',
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
-    if (data === undefined) return inspectWithoutData(frame, anthropicError)
+    if (data === undefined) {
+      // The SDK raises on `event: error` even without data.
+      return frame.event === 'error'
+        ? errorEventWithoutDetail
+        : inspectWithoutData(frame, anthropicError)
+    }
     // Cheap check before JSON.parse: a ping needs no parsing.
     if (frame.event === 'ping') return { kind: 'keepalive' }
     const body = parseObject(data)

@@ -54,9 +54,20 @@ const reasons: Readonly<Record<string, TerminalReason>> = {
   error: 'error',
 }
 
+/**
+ * The error of a data frame whose `error` is truthy but no object (`"upstream failed"`,
+ * `true`): the `openai` SDK raises an `APIError` on any truthy `error` (`if (data &&
+ * data.error)`), in Chat and Responses alike, so it is an error frame whatever its shape.
+ */
+export function openaiScalarError(value: unknown): ErrorVerdict {
+  const message = typeof value === 'string' ? value : JSON.stringify(value)
+  return { kind: 'error', error: upstreamError('upstream_error', message) }
+}
+
 function chatError(body: Record<string, unknown>): ErrorVerdict | undefined {
   const error = body.error
-  if (typeof error !== 'object' || error === null) return undefined
+  if (!error) return undefined
+  if (typeof error !== 'object') return openaiScalarError(error)
   const code = field(error, 'code')
   const codeText = typeof code === 'string' ? code : null
   const status = typeof code === 'number' ? code : null
@@ -115,6 +126,11 @@ function inspectChunk(body: Record<string, unknown>): FrameVerdict {
           : undefined
   if (output !== undefined) return terminal === undefined ? output : { ...output, terminal }
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
+}
+
+/** Where the `openai` SDK stops reading a stream: `if (sse.data.startsWith('[DONE]'))`. */
+export function endsAtDone(frame: SseFrame): boolean {
+  return frame.data?.startsWith('[DONE]') === true
 }
 
 /** The same body with streaming off (and its stream-only options dropped). */
@@ -207,10 +223,12 @@ function chunk(
  * The OpenAI Chat Completions adapter.
  *
  * - `[DONE]` and a chunk with a `finish_reason` are terminal; a chunk carrying content and a
- *   `finish_reason` is both text and terminal.
+ *   `finish_reason` is both text and terminal. `[DONE]` is also where the SDK stops reading
+ *   (`clientEndsAt`): the relay writes nothing after it.
  * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
  *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
- * - A data frame with an `error` object is an error, even with `finish_reason: "error"`.
+ * - A data frame whose `error` is truthy is an error (the SDK raises on it), even with
+ *   `finish_reason: "error"`: an `error` object, or a string or `true` as some servers send.
  *
  * Rendered error: a chunk holding only an `error` object, with no `[DONE]` after it (the
  * official SDK raises it as an `APIError`). Rendered stop: a `finish_reason` chunk, then `[DONE]`.
@@ -235,6 +253,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
     const raw = frame.raw
     return startsWith(raw, dataObject) && endsWithObject(raw) && findNeedles(raw, quickKeys) === 1
   },
+  clientEndsAt: endsAtDone,
   renderError(error: RenderableError): Uint8Array {
     return encode(sseFrameText(openaiErrorBody(error)))
   },

@@ -19,7 +19,7 @@ import {
   textField,
   upstreamError,
 } from './common.js'
-import { openaiErrorBody, withoutStreaming } from './openai-chat.js'
+import { endsAtDone, openaiErrorBody, openaiScalarError, withoutStreaming } from './openai-chat.js'
 import {
   bearerCredential,
   fitTopLevelBudget,
@@ -72,6 +72,7 @@ function responsesError(body: Record<string, unknown>): ErrorVerdict | undefined
   // Nested (`{"error":{…}}`) or flat (`{"type":"error","code":…,"message":…}`).
   if (typeof body.error === 'object' && body.error !== null)
     return errorFrom(body.error, 'server_error')
+  if (body.error) return openaiScalarError(body.error)
   if (body.type === 'error') return errorFrom({ ...body, type: undefined }, 'server_error')
   return undefined
 }
@@ -228,8 +229,9 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
  * - `response.output_text.delta` is text, `response.refusal.delta` a refusal, reasoning
  *   summary/text deltas are reasoning, function-call argument deltas and an added
  *   `function_call` item are tool output.
- * - `response.completed` and `response.incomplete` are terminal; `response.failed` and
- *   `event: error` (nested or flat error fields) are errors.
+ * - `response.completed` and `response.incomplete` are terminal; `response.failed`,
+ *   `event: error` (nested or flat error fields) and any event whose `error` is truthy (the
+ *   SDK raises on it) are errors.
  *
  * Rendered error: `event: error` carrying both the flat fields of the Responses error event and
  * an `error` object (the official SDK raises it as an `APIError`). Rendered stop:
@@ -247,6 +249,9 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     const body = parseObject(data)
     if (body === undefined)
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)
+    // The SDK raises on a truthy `error` in any event, whatever its type.
+    const raised = body.error ? responsesError(body) : undefined
+    if (raised !== undefined) return raised
     const type = stringField(body, 'type') ?? frame.event
     if (type === undefined) return responsesError(body) ?? { kind: 'meta' }
     return withUsage(inspectEvent(type, body), responsesUsage(field(body.response, 'usage')))
@@ -254,6 +259,8 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   quickOutput(frame: SseFrame): boolean {
     return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
   },
+  // Not the protocol's end, but the SDK's all the same: it shares Chat's stream reader.
+  clientEndsAt: endsAtDone,
   renderError(error: RenderableError, state?: RenderState): Uint8Array {
     const { type, message, code } = renderable(error)
     return encode(

@@ -235,6 +235,15 @@ export interface StreamAdapter {
    * Without it, every frame with data counts.
    */
   clientIgnores?(frame: SseFrame): boolean
+  /**
+   * Optional: `true` for the frame at which the protocol's official client stops reading
+   * events: the `openai` SDK ends its stream at data starting with `[DONE]` (Chat and
+   * Responses alike) and ignores every byte after it. The relay writes nothing after that
+   * frame, and the chaos judge reads no further. Without it, a stream ends at its body's end.
+   * On its hot path the relay asks it only of frames `inspect` calls `terminal` or `error` (an
+   * output delta is never decoded for it): an end marker must be one of those.
+   */
+  clientEndsAt?(frame: SseFrame): boolean
   /** An honest terminal error frame, written after commit. */
   renderError(error: RenderableError, state?: RenderState): Uint8Array
   /**

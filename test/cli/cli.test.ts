@@ -61,6 +61,24 @@ describe('stream-boundary chaos: --stall-ms is a bound like every other', () => 
     expect(parseChaosArgs([...base, '--stall-ms', '250']).stallMs).toBe(250)
     expect(parseChaosArgs(base).stallMs).toBe(20_000)
   })
+
+  it('every bound flag with a value in the docs is one the command accepts', () => {
+    const pages = ['README.md', ...readdirSync('docs').map((name) => join('docs', name))]
+    const shown = pages.flatMap((page) =>
+      [
+        ...readFileSync(page, 'utf8').matchAll(
+          /--(stall-ms|hang-ms|start-timeout-ms)[ =](\d+|Infinity)\b/g,
+        ),
+      ].map((match) => ({ page, flag: `--${match[1]}`, value: match[2] as string })),
+    )
+    expect(shown.map((each) => each.flag)).toContain('--stall-ms')
+    for (const { page, flag, value } of shown) {
+      expect(
+        () => parseChaosArgs([...base, flag, value]),
+        `${page}: ${flag} ${value}`,
+      ).not.toThrow()
+    }
+  })
 })
 
 describe('stream-boundary chaos: bad arguments exit 2 with a message naming the flag', () => {
@@ -157,10 +175,60 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     const stderr = io.stderr.join('\n')
     expect(stderr).toMatch(/gateway: started pid \d+: GATEWAY_KEYS=\[redacted\] sh -c/)
     expect(stderr).toMatch(
-      /accepted no connection in 300 ms[\s\S]*gateway-says-boom with a:\[redacted\]/,
+      /the gateway exited \(exit code 3\)[\s\S]*gateway-says-boom with a:\[redacted\]/,
     )
     // Neither the command line nor the gateway's own output is echoed with the key in it.
     expect(stderr).not.toContain('sk-chaos-secret')
+  })
+
+  it('a gateway command that exits before listening is reported at once (not after the 20 s start bound), with its exit code and the last lines of its output', async () => {
+    const io = capture()
+    const port = await freePort()
+    const lines = Array.from({ length: 30 }, (_, index) => `echo line-${index} >&2`).join('; ')
+    const args = [
+      'chaos',
+      '--target',
+      `http://127.0.0.1:${port}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--gateway',
+      `sh -c '${lines}; echo "Error: listen EADDRINUSE" >&2; exit 3'`,
+    ]
+    const started = performance.now()
+    expect(await runCli(args, io)).toBe(2)
+    expect(performance.now() - started).toBeLessThan(5_000)
+    const stderr = io.stderr.join('\n')
+    expect(stderr).toMatch(
+      new RegExp(
+        `the gateway exited \\(exit code 3\\) before 127\\.0\\.0\\.1:${port} accepted a connection`,
+      ),
+    )
+    expect(stderr).toMatch(
+      /gateway output \(last lines\):\n[\s\S]*line-29\nError: listen EADDRINUSE/,
+    )
+    // The last lines, not all of them.
+    expect(stderr).not.toMatch(/line-5\n/)
+    expect(stderr).not.toMatch(/accepted no connection/)
+  })
+
+  it('a gateway command that runs but never listens waits out --start-timeout-ms', async () => {
+    const io = capture()
+    const port = await freePort()
+    const args = [
+      'chaos',
+      '--target',
+      `http://127.0.0.1:${port}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--gateway',
+      `sh -c 'echo waiting-forever; sleep 30'`,
+      '--start-timeout-ms',
+      '300',
+    ]
+    expect(await runCli(args, io)).toBe(2)
+    const stderr = io.stderr.join('\n')
+    expect(stderr).toMatch(/accepted no connection in 300 ms[\s\S]*waiting-forever/)
+    expect(stderr).not.toMatch(/the gateway exited/)
   })
 })
 

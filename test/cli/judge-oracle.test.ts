@@ -35,6 +35,8 @@ interface Body {
   readonly status?: number
   /** The connection is cut after the bytes (a reset), instead of a clean end. */
   readonly cut?: boolean
+  /** A body that says something only in this protocol (an OpenAI SDK raises on any event without data). */
+  readonly onlyFor?: StreamAdapter
 }
 
 /** What the SDK's raw stream iteration did with a body. */
@@ -110,6 +112,7 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
     ...words(answer).flatMap((word) => w.text(word)),
     ...w.finish('stop'),
   ]
+  const half = whole.slice(0, Math.floor(whole.length / 2)).join('')
   const json = 'application/json'
   const sse = 'text/event-stream'
   return {
@@ -170,6 +173,31 @@ function bodies(adapter: StreamAdapter): Record<string, Body> {
         .join('\n'),
     },
     'an error event in the protocol': { contentType: sse, text: w.error(true, 'overloaded') },
+    'half the answer, then data whose error is a string': {
+      contentType: sse,
+      text: `${half}data: {"error":"upstream failed"}\n\n`,
+    },
+    'half the answer, then data whose error is true': {
+      contentType: sse,
+      text: `${half}data: {"error":true}\n\n`,
+    },
+    'half the answer, then event: error without data': {
+      contentType: sse,
+      text: `${half}event: error\n\n`,
+      onlyFor: anthropicMessages,
+    },
+    '[DONE], then the whole answer': {
+      contentType: sse,
+      text: `data: [DONE]\n\n${whole.join('')}`,
+    },
+    'half the answer, [DONE], then the rest': {
+      contentType: sse,
+      text: `${half}data: [DONE]\n\n${whole.slice((whole.length / 2) | 0).join('')}`,
+    },
+    'the whole answer, [DONE], then an error frame': {
+      contentType: sse,
+      text: `${whole.join('')}data: [DONE]\n\n${w.error(true, 'overloaded')}`,
+    },
     'half the answer, then a clean end of the body inside a frame': {
       contentType: sse,
       text: `${whole.slice(0, Math.floor(whole.length / 2)).join('')}data: {"choices":[{"delta":{"content":" jum`,
@@ -196,7 +224,10 @@ function judge(adapter: StreamAdapter, body: Body, options: { answer: string; re
 describe('the judge agrees with the official SDKs', () => {
   for (const adapter of adapters) {
     describe(adapter.name, () => {
-      it.each(Object.entries(bodies(adapter)))('%s', async (_, body) => {
+      const cases = Object.entries(bodies(adapter)).filter(
+        ([, body]) => body.onlyFor === undefined || body.onlyFor === adapter,
+      )
+      it.each(cases)('%s', async (_, body) => {
         const sdk = await sdkReads(adapter, body)
         const judged = await judge(adapter, body, { answer, reasoning: '' })
         expect({ sdk, judged: judged.kind }).toEqual({

@@ -212,3 +212,64 @@ describe('judge on bodies that are not a stream', () => {
     })
   })
 })
+
+describe('judge on OpenAI streams, read where the SDK reads', () => {
+  const openai = [openaiChat, openaiResponses]
+
+  it.each(openai.map((adapter) => [adapter.name, adapter] as const))(
+    '%s: [DONE] first, then the whole answer, is silent: the SDK stopped at [DONE] (no false ✓)',
+    async (_, adapter) => {
+      const body = stream(adapter, (w) => [
+        'data: [DONE]\n\n',
+        ...w.start(),
+        ...textFrames(w, `[attempt 1] ${answer}`),
+        ...w.finish('stop'),
+      ])
+      expect((await judge(adapter, sse(body))).kind).toBe('silent-empty')
+    },
+  )
+
+  it.each(openai.map((adapter) => [adapter.name, adapter] as const))(
+    '%s: an error frame after [DONE] does not make a whole answer an error',
+    async (_, adapter) => {
+      const body = stream(adapter, (w) => [
+        ...w.start(),
+        ...textFrames(w, `[attempt 1] ${answer}`),
+        ...w.finish('stop'),
+        'data: [DONE]\n\n',
+        w.error(true, 'overloaded'),
+      ])
+      expect((await judge(adapter, sse(body))).kind).toBe('full')
+    },
+  )
+
+  it.each(
+    openai.flatMap((adapter) =>
+      ['{"error":"upstream failed"}', '{"error":true}'].map(
+        (json) => [adapter.name, json, adapter] as const,
+      ),
+    ),
+  )(
+    '%s: data: %s after output is an honest error (the SDK raises APIError)',
+    async (_, json, adapter) => {
+      const body = stream(adapter, (w) => [
+        ...w.start(),
+        ...textFrames(w, '[attempt 1] The quick'),
+        `data: ${json}\n\n`,
+      ])
+      const judged = await judge(adapter, sse(body))
+      expect(judged.kind).toBe('honest-error')
+    },
+  )
+})
+
+describe('judge on Anthropic streams', () => {
+  it('a bare event: error (no data) after output is an honest error: the SDK raises on it', async () => {
+    const body = stream(anthropicMessages, (w) => [
+      ...w.start(),
+      ...textFrames(w, '[attempt 1] The quick'),
+      'event: error\n\n',
+    ])
+    expect((await judge(anthropicMessages, sse(body))).kind).toBe('honest-error')
+  })
+})

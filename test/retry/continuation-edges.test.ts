@@ -437,6 +437,65 @@ describe('continueAfterCut twins', () => {
     expect(outcomes[0]).toMatchObject({ continuations: [{ result: 'spliced' }] })
   })
 
+  it('relay() behind node:http: a cut after the text block closed, whitespace at its end, leaves no empty block', async () => {
+    // The case: "Hello ", "world \n", content_block_stop, a clean EOF; the prefill is
+    // "Hello world" and the continuation writes " \n".
+    const wire = anthropicWire()
+    const first = [
+      ...wire.start(),
+      ...wire.text('Hello '),
+      ...wire.text('world \n'),
+      wire.finish('stop')[0],
+    ].join('')
+    const bodies: string[] = []
+    const pool = createMemoryKeyPool([
+      { id: 'a', secret: 'sk-twin-a-1234567890' },
+      { id: 'b', secret: 'sk-twin-b-1234567890' },
+    ])
+    const outcomes: RelayOutcome[] = []
+    const server = createServer((req, res) => {
+      withBody(req, async (text) => {
+        outcomes.push(
+          await relay({
+            sink: nodeSink(res),
+            signal: clientSignal(req, res),
+            pool,
+            adapter: anthropicMessages,
+            request: { url: 'http://upstream.test/v1/messages', body: JSON.parse(text) },
+            policy: { continueAfterCut: true, backoff: { baseMs: 1 } },
+            attempt: async ({ request }) => {
+              const sent = JSON.stringify(request?.body)
+              bodies.push(sent)
+              if (bodies.length === 1) return new Response(first, { headers: sse })
+              const next = anthropicWire()
+              const rest = restAfter(prefillOf(anthropicMessages, sent) ?? '', ['Hello world \n'])
+              const frames = [...next.start(), ...next.text(rest ?? '!!'), ...next.finish('stop')]
+              return new Response(frames.join(''), { headers: sse })
+            },
+          }),
+        )
+      })
+    })
+    const url = await listen(server)
+    const client = new Anthropic({ apiKey: 'sk-x', baseURL: url, maxRetries: 0 })
+    const stream = client.messages.stream({
+      model: 'c',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    const message = await stream.finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : b.type))).toEqual([
+      'Hello world \n',
+    ])
+    expect(await stream.finalText()).toBe('Hello world \n')
+    expect(JSON.parse(bodies[1] ?? '{}').messages.at(-1).content).toBe('Hello world')
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'completed' },
+      continuations: [{ result: 'spliced' }],
+    })
+  })
+
   it('relay() behind node:http: eof-mid-frame reaches the Anthropic SDK whole', async () => {
     const { url } = await viaNodeHttp(['eof-mid-frame', 'ok'])
     const client = new Anthropic({ apiKey: 'sk-x', baseURL: url, maxRetries: 0 })

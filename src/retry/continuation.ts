@@ -12,7 +12,7 @@ import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals } from '../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
-import { peekOn } from '../peek/index.js'
+import { peekDefaults, peekOn } from '../peek/index.js'
 import type { ContinuationReceived, ContinuationSplice } from '../protocols/continuation.js'
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { addUsage, type TokenUsage } from '../protocols/usage.js'
@@ -21,6 +21,7 @@ import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from './attempt.js'
 import type { Route } from './attempt-types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
+import { type Held, type HoldBounds, holdRepeats } from './continuation-restart.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { now } from './run.js'
@@ -42,10 +43,12 @@ export interface ContinuationRecord {
   /**
    * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
    * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
-   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no output. The client
-   * got the honest error for the last two.
+   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no
+   * output; `restarted`: its answer began again with the text the client already had (the
+   * request went out without the prefill, or the model ignored it), or ended while it still
+   * repeated it, and was never appended. The client got the honest error for the last three.
    */
-  readonly result: 'spliced' | 'not-sound' | 'failed'
+  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted'
   /** Its attempts (0 when not sound). */
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */
@@ -100,19 +103,26 @@ function isRequest(value: unknown): value is UpstreamRequest {
   )
 }
 
+/** A continuation's request, its splice, and the text it continues. */
+interface Parts {
+  readonly request: UpstreamRequest
+  readonly splice: ContinuationSplice
+  readonly received: string
+}
+
 /** The adapter's continuation request and splice, or `undefined` when it declines or misbehaves. */
 function adapterParts(
   adapter: StreamAdapter,
   request: UpstreamRequest,
   received: ContinuationReceived,
   client: RenderState,
-): { request: UpstreamRequest; splice: ContinuationSplice } | undefined {
+): Parts | undefined {
   try {
     const built = adapter.buildContinuation?.(request, received)
     if (!isRequest(built)) return undefined
     const splice = adapter.spliceContinuation?.(received, client)
     if (typeof splice !== 'function') return undefined
-    return { request: built, splice }
+    return { request: built, splice, received: received.text }
   } catch {
     return undefined
   }
@@ -130,6 +140,8 @@ function snapshot(state: RenderState): RenderState {
 type Tried =
   | { kind: 'output'; stream: ContinuedStream; usage: () => TokenUsage | null }
   | { kind: 'failed'; verdict: FailureVerdict | undefined }
+  /** Its answer began again with the received text (see `continuation-restart.ts`). */
+  | { kind: 'restarted'; usage: TokenUsage | null }
 
 /** Creates the continuation of one committed attempt. */
 export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
@@ -202,6 +214,20 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
           input.onRecord(record)
           return tried.stream
         }
+        if (tried.kind === 'restarted') {
+          // The key answered; the relay stopped it. Another attempt would restart again.
+          await lease?.report({ kind: 'cancelled' }).catch(() => {})
+          const record = {
+            ...base,
+            keyId,
+            result: 'restarted',
+            attempts,
+            ...(tried.usage === null ? {} : { usage: tried.usage }),
+          } as const
+          records.push(record)
+          input.onRecord(record)
+          return null
+        }
         await lease?.report(tried.verdict?.key ?? { kind: 'cancelled' }).catch(() => {})
         if (tried.verdict?.retryable !== true) break
       }
@@ -251,6 +277,14 @@ async function leaseFor(
   }
 }
 
+/** How far a continuation is held past the frames that repeat received text: a peek's bounds. */
+function holdBounds(policy: NormalizedRelayPolicy): HoldBounds {
+  return {
+    maxFrames: policy.peek.maxPeekFrames ?? peekDefaults.maxPeekFrames,
+    maxBytes: policy.peek.maxPeekBytes ?? peekDefaults.maxPeekBytes,
+  }
+}
+
 /** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
 function peekOptions(policy: NormalizedRelayPolicy) {
   const { trackerOptions: _kept, ...peek } = policy.peek
@@ -260,7 +294,7 @@ function peekOptions(policy: NormalizedRelayPolicy) {
 /** One continuation attempt, up to its first output. Never throws. */
 async function tryOnce(
   input: ContinuationInput,
-  parts: { request: UpstreamRequest; splice: ContinuationSplice },
+  parts: Parts,
   lease: KeyLease | undefined,
   budget: AbortController,
 ): Promise<Tried> {
@@ -326,13 +360,25 @@ async function tryOnce(
       if (peeked.kind === 'aborted') return { kind: 'failed', verdict: undefined }
       return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'peek', outcome: peeked }) }
     }
+    let held: Held
+    try {
+      held = await holdRepeats(parts.received, peeked, tracker, holdBounds(policy), signal)
+    } catch {
+      await peeked.reader.cancel().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
+    if (held.kind === 'restarted') {
+      await peeked.reader.cancel().catch(() => {})
+      return { kind: 'restarted', usage: tracker.state.usage }
+    }
+    // The tracker saw every frame read so far; the pump shows it the rest.
+    const seen = new Set(held.frames)
     const stream: ContinuedStream = {
-      frames: peeked.frames,
+      frames: held.frames,
       reader: peeked.reader,
       splice: parts.splice,
-      // The peek's tracker saw the peeked frames; the pump shows it the rest.
       observe: (frame) => {
-        if (!peeked.frames.includes(frame)) tracker.observe(frame)
+        if (!seen.has(frame)) tracker.observe(frame)
       },
     }
     return { kind: 'output', stream, usage: () => tracker.state.usage }

@@ -21,7 +21,9 @@ import {
   type OpenAIChatContinuation,
   openaiChatWith,
   type RelayOutcome,
+  relay,
   type StreamAdapter,
+  webSink,
 } from '../../src/index.js'
 import { prefillOf, restAfter } from '../../src/testing/prefill.js'
 import { wireFor } from '../../src/testing/wire.js'
@@ -87,6 +89,8 @@ interface Case {
   readonly cutAt: number
   /** The first answer's text block closes before the cut (Anthropic's `content_block_stop`). */
   readonly closed: boolean
+  /** A request without the prefill after the first (a restart) gets the whole answer, else the cut again. */
+  readonly restartWhole: boolean
   readonly reset: boolean
   readonly firstChunks: readonly number[]
   readonly restDeltas: readonly number[]
@@ -97,13 +101,17 @@ const cases = fc.record({
   deltas,
   cutAt: fc.oneof(fc.constant(1), fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true })),
   closed: fc.boolean(),
+  restartWhole: fc.boolean(),
   reset: fc.boolean(),
   firstChunks: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
   restDeltas: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }),
   restChunks: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
 })
 
-/** A scripted upstream: the first request is cut per the case, a continuation gets the rest. */
+/**
+ * A scripted upstream: the first request is cut per the case, a continuation gets the rest; a
+ * later request without the prefill is answered from the start, as a model does.
+ */
 function scripted(adapter: StreamAdapter, given: Case) {
   const answer = given.deltas.join('')
   const wire = wireFor(adapter)
@@ -122,6 +130,17 @@ function scripted(adapter: StreamAdapter, given: Case) {
     requests++
     const text = typeof init?.body === 'string' ? init.body : ''
     const prefill = prefillOf(adapter, text)
+    if (prefill === undefined && requests > 1 && given.restartWhole) {
+      const again = wireFor(adapter)
+      const frames = [
+        ...again.start(),
+        ...given.deltas.flatMap((delta) => again.text(delta)),
+        ...again.finish('stop'),
+      ]
+      return new Response(body(chunked(encoder.encode(frames.join('')), given.restChunks), false), {
+        headers: sse,
+      })
+    }
     if (prefill === undefined) {
       const bytes = first.slice(0, cut)
       return new Response(body(chunked(bytes, given.firstChunks), given.reset), { headers: sse })
@@ -183,6 +202,131 @@ async function leasesSettle(pool: Parameters<typeof leaseTotals>[0]) {
   }
   return leaseTotals(pool)
 }
+
+/**
+ * A gateway in process: each client request is relayed by `relay()` into a `webSink`. The
+ * attempt sends the attempt's own request (`context.request`), or ignores it and sends the
+ * body the gateway read (as a hand-written attempt that captured it does).
+ */
+function gateway(
+  adapter: StreamAdapter,
+  upstream: ReturnType<typeof scripted>,
+  sends: 'context.request' | 'the original body',
+  continueAfterCut: boolean,
+) {
+  const pool = createMemoryKeyPool([
+    { id: 'a', secret: 'sk-prop-a-1234567890' },
+    { id: 'b', secret: 'sk-prop-b-1234567890' },
+  ])
+  const outcomes: RelayOutcome[] = []
+  const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+    const original = typeof init?.body === 'string' ? init.body : '{}'
+    const { sink, response } = webSink()
+    void relay({
+      sink,
+      pool,
+      adapter,
+      request: { url: String(input), body: JSON.parse(original) },
+      policy: { continueAfterCut, backoff: { baseMs: 1 } },
+      attempt: ({ signal, request }) =>
+        upstream.fetch(String(input), {
+          method: 'POST',
+          body: sends === 'context.request' ? JSON.stringify(request?.body) : original,
+          signal,
+        }),
+    }).then((outcome) => outcomes.push(outcome))
+    return response
+  }
+  return { fetch, pool, outcomes }
+}
+
+/** What a client's official SDK read: the text deltas, then how the stream ended. */
+interface ClientView {
+  readonly text: string
+  readonly error: string | undefined
+}
+
+async function anthropicView(fetch: typeof globalThis.fetch): Promise<ClientView> {
+  const client = new Anthropic({ apiKey: 'sk-x', baseURL: 'http://up.test', fetch, maxRetries: 0 })
+  const stream = client.messages.stream({
+    model: 'c',
+    max_tokens: 64,
+    messages: [{ role: 'user', content: 'hi' }],
+  })
+  let text = ''
+  stream.on('text', (delta) => {
+    text += delta
+  })
+  try {
+    const message = await stream.finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : b.type)).join('')).toBe(text)
+    return { text, error: undefined }
+  } catch (error) {
+    return { text, error: String(error) }
+  }
+}
+
+async function chatView(fetch: typeof globalThis.fetch): Promise<ClientView> {
+  const client = new OpenAI({ apiKey: 'sk-x', baseURL: 'http://up.test/v1', fetch, maxRetries: 0 })
+  const stream = client.chat.completions.stream({
+    model: 'm',
+    messages: [{ role: 'user', content: 'hi' }],
+  })
+  let text = ''
+  stream.on('content', (delta) => {
+    text += delta
+  })
+  try {
+    const completion = await stream.finalChatCompletion()
+    expect(completion.choices[0]?.message.content ?? '').toBe(text)
+    return { text, error: undefined }
+  } catch (error) {
+    return { text, error: String(error) }
+  }
+}
+
+describe('invariant 20: a continuation whose answer restarts is never appended', () => {
+  const adapters = fc.constantFrom<[string, StreamAdapter]>(
+    ['anthropic', anthropicMessages],
+    ['deepseek-prefix', openaiChatWith({ continuation: 'deepseek-prefix' })],
+    ['mistral-prefix', openaiChatWith({ continuation: 'mistral-prefix' })],
+    ['vllm-continue', openaiChatWith({ continuation: 'vllm-continue' })],
+  )
+  const sends = fc.constantFrom<'context.request' | 'the original body'>(
+    'context.request',
+    'the original body',
+  )
+  it('a continuation whose answer restarts (it repeats what the client already has) is never appended, whatever the attempt function sent: Anthropic and the three Chat dialects, read through the official SDK, get the whole answer or the received text and the honest error; every lease reported once', async () => {
+    await fc.assert(
+      fc.asyncProperty(cases, adapters, sends, async (given, [, adapter], sent) => {
+        const view = adapter === anthropicMessages ? anthropicView : chatView
+        // The same cut without continuation: the honest error a restart must end with.
+        const told = await view(gateway(adapter, scripted(adapter, given), sent, false).fetch)
+        const upstream = scripted(adapter, given)
+        const { fetch, pool, outcomes } = gateway(adapter, upstream, sent, true)
+        const got = await view(fetch)
+        expect(upstream.answer.startsWith(got.text)).toBe(true)
+        if (sent === 'context.request') {
+          expect(got).toEqual({ text: upstream.answer, error: undefined })
+        } else {
+          expect(got).toEqual(told)
+          expect(got.error).toBeDefined()
+        }
+        const totals = await leasesSettle(pool)
+        expect(totals.inflight).toBe(0)
+        expect(totals.reported).toBe(totals.leased)
+        await until(() => outcomes.length > 0)
+        expect(outcomes).toHaveLength(1)
+        expect(outcomes[0]).toMatchObject({
+          kind: 'committed',
+          end: { kind: sent === 'context.request' ? 'completed' : 'error-written' },
+          continuations: [{ result: sent === 'context.request' ? 'spliced' : 'restarted' }],
+        })
+      }),
+      { numRuns: runs(40) },
+    )
+  })
+})
 
 describe('invariant 20', () => {
   it("a continuation's spliced answer, read through the official SDK, equals the upstream's answer exactly: Anthropic, cut anywhere after the first text (after its block closed, whitespace at the end), every lease reported once", async () => {

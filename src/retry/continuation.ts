@@ -81,6 +81,8 @@ export interface RelayContinuation extends PumpContinuation {
   close(end: PumpEnd | undefined): Promise<void>
   /** The answer's usage: the cut attempt's up to the cut, plus each continuation's. */
   usage(tracked: TokenUsage | undefined): TokenUsage | undefined
+  /** The cut attempt's own usage: what its upstream reported up to the cut. */
+  attemptUsage(tracked: TokenUsage | undefined): TokenUsage | undefined
   readonly records: readonly ContinuationRecord[]
 }
 
@@ -246,6 +248,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     records,
     async close(end) {
       await settle(end === undefined ? { kind: 'cancelled' } : keyOutcomeOf(end))
+    },
+    attemptUsage(tracked) {
+      return cutSeen ? usageAtCut : tracked
     },
     usage(tracked) {
       if (!cutSeen) return tracked

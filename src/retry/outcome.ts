@@ -48,8 +48,10 @@ export interface AttemptRecord {
   readonly hedgeOf?: number | undefined
   /**
    * Token usage the attempt's upstream reported before it ended, when it reported any: the
-   * committed attempt's whole usage, or what a failed or cancelled attempt was billed for
-   * where its protocol says (Anthropic's `message_start` carries the input).
+   * committed attempt's whole usage (up to the cut when its answer was continued: each
+   * continuation's own is on its record, and the outcome's `usage` is the sum), or what a
+   * failed or cancelled attempt was billed for where its protocol says (Anthropic's
+   * `message_start` carries the input).
    */
   readonly usage?: TokenUsage | undefined
 }

@@ -24,6 +24,12 @@ import type { ContinueAfterCutOptions } from './continuation-policy.js'
 import { type Held, type HoldBounds, holdRepeats } from './continuation-restart.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
+import {
+  isPrefillRefusal,
+  prefillRefused,
+  refusalKey,
+  rememberPrefillRefusal,
+} from './prefill-refusals.js'
 import { now } from './run.js'
 
 /**
@@ -46,9 +52,11 @@ export interface ContinuationRecord {
    * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no
    * output; `restarted`: its answer began again with the text the client already had (the
    * request went out without the prefill, or the model ignored it), or ended while it still
-   * repeated it, and was never appended. The client got the honest error for the last three.
+   * repeated it, and was never appended; `prefill-refused`: the upstream refuses a prefill
+   * for this model (`attempts: 1`), or did so on this route within the hour (`attempts: 0`,
+   * no request). The client got the honest error for all but `spliced`.
    */
-  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted'
+  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted' | 'prefill-refused'
   /** Its attempts (0 when not sound). */
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */
@@ -144,6 +152,8 @@ type Tried =
   | { kind: 'failed'; verdict: FailureVerdict | undefined }
   /** Its answer began again with the received text (see `continuation-restart.ts`). */
   | { kind: 'restarted'; usage: TokenUsage | null }
+  /** The upstream refuses a prefill for this model (see `prefill-refusals.ts`). */
+  | { kind: 'refused' }
 
 /** Creates the continuation of one committed attempt. */
 export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
@@ -167,6 +177,13 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     await running.lease?.report(outcome).catch(() => {})
   }
 
+  /** Keeps a continuation's record and tells the hook (its result is final, or its output began). */
+  function tell(record: ContinuationRecord): null {
+    records.push(record)
+    input.onRecord(record)
+    return null
+  }
+
   async function next(cut: CutContext): Promise<ContinuedStream | null> {
     // The previous continuation reached the upstream's end (a cut): its key works.
     await settle({ kind: 'success' })
@@ -183,64 +200,34 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         : adapterParts(input.adapter, input.request, received, snapshot(cut.state))
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
     if (records.length >= input.config.maxContinuations || parts === undefined) {
-      input.onRecord({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
-      records.push({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
-      return null
+      return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
-    const budget = followSignals([cut.signal])
-    const timer = Number.isFinite(input.config.timeoutMs)
-      ? setTimeout(
-          () =>
-            budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
-          input.config.timeoutMs,
-        )
-      : undefined
-    let attempts = 0
-    let keyId: string | null = null
-    try {
-      while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
-        const lease = await leaseFor(input, budget.controller.signal)
-        if (lease === null) break
-        attempts++
-        keyId = lease?.keyId ?? null
-        if (lease !== undefined) input.addSecret(lease.secret)
-        // Never throws by design; a throw all the same still reports the lease, once.
-        const tried = await tryOnce(input, parts, lease, budget.controller).catch(
-          (): Tried => ({ kind: 'failed', verdict: undefined }),
-        )
-        if (tried.kind === 'output') {
-          const record = { ...base, keyId, result: 'spliced', attempts } as const
-          current = { lease, usage: tried.usage, record: records.length }
-          continued.push(current.usage)
-          records.push(record)
-          input.onRecord(record)
-          return tried.stream
-        }
-        if (tried.kind === 'restarted') {
-          // The key answered; the relay stopped it. Another attempt would restart again.
-          await lease?.report({ kind: 'cancelled' }).catch(() => {})
-          const record = {
-            ...base,
-            keyId,
-            result: 'restarted',
-            attempts,
-            ...(tried.usage === null ? {} : { usage: tried.usage }),
-          } as const
-          records.push(record)
-          input.onRecord(record)
-          return null
-        }
-        await lease?.report(tried.verdict?.key ?? { kind: 'cancelled' }).catch(() => {})
-        if (tried.verdict?.retryable !== true) break
-      }
-    } finally {
-      clearTimeout(timer)
-      budget.release()
+    const refusal = refusalKey(input.routeName, parts.request)
+    if (prefillRefused(refusal)) {
+      return tell({ ...base, keyId: null, result: 'prefill-refused', attempts: 0 })
     }
-    const record = { ...base, keyId, result: 'failed', attempts } as const
-    records.push(record)
-    input.onRecord(record)
-    return null
+    const { tried, lease, keyId, attempts } = await attemptAll(input, parts, cut.signal)
+    if (tried.kind === 'output') {
+      current = { lease, usage: tried.usage, record: records.length }
+      continued.push(current.usage)
+      tell({ ...base, keyId, result: 'spliced', attempts })
+      return tried.stream
+    }
+    // The key worked: the model refuses the request's shape. Not asked again for a while.
+    if (tried.kind === 'refused') rememberPrefillRefusal(refusal)
+    const usage = tried.kind === 'restarted' ? tried.usage : null
+    return tell({
+      ...base,
+      keyId,
+      result:
+        tried.kind === 'failed'
+          ? 'failed'
+          : tried.kind === 'refused'
+            ? 'prefill-refused'
+            : 'restarted',
+      attempts,
+      ...(usage === null ? {} : { usage }),
+    })
   }
 
   return {
@@ -259,6 +246,65 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       return sum
     },
   }
+}
+
+/** A continuation's attempts: the last one's end, and the lease of one with output. */
+interface Attempted {
+  readonly tried: Tried
+  /** The lease of the attempt with output (the others are reported). */
+  readonly lease: KeyLease | undefined
+  readonly keyId: string | null
+  readonly attempts: number
+}
+
+/** What a continuation attempt that got no output says about its key. */
+function leaseOutcome(tried: Exclude<Tried, { kind: 'output' }>): KeyOutcome {
+  if (tried.kind === 'refused') return { kind: 'rejected' }
+  if (tried.kind === 'restarted') return { kind: 'cancelled' }
+  return tried.verdict?.key ?? { kind: 'cancelled' }
+}
+
+/**
+ * A continuation's attempts within its budget, each on a key of its own, until one has
+ * output; a refusal, a restart or a failure that is not retryable ends them (another try
+ * would meet the same). Every lease but the one with output is reported here, once.
+ */
+async function attemptAll(
+  input: ContinuationInput,
+  parts: Parts,
+  signal: CutContext['signal'],
+): Promise<Attempted> {
+  const budget = followSignals([signal])
+  const timer = Number.isFinite(input.config.timeoutMs)
+    ? setTimeout(
+        () =>
+          budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
+        input.config.timeoutMs,
+      )
+    : undefined
+  let attempts = 0
+  let keyId: string | null = null
+  let tried: Tried = { kind: 'failed', verdict: undefined }
+  try {
+    while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
+      const lease = await leaseFor(input, budget.controller.signal)
+      if (lease === null) break
+      attempts++
+      keyId = lease?.keyId ?? null
+      if (lease !== undefined) input.addSecret(lease.secret)
+      // Never throws by design; a throw all the same still reports the lease, once.
+      tried = await tryOnce(input, parts, lease, budget.controller).catch(
+        (): Tried => ({ kind: 'failed', verdict: undefined }),
+      )
+      if (tried.kind === 'output') return { tried, lease, keyId, attempts }
+      await lease?.report(leaseOutcome(tried)).catch(() => {})
+      if (tried.kind !== 'failed' || tried.verdict?.retryable !== true) break
+    }
+  } finally {
+    clearTimeout(timer)
+    budget.release()
+  }
+  return { tried, lease: undefined, keyId, attempts }
 }
 
 /**
@@ -332,6 +378,7 @@ async function tryOnce(
     if (status < 200 || status > 299 || source === null) {
       const text = await readBounded(response.body, policy.maxErrorBodyBytes, signal)
       const error = errorFromBody(text, status)
+      if (isPrefillRefusal(status, error)) return { kind: 'refused' }
       const verdict = classifyAttemptFailure(
         status < 200 || status > 299
           ? { kind: 'status', status, headers: response.headers, error }

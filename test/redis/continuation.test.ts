@@ -101,4 +101,63 @@ describe('continueAfterCut over a Redis pool', () => {
       })
       .toEqual({ inflight: 0, leases: 2, cancelled: 1 })
   })
+
+  it('a model that refuses a prefill: the refusal is reported as rejected (the key worked), remembered, never a cooldown', async () => {
+    const pool = redisPools.pool([
+      { id: 'a', secret: 'sk-redis-a-1234567890' },
+      { id: 'b', secret: 'sk-redis-b-1234567890' },
+    ])
+    const upstream = createFaultyUpstream({
+      scenarios: { s: ['partial-then-cut'] },
+      refusePrefill: ['claude-refuses'],
+    })
+    const outcomes: RelayOutcome[] = []
+    const client = new Anthropic({
+      apiKey: 'sk-x',
+      baseURL: 'http://upstream.test',
+      fetch: createResilientFetch({
+        fetch: upstream.fetch,
+        pool,
+        policy: { continueAfterCut: true },
+        onOutcome: (outcome) => outcomes.push(outcome),
+      }),
+      maxRetries: 0,
+      defaultHeaders: { 'x-fault-scenario': 's' },
+    })
+    for (let i = 0; i < 2; i++) {
+      await expect(
+        client.messages
+          .stream({
+            model: 'claude-refuses',
+            max_tokens: 64,
+            messages: [{ role: 'user', content: 'hi' }],
+          })
+          .finalMessage(),
+      ).rejects.toThrow(/incomplete/)
+    }
+    await expect.poll(() => outcomes.length).toBe(2)
+    expect(outcomes.map((each) => each.kind === 'committed' && each.continuations)).toEqual([
+      [expect.objectContaining({ result: 'prefill-refused', attempts: 1 })],
+      [expect.objectContaining({ result: 'prefill-refused', attempts: 0 })],
+    ])
+    expect(upstream.requests).toHaveLength(3)
+    await expect
+      .poll(async () => {
+        const stats = await pool.stats()
+        return {
+          inflight: stats.reduce((n, s) => n + s.inflight, 0),
+          leases: stats.reduce((n, s) => n + s.leases, 0),
+          rejected: stats.reduce((n, s) => n + s.outcomes.rejected, 0),
+          success: stats.reduce((n, s) => n + s.outcomes.success, 0),
+        }
+      })
+      .toEqual({ inflight: 0, leases: 3, rejected: 1, success: 2 })
+    // Both keys are still free to lease: nothing cools.
+    const first = await pool.acquire({})
+    const second = await pool.acquire({})
+    expect([first.kind, second.kind]).toEqual(['leased', 'leased'])
+    for (const got of [first, second]) {
+      if (got.kind === 'leased') await got.lease.report({ kind: 'cancelled' })
+    }
+  })
 })

@@ -19,6 +19,7 @@ import { type FrameReader, nextOn } from '../sse/reader.js'
  * Where a held continuation stands: `hold` (its text so far, `matched` characters, repeats
  * the start of the received text), `release` (it continues: send what was held),
  * `restarted` (it repeated the whole received text, or ended while still repeating it).
+ * @internal exported for tests
  */
 export type RestartCheck =
   | { readonly kind: 'hold'; readonly matched: number }
@@ -28,6 +29,7 @@ export type RestartCheck =
 /**
  * The next step of the check, after `matched` characters of `received` were repeated and
  * `seen` came (a frame's verdict, or `'end'`: the stream ended or failed). Pure.
+ * @internal exported for tests
  */
 export function checkRestart(
   received: string,

@@ -15,6 +15,7 @@ import { now } from './run.js'
 /**
  * The bounds of the memory: at most `maxEntries` routes and models, each remembered for
  * `ttlMs` after the refusal.
+ * @internal exported for tests
  */
 export const prefillRefusalMemory = Object.freeze({ maxEntries: 1024, ttlMs: 3_600_000 })
 

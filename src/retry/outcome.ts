@@ -220,8 +220,9 @@ export interface RelayHooks {
   }): void
   /**
    * A cut after commit was met by `continueAfterCut`: called when a continuation's output
-   * begins to reach the client (`spliced`), or when none could be (`not-sound`, `failed`:
-   * the client then gets the honest error). `attemptNumber` is the cut attempt's.
+   * begins to reach the client (`spliced`), or when none could be (`not-sound`, `failed`,
+   * `restarted`, `prefill-refused`: the client then gets the honest error). `attemptNumber`
+   * is the cut attempt's.
    */
   onContinuation?(
     context: Readonly<ContinuationRecord & { attemptNumber: number; route: string }>,

@@ -299,15 +299,22 @@ describe('continueAfterCut: a continuation that restarts is never appended', () 
   it('createResilientFetch behind a proxy that drops the prefill: the restart is never appended', async () => {
     const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
     let original: BodyInit | null | undefined
-    const { pool, outcomes, fetch } = await through(anthropicMessages, (input, init) => {
-      original ??= init?.body
-      return upstream.fetch(input, {
-        ...init,
-        body: original ?? null,
-        headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
-      })
-    })
+    const continued: string[] = []
+    const { pool, outcomes, fetch } = await through(
+      anthropicMessages,
+      (input, init) => {
+        original ??= init?.body
+        return upstream.fetch(input, {
+          ...init,
+          body: original ?? null,
+          headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
+        })
+      },
+      {},
+      { onContinuation: (context) => continued.push(context.result) },
+    )
     await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+    expect(continued).toEqual(['restarted'])
     expect(upstream.requests).toHaveLength(2)
     expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
     expect(outcomes[0]).toMatchObject({

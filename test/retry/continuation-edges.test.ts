@@ -652,4 +652,36 @@ describe('continueAfterCut behind a translator', () => {
       expect(upstream.requests).toHaveLength(2)
     })
   }
+
+  it('Anthropic clients over a vLLM upstream, an attempt that sends the body it read: the restart is never appended, the honest error in the client protocol', async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const original = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }
+    const { sink, response } = webSink()
+    const relayed = relay({
+      sink,
+      adapter: openaiChatWith({ continuation: 'vllm-continue' }),
+      request: { url: 'http://upstream.test/v1/chat/completions', body: original },
+      policy: { continueAfterCut: true, downstream: anthropicDownstream('frames') },
+      attempt: ({ signal }) =>
+        upstream.fetch('http://upstream.test/v1/chat/completions', {
+          method: 'POST',
+          headers: { 'x-fault-scenario': 's' },
+          body: JSON.stringify(original),
+          signal,
+        }),
+    })
+    const client = new Anthropic({ apiKey: 'sk-x', maxRetries: 0, fetch: async () => response })
+    let text = ''
+    const stream = client.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .on('text', (delta) => {
+        text += delta
+      })
+    await expect(stream.finalMessage()).rejects.toThrow()
+    expect(text).toBe('The quick brown fox ')
+    expect(await relayed).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'restarted' }],
+    })
+  })
 })

@@ -155,6 +155,13 @@ type Tried =
   /** The upstream refuses a prefill for this model (see `prefill-refusals.ts`). */
   | { kind: 'refused' }
 
+/** The record's word for a continuation that got no output to the client. */
+const resultOf: Record<Exclude<Tried['kind'], 'output'>, ContinuationRecord['result']> = {
+  failed: 'failed',
+  restarted: 'restarted',
+  refused: 'prefill-refused',
+}
+
 /** Creates the continuation of one committed attempt. */
 export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
   const records: ContinuationRecord[] = []
@@ -219,12 +226,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     return tell({
       ...base,
       keyId,
-      result:
-        tried.kind === 'failed'
-          ? 'failed'
-          : tried.kind === 'refused'
-            ? 'prefill-refused'
-            : 'restarted',
+      result: resultOf[tried.kind],
       attempts,
       ...(usage === null ? {} : { usage }),
     })

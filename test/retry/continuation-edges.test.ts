@@ -349,6 +349,45 @@ describe('continueAfterCut: a continuation that restarts is never appended', () 
     })
   })
 
+  it('a continuation that repeats the start of the received text and then goes silent: held within its budget, then the honest error', async () => {
+    const wire = anthropicWire()
+    const next = anthropicWire()
+    let cancelled = false
+    const upstream = scripted(
+      anthropicMessages,
+      [...wire.start(), ...wire.text('The quick')].join(''),
+      () => {
+        const head = new TextEncoder().encode([...next.start(), ...next.text('The')].join(''))
+        let sent = false
+        const body = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (!sent) {
+              sent = true
+              controller.enqueue(head)
+            }
+            return new Promise(() => {})
+          },
+          cancel() {
+            cancelled = true
+          },
+        })
+        return new Response(body, { headers: sse })
+      },
+    )
+    const { pool, outcomes, fetch } = await through(anthropicMessages, upstream.fetch, {
+      continueAfterCut: { timeoutMs: 150 },
+    })
+    const started = performance.now()
+    await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+    expect(performance.now() - started).toBeLessThan(2000)
+    expect(cancelled).toBe(true)
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'failed', attempts: 1 }],
+    })
+  })
+
   it('a restart that repeats the received text in one delta and goes on is never appended', async () => {
     const upstream = continuingWith(['The quick brown fox.'])
     const { fetch } = await through(anthropicMessages, upstream.fetch)

@@ -50,7 +50,9 @@ function event(type: string, body: Record<string, unknown>): SseFrame {
  * The splice of one Anthropic continuation: its `message_start` is dropped; its first text
  * block continues the client's open block (its start dropped, its deltas re-indexed, the
  * regenerated whitespace skipped); later blocks follow the client's last index; its
- * `message_delta` and `message_stop` end the client's message.
+ * `message_delta` and `message_stop` end the client's message. When the client's block had
+ * already closed, the continuation's first text block opens a block only once it has a
+ * character to show: a block of skipped whitespace alone is dropped, never left empty.
  */
 export function anthropicSplice(
   received: ContinuationReceived,
@@ -58,9 +60,28 @@ export function anthropicSplice(
 ): ContinuationSplice {
   const skip = overlapSkipper(received.text, prefillOf(received))
   const open = client.openBlocks.at(-1)
-  /** Continuation index + shift = the client's index; set at the continuation's first block. */
-  let shift: number | undefined
-  const shifted = (index: unknown) => (typeof index === 'number' ? index : 0) + (shift ?? 0)
+  /** The client's index for the continuation's next new block. */
+  let next = (open ?? client.lastBlockIndex) + 1
+  /** The continuation's block indexes, as the client's. */
+  const indexes = new Map<number, number>()
+  let started = false
+  /** The first text block after a closed one: its start waits for a character to show. */
+  let waiting: { index: number; start: Record<string, unknown> } | undefined
+  const clientIndex = (index: number): number => {
+    let at = indexes.get(index)
+    if (at === undefined) {
+      at = next++
+      indexes.set(index, at)
+    }
+    return at
+  }
+  /** The waiting block's start, when `index` is the waiting block (its first shown delta). */
+  const opened = (index: number): SseFrame[] => {
+    if (waiting?.index !== index) return []
+    const { start } = waiting
+    waiting = undefined
+    return [event('content_block_start', { ...start, index: clientIndex(index) })]
+  }
   return (frame) => {
     const type = frame.event
     if (type === 'message_start') return []
@@ -74,35 +95,47 @@ export function anthropicSplice(
     const data = frame.data
     const body = data === undefined ? undefined : parseObject(data)
     if (body === undefined) return [frame]
+    const index = typeof body.index === 'number' ? body.index : 0
     if (type === 'content_block_start') {
       const text = stringField(body.content_block, 'type') === 'text'
-      if (shift === undefined) {
-        if (open !== undefined && text) {
-          shift = open - (typeof body.index === 'number' ? body.index : 0)
+      if (!started) {
+        started = true
+        if (text && open !== undefined) {
+          indexes.set(index, open)
           return []
         }
-        const next = open === undefined ? client.lastBlockIndex + 1 : open + 1
-        shift = next - (typeof body.index === 'number' ? body.index : 0)
-        const start = event(type, { ...body, index: shifted(body.index) })
+        if (text) {
+          waiting = { index, start: body }
+          return []
+        }
+        const start = event(type, { ...body, index: clientIndex(index) })
         return open === undefined ? [start] : [event('content_block_stop', { index: open }), start]
       }
-      return [event(type, { ...body, index: shifted(body.index) })]
+      return [event(type, { ...body, index: clientIndex(index) })]
     }
     // A delta before any block start continues the open block.
-    if (shift === undefined && open !== undefined) shift = open
-    if (type === 'content_block_stop') return [event(type, { ...body, index: shifted(body.index) })]
+    if (!started && open !== undefined) indexes.set(index, open)
+    started = true
+    if (type === 'content_block_stop') {
+      if (waiting?.index === index) {
+        // Nothing of it was shown: no block at all.
+        waiting = undefined
+        return []
+      }
+      return [event(type, { ...body, index: clientIndex(index) })]
+    }
     const delta = body.delta
     if (stringField(delta, 'type') === 'text_delta') {
       const text = skip(stringField(delta, 'text') ?? '')
       if (text === '') return []
       return [
-        event(type, {
-          ...body,
-          index: shifted(body.index),
-          delta: { ...(delta as object), text },
-        }),
+        ...opened(index),
+        event(type, { ...body, index: clientIndex(index), delta: { ...(delta as object), text } }),
       ]
     }
-    return [event(type, { ...body, index: shifted(body.index), delta: field(body, 'delta') })]
+    return [
+      ...opened(index),
+      event(type, { ...body, index: clientIndex(index), delta: field(body, 'delta') }),
+    ]
   }
 }

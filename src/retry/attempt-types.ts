@@ -197,8 +197,10 @@ export type AttemptResult =
       readonly eof: EofClass | null
       readonly bytes: number
       readonly stalls: StallStats
-      /** The token usage the upstream reported for this answer, when it did. */
+      /** The token usage this attempt's upstream reported, when it did (up to a cut). */
       readonly usage?: TokenUsage | undefined
+      /** The answer's usage when continuations added to it: this attempt's plus theirs. */
+      readonly answerUsage?: TokenUsage | undefined
       /** The answer's id and model, as the upstream stated them. */
       readonly response?: ResponseIdentity | undefined
       /** The continuations tried after a cut, when any was. */

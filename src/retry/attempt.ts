@@ -472,7 +472,9 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
     eof: pumped.eof,
     bytes: pumped.bytes,
     stalls: pumped.stalls,
-    usage: input.continuation === undefined ? usage : input.continuation.usage(usage),
+    // The attempt's record keeps its own upstream's usage; the answer's adds continuations'.
+    usage: input.continuation === undefined ? usage : input.continuation.attemptUsage(usage),
+    answerUsage: input.continuation?.usage(usage),
     response: identityOfData(delivered.peek.tracker.state.firstData),
     ...(continued === undefined || continued.length === 0 ? {} : { continuations: continued }),
   }

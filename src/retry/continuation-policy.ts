@@ -27,8 +27,9 @@ export interface ContinueAfterCutOptions {
    */
   readonly maxAttempts?: number
   /**
-   * Each continuation's budget, from the cut to its first output (the key wait, the request,
-   * the peek). `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
+   * Each continuation's budget, from the cut to its first output sent to the client (the key
+   * wait, the request, the peek, and the hold while its text still repeats what the client
+   * received). `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
    * @default 30_000 (the client is already waiting mid-answer: past half a minute an honest
    *   error serves it better)
    */

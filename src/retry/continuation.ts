@@ -12,7 +12,7 @@ import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
 import { StreamTimeoutError } from '../errors.js'
 import { followSignals } from '../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
-import { peekOn } from '../peek/index.js'
+import { peekDefaults, peekOn } from '../peek/index.js'
 import type { ContinuationReceived, ContinuationSplice } from '../protocols/continuation.js'
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { addUsage, type TokenUsage } from '../protocols/usage.js'
@@ -21,8 +21,15 @@ import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from './attempt.js'
 import type { Route } from './attempt-types.js'
 import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
+import { type Held, type HoldBounds, holdRepeats } from './continuation-restart.js'
 import { errorFromBody, readBounded } from './error-body.js'
 import type { NormalizedRelayPolicy } from './policy.js'
+import {
+  isPrefillRefusal,
+  prefillRefused,
+  refusalKey,
+  rememberPrefillRefusal,
+} from './prefill-refusals.js'
 import { now } from './run.js'
 
 /**
@@ -42,10 +49,14 @@ export interface ContinuationRecord {
   /**
    * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
    * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
-   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no output. The client
-   * got the honest error for the last two.
+   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no
+   * output; `restarted`: its answer began again with the text the client already had (the
+   * request went out without the prefill, or the model ignored it), or ended while it still
+   * repeated it, and was never appended; `prefill-refused`: the upstream refuses a prefill
+   * for this model (`attempts: 1`), or did so on this route within the hour (`attempts: 0`,
+   * no request). The client got the honest error for all but `spliced`.
    */
-  readonly result: 'spliced' | 'not-sound' | 'failed'
+  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted' | 'prefill-refused'
   /** Its attempts (0 when not sound). */
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */
@@ -78,6 +89,8 @@ export interface RelayContinuation extends PumpContinuation {
   close(end: PumpEnd | undefined): Promise<void>
   /** The answer's usage: the cut attempt's up to the cut, plus each continuation's. */
   usage(tracked: TokenUsage | undefined): TokenUsage | undefined
+  /** The cut attempt's own usage: what its upstream reported up to the cut. */
+  attemptUsage(tracked: TokenUsage | undefined): TokenUsage | undefined
   readonly records: readonly ContinuationRecord[]
 }
 
@@ -100,19 +113,26 @@ function isRequest(value: unknown): value is UpstreamRequest {
   )
 }
 
+/** A continuation's request, its splice, and the text it continues. */
+interface Parts {
+  readonly request: UpstreamRequest
+  readonly splice: ContinuationSplice
+  readonly received: string
+}
+
 /** The adapter's continuation request and splice, or `undefined` when it declines or misbehaves. */
 function adapterParts(
   adapter: StreamAdapter,
   request: UpstreamRequest,
   received: ContinuationReceived,
   client: RenderState,
-): { request: UpstreamRequest; splice: ContinuationSplice } | undefined {
+): Parts | undefined {
   try {
     const built = adapter.buildContinuation?.(request, received)
     if (!isRequest(built)) return undefined
     const splice = adapter.spliceContinuation?.(received, client)
     if (typeof splice !== 'function') return undefined
-    return { request: built, splice }
+    return { request: built, splice, received: received.text }
   } catch {
     return undefined
   }
@@ -130,6 +150,17 @@ function snapshot(state: RenderState): RenderState {
 type Tried =
   | { kind: 'output'; stream: ContinuedStream; usage: () => TokenUsage | null }
   | { kind: 'failed'; verdict: FailureVerdict | undefined }
+  /** Its answer began again with the received text (see `continuation-restart.ts`). */
+  | { kind: 'restarted'; usage: TokenUsage | null }
+  /** The upstream refuses a prefill for this model (see `prefill-refusals.ts`). */
+  | { kind: 'refused' }
+
+/** The record's word for a continuation that got no output to the client. */
+const resultOf: Record<Exclude<Tried['kind'], 'output'>, ContinuationRecord['result']> = {
+  failed: 'failed',
+  restarted: 'restarted',
+  refused: 'prefill-refused',
+}
 
 /** Creates the continuation of one committed attempt. */
 export function createRelayContinuation(input: ContinuationInput): RelayContinuation {
@@ -153,6 +184,13 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     await running.lease?.report(outcome).catch(() => {})
   }
 
+  /** Keeps a continuation's record and tells the hook (its result is final, or its output began). */
+  function tell(record: ContinuationRecord): null {
+    records.push(record)
+    input.onRecord(record)
+    return null
+  }
+
   async function next(cut: CutContext): Promise<ContinuedStream | null> {
     // The previous continuation reached the upstream's end (a cut): its key works.
     await settle({ kind: 'success' })
@@ -169,50 +207,29 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         : adapterParts(input.adapter, input.request, received, snapshot(cut.state))
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
     if (records.length >= input.config.maxContinuations || parts === undefined) {
-      input.onRecord({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
-      records.push({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
-      return null
+      return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
-    const budget = followSignals([cut.signal])
-    const timer = Number.isFinite(input.config.timeoutMs)
-      ? setTimeout(
-          () =>
-            budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
-          input.config.timeoutMs,
-        )
-      : undefined
-    let attempts = 0
-    let keyId: string | null = null
-    try {
-      while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
-        const lease = await leaseFor(input, budget.controller.signal)
-        if (lease === null) break
-        attempts++
-        keyId = lease?.keyId ?? null
-        if (lease !== undefined) input.addSecret(lease.secret)
-        // Never throws by design; a throw all the same still reports the lease, once.
-        const tried = await tryOnce(input, parts, lease, budget.controller).catch(
-          (): Tried => ({ kind: 'failed', verdict: undefined }),
-        )
-        if (tried.kind === 'output') {
-          const record = { ...base, keyId, result: 'spliced', attempts } as const
-          current = { lease, usage: tried.usage, record: records.length }
-          continued.push(current.usage)
-          records.push(record)
-          input.onRecord(record)
-          return tried.stream
-        }
-        await lease?.report(tried.verdict?.key ?? { kind: 'cancelled' }).catch(() => {})
-        if (tried.verdict?.retryable !== true) break
-      }
-    } finally {
-      clearTimeout(timer)
-      budget.release()
+    const refusal = refusalKey(input.routeName, parts.request)
+    if (prefillRefused(refusal)) {
+      return tell({ ...base, keyId: null, result: 'prefill-refused', attempts: 0 })
     }
-    const record = { ...base, keyId, result: 'failed', attempts } as const
-    records.push(record)
-    input.onRecord(record)
-    return null
+    const { tried, lease, keyId, attempts } = await attemptAll(input, parts, cut.signal)
+    if (tried.kind === 'output') {
+      current = { lease, usage: tried.usage, record: records.length }
+      continued.push(current.usage)
+      tell({ ...base, keyId, result: 'spliced', attempts })
+      return tried.stream
+    }
+    // The key worked: the model refuses the request's shape. Not asked again for a while.
+    if (tried.kind === 'refused') rememberPrefillRefusal(refusal)
+    const usage = tried.kind === 'restarted' ? tried.usage : null
+    return tell({
+      ...base,
+      keyId,
+      result: resultOf[tried.kind],
+      attempts,
+      ...(usage === null ? {} : { usage }),
+    })
   }
 
   return {
@@ -221,6 +238,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     async close(end) {
       await settle(end === undefined ? { kind: 'cancelled' } : keyOutcomeOf(end))
     },
+    attemptUsage(tracked) {
+      return cutSeen ? usageAtCut : tracked
+    },
     usage(tracked) {
       if (!cutSeen) return tracked
       let sum = usageAtCut
@@ -228,6 +248,65 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       return sum
     },
   }
+}
+
+/** A continuation's attempts: the last one's end, and the lease of one with output. */
+interface Attempted {
+  readonly tried: Tried
+  /** The lease of the attempt with output (the others are reported). */
+  readonly lease: KeyLease | undefined
+  readonly keyId: string | null
+  readonly attempts: number
+}
+
+/** What a continuation attempt that got no output says about its key. */
+function leaseOutcome(tried: Exclude<Tried, { kind: 'output' }>): KeyOutcome {
+  if (tried.kind === 'refused') return { kind: 'rejected' }
+  if (tried.kind === 'restarted') return { kind: 'cancelled' }
+  return tried.verdict?.key ?? { kind: 'cancelled' }
+}
+
+/**
+ * A continuation's attempts within its budget, each on a key of its own, until one has
+ * output; a refusal, a restart or a failure that is not retryable ends them (another try
+ * would meet the same). Every lease but the one with output is reported here, once.
+ */
+async function attemptAll(
+  input: ContinuationInput,
+  parts: Parts,
+  signal: CutContext['signal'],
+): Promise<Attempted> {
+  const budget = followSignals([signal])
+  const timer = Number.isFinite(input.config.timeoutMs)
+    ? setTimeout(
+        () =>
+          budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
+        input.config.timeoutMs,
+      )
+    : undefined
+  let attempts = 0
+  let keyId: string | null = null
+  let tried: Tried = { kind: 'failed', verdict: undefined }
+  try {
+    while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
+      const lease = await leaseFor(input, budget.controller.signal)
+      if (lease === null) break
+      attempts++
+      keyId = lease?.keyId ?? null
+      if (lease !== undefined) input.addSecret(lease.secret)
+      // Never throws by design; a throw all the same still reports the lease, once.
+      tried = await tryOnce(input, parts, lease, budget.controller).catch(
+        (): Tried => ({ kind: 'failed', verdict: undefined }),
+      )
+      if (tried.kind === 'output') return { tried, lease, keyId, attempts }
+      await lease?.report(leaseOutcome(tried)).catch(() => {})
+      if (tried.kind !== 'failed' || tried.verdict?.retryable !== true) break
+    }
+  } finally {
+    clearTimeout(timer)
+    budget.release()
+  }
+  return { tried, lease: undefined, keyId, attempts }
 }
 
 /**
@@ -251,6 +330,14 @@ async function leaseFor(
   }
 }
 
+/** How far a continuation is held past the frames that repeat received text: a peek's bounds. */
+function holdBounds(policy: NormalizedRelayPolicy): HoldBounds {
+  return {
+    maxFrames: policy.peek.maxPeekFrames ?? peekDefaults.maxPeekFrames,
+    maxBytes: policy.peek.maxPeekBytes ?? peekDefaults.maxPeekBytes,
+  }
+}
+
 /** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
 function peekOptions(policy: NormalizedRelayPolicy) {
   const { trackerOptions: _kept, ...peek } = policy.peek
@@ -260,7 +347,7 @@ function peekOptions(policy: NormalizedRelayPolicy) {
 /** One continuation attempt, up to its first output. Never throws. */
 async function tryOnce(
   input: ContinuationInput,
-  parts: { request: UpstreamRequest; splice: ContinuationSplice },
+  parts: Parts,
   lease: KeyLease | undefined,
   budget: AbortController,
 ): Promise<Tried> {
@@ -293,6 +380,7 @@ async function tryOnce(
     if (status < 200 || status > 299 || source === null) {
       const text = await readBounded(response.body, policy.maxErrorBodyBytes, signal)
       const error = errorFromBody(text, status)
+      if (isPrefillRefusal(status, error)) return { kind: 'refused' }
       const verdict = classifyAttemptFailure(
         status < 200 || status > 299
           ? { kind: 'status', status, headers: response.headers, error }
@@ -326,13 +414,25 @@ async function tryOnce(
       if (peeked.kind === 'aborted') return { kind: 'failed', verdict: undefined }
       return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'peek', outcome: peeked }) }
     }
+    let held: Held
+    try {
+      held = await holdRepeats(parts.received, peeked, tracker, holdBounds(policy), signal)
+    } catch {
+      await peeked.reader.cancel().catch(() => {})
+      return { kind: 'failed', verdict: undefined }
+    }
+    if (held.kind === 'restarted') {
+      await peeked.reader.cancel().catch(() => {})
+      return { kind: 'restarted', usage: tracker.state.usage }
+    }
+    // The tracker saw every frame read so far; the pump shows it the rest.
+    const seen = new Set(held.frames)
     const stream: ContinuedStream = {
-      frames: peeked.frames,
+      frames: held.frames,
       reader: peeked.reader,
       splice: parts.splice,
-      // The peek's tracker saw the peeked frames; the pump shows it the rest.
       observe: (frame) => {
-        if (!peeked.frames.includes(frame)) tracker.observe(frame)
+        if (!seen.has(frame)) tracker.observe(frame)
       },
     }
     return { kind: 'output', stream, usage: () => tracker.state.usage }

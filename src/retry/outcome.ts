@@ -48,8 +48,10 @@ export interface AttemptRecord {
   readonly hedgeOf?: number | undefined
   /**
    * Token usage the attempt's upstream reported before it ended, when it reported any: the
-   * committed attempt's whole usage, or what a failed or cancelled attempt was billed for
-   * where its protocol says (Anthropic's `message_start` carries the input).
+   * committed attempt's whole usage (up to the cut when its answer was continued: each
+   * continuation's own is on its record, and the outcome's `usage` is the sum), or what a
+   * failed or cancelled attempt was billed for where its protocol says (Anthropic's
+   * `message_start` carries the input).
    */
   readonly usage?: TokenUsage | undefined
 }
@@ -218,8 +220,9 @@ export interface RelayHooks {
   }): void
   /**
    * A cut after commit was met by `continueAfterCut`: called when a continuation's output
-   * begins to reach the client (`spliced`), or when none could be (`not-sound`, `failed`:
-   * the client then gets the honest error). `attemptNumber` is the cut attempt's.
+   * begins to reach the client (`spliced`), or when none could be (`not-sound`, `failed`,
+   * `restarted`, `prefill-refused`: the client then gets the honest error). `attemptNumber`
+   * is the cut attempt's.
    */
   onContinuation?(
     context: Readonly<ContinuationRecord & { attemptNumber: number; route: string }>,

@@ -199,7 +199,9 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
           stalls: result.stalls,
           durationMs: now() - run.started,
           ...(run.hedges === undefined ? {} : { hedges: run.hedges }),
-          ...(result.usage === undefined ? {} : { usage: result.usage }),
+          ...((result.answerUsage ?? result.usage) === undefined
+            ? {}
+            : { usage: result.answerUsage ?? result.usage }),
           ...(result.response === undefined ? {} : { response: result.response }),
           ...(result.continuations === undefined ? {} : { continuations: result.continuations }),
         },

@@ -13,7 +13,7 @@ import type { StreamAdapter } from '../protocols/types.js'
 import { parseChaosMarker } from './chaos-marker.js'
 import { faultSteps, type Step } from './fault-steps.js'
 import { checkScenarios, type Fault, type FaultKind, type Scenario } from './faults.js'
-import { continuationRest } from './prefill.js'
+import { continuationRest, prefillOf } from './prefill.js'
 import { wireFor } from './wire.js'
 
 export type { ChaosMarker } from './chaos-marker.js'
@@ -37,7 +37,20 @@ export interface FaultyUpstreamOptions {
   readonly frameDelayMs?: number
   /** Gap between keep-alives of `keepalives-only`. @default 200 */
   readonly keepAliveMs?: number
+  /**
+   * Models that refuse a prefill, as newer Claude models do: a request for one of them that
+   * continues a final assistant message (in its protocol's dialect) is answered
+   * `400 invalid_request_error` "This model does not support assistant message prefill…",
+   * whatever its scenario.
+   * @default [] (every model continues a prefilled answer)
+   * @example createFaultyUpstream({ refusePrefill: ['claude-new'] })
+   */
+  readonly refusePrefill?: readonly string[]
 }
+
+/** What a model that refuses a prefill answers (Anthropic's words). */
+const prefillRefusalMessage =
+  'This model does not support assistant message prefill. The conversation must end with a user message.'
 
 /**
  * Where {@link FaultyUpstream.listen} serves.
@@ -298,6 +311,21 @@ function statusAnswer(
   }
 }
 
+/** Whether `body` continues a prefilled answer for one of the `models` that refuse it. */
+function refusesPrefill(
+  adapter: StreamAdapter,
+  body: string,
+  models: ReadonlySet<string>,
+): boolean {
+  if (prefillOf(adapter, body) === undefined) return false
+  try {
+    const { model } = JSON.parse(body) as { model?: unknown }
+    return typeof model === 'string' && models.has(model)
+  } catch {
+    return false
+  }
+}
+
 /**
  * Creates a faulty upstream.
  *
@@ -315,7 +343,9 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     'reasoning',
     'frameDelayMs',
     'keepAliveMs',
+    'refusePrefill',
   ] satisfies (keyof FaultyUpstreamOptions)[])
+  const refusePrefill = new Set(options.refusePrefill ?? [])
   const scenarios = options.scenarios ?? {}
   checkScenarios(scenarios)
   const baseAnswer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
@@ -365,6 +395,14 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     requests.push(record)
     const ended = () => {
       record.endedAt ??= performance.now()
+    }
+    if (refusePrefill.size > 0 && refusesPrefill(adapter, body, refusePrefill)) {
+      ended()
+      const wire = wireFor(adapter)
+      return new Response(wire.errorBody(wire.invalidRequestType, prefillRefusalMessage, 400), {
+        status: 400,
+        headers: { 'content-type': 'application/json' },
+      })
     }
     const tag = marker === undefined ? '' : `[attempt ${attempt}] `
     // A continuation (a prefilled final assistant message) gets the rest of the answer it began.

@@ -21,10 +21,7 @@ function textOf(content: unknown): string | undefined {
   return blocks.map((block) => block.text).join('')
 }
 
-/**
- * The text a request asks to continue, in its protocol's dialect; `undefined` for none.
- * @internal exported for tests
- */
+/** The text a request asks to continue, in its protocol's dialect; `undefined` for none. */
 export function prefillOf(adapter: StreamAdapter, body: string): string | undefined {
   let parsed: unknown
   try {

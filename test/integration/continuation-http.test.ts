@@ -1,8 +1,20 @@
+import { Agent, createServer, request as httpRequest } from 'node:http'
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startGateway } from '../../examples/node-http-gateway.js'
+import {
+  anthropicMessages,
+  createMemoryKeyPool,
+  openaiChatWith,
+  type RelayOutcome,
+  relay,
+  type StreamAdapter,
+} from '../../src/index.js'
+import { clientSignal, nodeResponse, nodeSink } from '../../src/node.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { leaseTotals } from '../support/leases.js'
+import { withBody } from '../support/loopback.js'
 
 /**
  * `continueAfterCut` end to end over real HTTP on 127.0.0.1: the official SDKs, the example
@@ -97,4 +109,111 @@ describe('continueAfterCut over HTTP through the example gateway', () => {
     const second = JSON.parse(upstream.requests[1]?.body ?? '{}')
     expect(second).toMatchObject({ continue_final_message: true, add_generation_prompt: false })
   })
+})
+
+/**
+ * A hand-written gateway as a user first writes it: it reads the body, then its attempt sends
+ * that body (not `context.request`), by `fetch` or by `node:http`, so a continuation goes out
+ * without its prefill and the model answers from the start.
+ */
+async function capturedBodyGateway(
+  adapter: StreamAdapter,
+  upstreamUrl: string,
+  transport: 'fetch' | 'node:http',
+) {
+  const pool = createMemoryKeyPool([
+    { id: 'a', secret: 'sk-http-a-not-real' },
+    { id: 'b', secret: 'sk-http-b-not-real' },
+  ])
+  const agent = new Agent({ keepAlive: true })
+  const outcomes: RelayOutcome[] = []
+  const server = createServer((req, res) => {
+    withBody(req, async (body) => {
+      const target = `${upstreamUrl}${req.url ?? ''}`
+      const headers = { 'content-type': 'application/json', 'x-fault-scenario': 's' }
+      outcomes.push(
+        await relay({
+          sink: nodeSink(res),
+          signal: clientSignal(req, res),
+          pool,
+          adapter,
+          request: { url: target, body: JSON.parse(body) },
+          policy: { continueAfterCut: true, backoff: { baseMs: 5 } },
+          attempt: ({ signal }) =>
+            transport === 'fetch'
+              ? fetch(target, { method: 'POST', headers, body, signal, redirect: 'manual' })
+              : new Promise<Response>((resolve, reject) => {
+                  const sent = httpRequest(
+                    target,
+                    { method: 'POST', headers, agent, signal },
+                    (r) => resolve(nodeResponse(r)),
+                  )
+                  sent.once('error', reject)
+                  sent.end(body)
+                }),
+        }),
+      )
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  cleanups.push(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+    agent.destroy()
+  })
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  return { url: `http://127.0.0.1:${port}`, pool, outcomes }
+}
+
+describe('continueAfterCut over HTTP with an attempt that sends the body it read', () => {
+  for (const transport of ['fetch', 'node:http'] as const) {
+    it(`Anthropic SDK, ${transport} attempt: the restarted answer is never appended, the honest error instead`, async () => {
+      const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+      const upstreamUrl = await upstream.listen()
+      cleanups.push(() => upstream.close())
+      const gateway = await capturedBodyGateway(anthropicMessages, upstreamUrl, transport)
+      const client = new Anthropic({ apiKey: 'sk-client', baseURL: gateway.url, maxRetries: 0 })
+      let text = ''
+      const stream = client.messages
+        .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+        .on('text', (delta) => {
+          text += delta
+        })
+      await expect(stream.finalMessage()).rejects.toThrow(/incomplete/)
+      expect(text).toBe('The quick brown fox ')
+      expect(upstream.requests).toHaveLength(2)
+      await expect.poll(() => gateway.outcomes.length).toBe(1)
+      expect(gateway.outcomes[0]).toMatchObject({
+        end: { kind: 'error-written' },
+        continuations: [{ result: 'restarted' }],
+      })
+      await expect
+        .poll(() => leaseTotals(gateway.pool))
+        .toEqual({ inflight: 0, leased: 2, reported: 2 })
+    })
+
+    it(`OpenAI SDK (vllm-continue), ${transport} attempt: the restarted answer is never appended`, async () => {
+      const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+      const upstreamUrl = await upstream.listen()
+      cleanups.push(() => upstream.close())
+      const adapter = openaiChatWith({ continuation: 'vllm-continue' })
+      const gateway = await capturedBodyGateway(adapter, upstreamUrl, transport)
+      const client = new OpenAI({
+        apiKey: 'sk-client',
+        baseURL: `${gateway.url}/v1`,
+        maxRetries: 0,
+      })
+      let text = ''
+      const stream = client.chat.completions
+        .stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+        .on('content', (delta) => {
+          text += delta
+        })
+      await expect(stream.finalChatCompletion()).rejects.toThrow(/incomplete/)
+      expect(text).toBe('The quick brown fox ')
+      await expect.poll(() => gateway.outcomes.length).toBe(1)
+      expect(gateway.outcomes[0]).toMatchObject({ continuations: [{ result: 'restarted' }] })
+    })
+  }
 })

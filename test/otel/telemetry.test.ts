@@ -15,6 +15,7 @@ import {
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
+  anthropicMessages,
   createHedging,
   createMemoryKeyPool,
   createResilientFetch,
@@ -28,6 +29,7 @@ import {
 } from '../../src/index.js'
 import { createRelayTelemetry } from '../../src/otel/index.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { createRecordingSink } from '../../src/testing/index.js'
 import { runs } from '../support/runs.js'
 
 /**
@@ -202,6 +204,46 @@ describe('stream-boundary/otel', () => {
       'gen_ai.usage.output_tokens': 12,
     })
     expect(JSON.stringify(spans().map((span) => [span.attributes, span.events]))).not.toMatch(/sk-/)
+  })
+
+  it("a continuation after a cut: the cut attempt's span has its own upstream's usage, the request span the sum", async () => {
+    const { telemetry, spans } = setup()
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      adapter: anthropicMessages,
+      hooks: telemetry.hooks,
+      request: {
+        url: 'https://api.test/v1/messages',
+        body: {
+          model: 'c',
+          stream: true,
+          max_tokens: 64,
+          messages: [{ role: 'user', content: 'hi' }],
+        },
+      },
+      policy: { continueAfterCut: true },
+      attempt: ({ signal, request }) =>
+        upstream.fetch(request?.url ?? '', {
+          method: 'POST',
+          headers: { 'x-fault-scenario': 's' },
+          body: JSON.stringify(request?.body),
+          signal,
+        }),
+    })
+    expect(outcome).toMatchObject({ end: { kind: 'completed' } })
+    await expect.poll(() => spans().length).toBeGreaterThan(1)
+    const { request, attempts } = tree(spans())
+    expect(attempts).toHaveLength(1)
+    // Anthropic's message_start of the cut stream: 10 in, 1 out; the continuation: 10 in, 12 out.
+    expect(attempts[0]?.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': 10,
+      'gen_ai.usage.output_tokens': 1,
+    })
+    expect(request.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': 20,
+      'gen_ai.usage.output_tokens': 13,
+    })
   })
 
   it('a give-up: the span is an error with error.type and the status, and the give-up is counted', async () => {

@@ -280,6 +280,121 @@ describe('continueAfterCut: a continuation that fails', () => {
   })
 })
 
+describe('continueAfterCut: a continuation that restarts is never appended', () => {
+  /** An upstream whose continuation writes `deltas`, whatever the request asked. */
+  function continuingWith(deltas: readonly string[]) {
+    const wire = anthropicWire()
+    const first = [...wire.start(), ...wire.text('The quick')].join('')
+    return scripted(anthropicMessages, first, () => {
+      const next = anthropicWire()
+      const frames = [
+        ...next.start(),
+        ...deltas.flatMap((d) => next.text(d)),
+        ...next.finish('stop'),
+      ]
+      return new Response(frames.join(''), { headers: sse })
+    })
+  }
+
+  it('createResilientFetch behind a proxy that drops the prefill: the restart is never appended', async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    let original: BodyInit | null | undefined
+    const continued: string[] = []
+    const { pool, outcomes, fetch } = await through(
+      anthropicMessages,
+      (input, init) => {
+        original ??= init?.body
+        return upstream.fetch(input, {
+          ...init,
+          body: original ?? null,
+          headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
+        })
+      },
+      {},
+      { onContinuation: (context) => continued.push(context.result) },
+    )
+    await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+    expect(continued).toEqual(['restarted'])
+    expect(upstream.requests).toHaveLength(2)
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'restarted' }],
+    })
+    const stats = await pool.stats()
+    // The restarted continuation's key is not blamed: its lease ends as cancelled.
+    expect(stats.reduce((n, each) => n + each.outcomes.cancelled, 0)).toBe(1)
+    await upstream.close()
+  })
+
+  it('a continuation that begins like the received text and then differs is held, then sent whole', async () => {
+    const upstream = continuingWith(['Th', 'ey', ' said.'])
+    const { outcomes, fetch } = await through(anthropicMessages, upstream.fetch)
+    expect(await anthropicText(fetch)).toBe('The quickThey said.')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'completed' },
+      continuations: [{ result: 'spliced' }],
+    })
+  })
+
+  it('a continuation that ends while it still repeats the received text is treated as absent', async () => {
+    const upstream = continuingWith(['The', ' qu'])
+    const { pool, outcomes, fetch } = await through(anthropicMessages, upstream.fetch)
+    await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'restarted' }],
+    })
+  })
+
+  it('a continuation that repeats the start of the received text and then goes silent: held within its budget, then the honest error', async () => {
+    const wire = anthropicWire()
+    const next = anthropicWire()
+    let cancelled = false
+    const upstream = scripted(
+      anthropicMessages,
+      [...wire.start(), ...wire.text('The quick')].join(''),
+      () => {
+        const head = new TextEncoder().encode([...next.start(), ...next.text('The')].join(''))
+        let sent = false
+        const body = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (!sent) {
+              sent = true
+              controller.enqueue(head)
+            }
+            return new Promise(() => {})
+          },
+          cancel() {
+            cancelled = true
+          },
+        })
+        return new Response(body, { headers: sse })
+      },
+    )
+    const { pool, outcomes, fetch } = await through(anthropicMessages, upstream.fetch, {
+      continueAfterCut: { timeoutMs: 150 },
+    })
+    const started = performance.now()
+    await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+    expect(performance.now() - started).toBeLessThan(2000)
+    expect(cancelled).toBe(true)
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'failed', attempts: 1 }],
+    })
+  })
+
+  it('a restart that repeats the received text in one delta and goes on is never appended', async () => {
+    const upstream = continuingWith(['The quick brown fox.'])
+    const { fetch } = await through(anthropicMessages, upstream.fetch)
+    await expect(anthropicText(fetch)).rejects.toThrow(/incomplete/)
+  })
+})
+
 describe('continueAfterCut: the idle timeout without a sound continuation', () => {
   it('a silent upstream after tool output: the honest timeout error, as without continuation', async () => {
     const upstream = createFaultyUpstream({
@@ -392,7 +507,10 @@ describe('continueAfterCut: hostile user code still gets a settled honest answer
 })
 
 describe('continueAfterCut twins', () => {
-  async function viaNodeHttp(scenario: Scenario) {
+  async function viaNodeHttp(
+    scenario: Scenario,
+    sends: 'context.request' | 'its own body' = 'context.request',
+  ) {
     const upstream = createFaultyUpstream({ scenarios: { s: scenario } })
     const pool = createMemoryKeyPool([
       { id: 'a', secret: 'sk-twin-a-1234567890' },
@@ -402,6 +520,8 @@ describe('continueAfterCut twins', () => {
     const server = createServer((req, res) => {
       withBody(req, async (text) => {
         const body = JSON.parse(text) as Record<string, unknown>
+        const sent = (request: { body: unknown } | undefined) =>
+          sends === 'context.request' ? JSON.stringify(request?.body) : text
         outcomes.push(
           await relay({
             sink: nodeSink(res),
@@ -414,7 +534,7 @@ describe('continueAfterCut twins', () => {
               upstream.fetch(request?.url ?? 'http://upstream.test/v1/messages', {
                 method: 'POST',
                 headers: { 'x-api-key': key.secret, 'x-fault-scenario': 's' },
-                body: JSON.stringify(request?.body),
+                body: sent(request),
                 signal,
               }),
           }),
@@ -435,6 +555,93 @@ describe('continueAfterCut twins', () => {
     expect(upstream.requests).toHaveLength(2)
     expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
     expect(outcomes[0]).toMatchObject({ continuations: [{ result: 'spliced' }] })
+  })
+
+  it('relay() behind node:http: a cut after the text block closed, whitespace at its end, leaves no empty block', async () => {
+    // The issue's case: "Hello ", "world \n", content_block_stop, a clean EOF; the prefill is
+    // "Hello world" and the continuation writes " \n".
+    const wire = anthropicWire()
+    const first = [
+      ...wire.start(),
+      ...wire.text('Hello '),
+      ...wire.text('world \n'),
+      wire.finish('stop')[0],
+    ].join('')
+    const bodies: string[] = []
+    const pool = createMemoryKeyPool([
+      { id: 'a', secret: 'sk-twin-a-1234567890' },
+      { id: 'b', secret: 'sk-twin-b-1234567890' },
+    ])
+    const outcomes: RelayOutcome[] = []
+    const server = createServer((req, res) => {
+      withBody(req, async (text) => {
+        outcomes.push(
+          await relay({
+            sink: nodeSink(res),
+            signal: clientSignal(req, res),
+            pool,
+            adapter: anthropicMessages,
+            request: { url: 'http://upstream.test/v1/messages', body: JSON.parse(text) },
+            policy: { continueAfterCut: true, backoff: { baseMs: 1 } },
+            attempt: async ({ request }) => {
+              const sent = JSON.stringify(request?.body)
+              bodies.push(sent)
+              if (bodies.length === 1) return new Response(first, { headers: sse })
+              const next = anthropicWire()
+              const rest = restAfter(prefillOf(anthropicMessages, sent) ?? '', ['Hello world \n'])
+              const frames = [...next.start(), ...next.text(rest ?? '!!'), ...next.finish('stop')]
+              return new Response(frames.join(''), { headers: sse })
+            },
+          }),
+        )
+      })
+    })
+    const url = await listen(server)
+    const client = new Anthropic({ apiKey: 'sk-x', baseURL: url, maxRetries: 0 })
+    const stream = client.messages.stream({
+      model: 'c',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    const message = await stream.finalMessage()
+    expect(message.content.map((b) => (b.type === 'text' ? b.text : b.type))).toEqual([
+      'Hello world \n',
+    ])
+    expect(await stream.finalText()).toBe('Hello world \n')
+    expect(JSON.parse(bodies[1] ?? '{}').messages.at(-1).content).toBe('Hello world')
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      end: { kind: 'completed' },
+      continuations: [{ result: 'spliced' }],
+    })
+  })
+
+  it('relay() behind node:http, an attempt that sends the body it read (not context.request): the restart is never appended, the honest error instead', async () => {
+    const { url, upstream, pool, outcomes } = await viaNodeHttp(
+      ['partial-then-cut', 'ok'],
+      'its own body',
+    )
+    const client = new Anthropic({ apiKey: 'sk-x', baseURL: url, maxRetries: 0 })
+    const stream = client.messages.stream({
+      model: 'c',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    let text = ''
+    stream.on('text', (delta) => {
+      text += delta
+    })
+    await expect(stream.finalMessage()).rejects.toThrow(/incomplete/)
+    // Today's failure was "The quick brown fox The quick brown fox jumps over the lazy dog."
+    expect(text).toBe('The quick brown fox ')
+    expect(upstream.requests).toHaveLength(2)
+    expect(JSON.parse(upstream.requests[1]?.body ?? '{}').messages.at(-1).role).toBe('user')
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      kind: 'committed',
+      end: { kind: 'error-written', cause: 'partial-eof' },
+      continuations: [{ result: 'restarted', attempts: 1 }],
+    })
   })
 
   it('relay() behind node:http: eof-mid-frame reaches the Anthropic SDK whole', async () => {
@@ -484,4 +691,36 @@ describe('continueAfterCut behind a translator', () => {
       expect(upstream.requests).toHaveLength(2)
     })
   }
+
+  it('Anthropic clients over a vLLM upstream, an attempt that sends the body it read: the restart is never appended, the honest error in the client protocol', async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const original = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }
+    const { sink, response } = webSink()
+    const relayed = relay({
+      sink,
+      adapter: openaiChatWith({ continuation: 'vllm-continue' }),
+      request: { url: 'http://upstream.test/v1/chat/completions', body: original },
+      policy: { continueAfterCut: true, downstream: anthropicDownstream('frames') },
+      attempt: ({ signal }) =>
+        upstream.fetch('http://upstream.test/v1/chat/completions', {
+          method: 'POST',
+          headers: { 'x-fault-scenario': 's' },
+          body: JSON.stringify(original),
+          signal,
+        }),
+    })
+    const client = new Anthropic({ apiKey: 'sk-x', maxRetries: 0, fetch: async () => response })
+    let text = ''
+    const stream = client.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .on('text', (delta) => {
+        text += delta
+      })
+    await expect(stream.finalMessage()).rejects.toThrow()
+    expect(text).toBe('The quick brown fox ')
+    expect(await relayed).toMatchObject({
+      end: { kind: 'error-written' },
+      continuations: [{ result: 'restarted' }],
+    })
+  })
 })

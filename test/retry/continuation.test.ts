@@ -131,6 +131,59 @@ describe('continueAfterCut', () => {
   })
 })
 
+describe('continueAfterCut: usage is counted once', () => {
+  /** Anthropic's faulty upstream: `message_start` reports 10 in / 1 out, the end 12 out. */
+  const own = { inputTokens: 10, outputTokens: 1 }
+  const continued = { inputTokens: 10, outputTokens: 12 }
+  const sum = { inputTokens: 20, outputTokens: 13 }
+
+  function expectCountedOnce(outcome: RelayOutcome | undefined) {
+    expect(outcome).toMatchObject({ kind: 'committed', end: { kind: 'completed' } })
+    if (outcome?.kind !== 'committed') return
+    // The cut attempt's record keeps what its own upstream reported.
+    expect(outcome.attempts.map((each) => each.usage)).toEqual([own])
+    expect(outcome.continuations?.map((each) => each.usage)).toEqual([continued])
+    // The answer's usage is the sum: attempts + continuations add up to it.
+    expect(outcome.usage).toEqual(sum)
+  }
+
+  it('createResilientFetch: the cut attempt keeps its own usage, the outcome has the sum', async () => {
+    const { anthropic, outcomes } = setup(['partial-then-cut', 'ok'])
+    await anthropic.messages
+      .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+      .finalMessage()
+    await settle()
+    expectCountedOnce(outcomes[0])
+  })
+
+  it('relay(): the cut attempt keeps its own usage, the outcome has the sum', async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const sink = createRecordingSink()
+    const outcome = await relay({
+      sink,
+      adapter: anthropicMessages,
+      request: {
+        url: 'http://upstream.test/v1/messages',
+        body: {
+          model: 'c',
+          stream: true,
+          max_tokens: 64,
+          messages: [{ role: 'user', content: 'hi' }],
+        },
+      },
+      policy: { continueAfterCut: true },
+      attempt: ({ signal, request }) =>
+        upstream.fetch(request?.url ?? '', {
+          method: 'POST',
+          headers: { 'x-fault-scenario': 's' },
+          body: JSON.stringify(request?.body),
+          signal,
+        }),
+    })
+    expectCountedOnce(outcome)
+  })
+})
+
 describe('continueAfterCut options', () => {
   const attempt = async () => new Response('')
   const policyError = (continueAfterCut: unknown) =>

@@ -112,7 +112,7 @@ export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
 export { peekFirstOutput } from './peek/index.js'
 export type { ResponseIdentity } from './protocols/identity.js'
 // Protocol adapters, and what an adapter author needs to write one.
-// Continuing after a cut (`policy.continueAfterCut`, invariant 20): the adapter seam, the
+// Continuing after a cut (`policy.continueAfterCut`, guarantee 20 in docs/guarantees.md): the adapter seam, the
 // OpenAI-compatible dialects, the policy's options and what the outcome records.
 export type {
   BlockEdge,

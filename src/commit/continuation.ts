@@ -1,5 +1,5 @@
 /**
- * Healing a cut after commit (invariant 20): at a cut the pump asks the relay for a stream
+ * Healing a cut after commit (guarantee 20 in docs/guarantees.md): at a cut the pump asks the relay for a stream
  * that continues the answer, and pumps its frames, spliced by the adapter, into the same
  * client stream. Without a continuation, or when none is sound, the cut is told as before.
  *

@@ -268,7 +268,7 @@ class PumpRun {
     return end
   }
 
-  /** A cut after output, healed by a continuation when the relay has one (invariant 20). */
+  /** A cut after output, healed by a continuation when the relay has one (guarantee 20 in docs/guarantees.md). */
   heal(cause: PumpErrorCause): Promise<PumpEnd | undefined> | undefined {
     const { continuation } = this.options
     if (continuation === undefined) return undefined

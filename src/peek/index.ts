@@ -282,7 +282,7 @@ export async function peekOn(
   const base = () => ({ frames, reader, tracker, elapsedMs: now() - started })
 
   const timers: ReturnType<typeof setTimeout>[] = []
-  // Referenced timers: a script awaiting this request must not exit while it waits (invariant 12).
+  // Referenced timers: a script awaiting this request must not exit while it waits (guarantee 12 in docs/guarantees.md).
   const clockStartedAt = config.clockStartedAt ?? started
   const arm = (ms: number, fire: () => void) => {
     if (ms === Number.POSITIVE_INFINITY) return

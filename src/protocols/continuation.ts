@@ -1,5 +1,5 @@
 /**
- * Continuing a cut answer (invariant 20): what an adapter is told of the text the client
+ * Continuing a cut answer (guarantee 20 in docs/guarantees.md): what an adapter is told of the text the client
  * already got, the splice that turns a continuation's frames into frames of the client's
  * stream, and the helpers the shipped adapters share for both.
  *

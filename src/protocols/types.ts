@@ -323,7 +323,7 @@ export interface StreamAdapter {
    * Optional, with {@link StreamAdapter.buildContinuation}: a fresh splice for one
    * continuation stream, given what the client received and the client's stream state (its
    * ids and open blocks). It must add no character the model did not write after `received`
-   * and drop none (invariant 20).
+   * and drop none (guarantee 20 in docs/guarantees.md).
    */
   spliceContinuation?(received: ContinuationReceived, client: RenderState): ContinuationSplice
   /** A clean end for a stream that had output but lost its terminal event. */

@@ -1,5 +1,5 @@
 /**
- * A continuation that restarts is never appended (invariant 20): when the continuation
+ * A continuation that restarts is never appended (guarantee 20 in docs/guarantees.md): when the continuation
  * request went out without the prefill (an attempt function that sent a body of its own) or
  * the model ignored it, the answer begins again with the text the client already has. Its
  * frames are held while its text is still a prefix of the received text: released at the

@@ -1,7 +1,7 @@
 /**
- * The relay's side of a continuation after a cut (invariant 20): whether one is sound, the
+ * The relay's side of a continuation after a cut (guarantee 20 in docs/guarantees.md): whether one is sound, the
  * request the adapter builds, a key leased for it, its own pre-output attempts within its
- * budget, and each lease reported exactly once (invariant 11).
+ * budget, and each lease reported exactly once (guarantee 11 in docs/guarantees.md).
  *
  * @module
  */

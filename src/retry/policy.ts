@@ -214,7 +214,7 @@ export interface RelayPolicy extends PumpPolicy {
    * stream is cut (EOF without its final event, a reset, the idle timeout) while the client's
    * answer is text only, ask for the rest (the original request with the received text as
    * the final assistant message, built by the adapter's `buildContinuation`) and splice it
-   * into the client's stream (invariant 20). Needs `request` and an adapter that supports it
+   * into the client's stream (guarantee 20 in docs/guarantees.md). Needs `request` and an adapter that supports it
    * (`anthropicMessages`; `openaiChatWith({ continuation })`). Never after tool calls,
    * reasoning or refusals; when no continuation is sound or one fails, the cut is told as
    * without it. The prompt is billed again, the received text as input.

@@ -104,7 +104,7 @@ function poolVerdict(
 
 /**
  * Every key is at its in-flight cap: 503 with `Retry-After` (when the earliest cooling key is
- * usable, else 1 s: a release may free a key at any time). Not a rate limit (invariant 13).
+ * usable, else 1 s: a release may free a key at any time). Not a rate limit (guarantee 13 in docs/guarantees.md).
  *
  * @example
  * busyVerdict(undefined) // { status: 503, retryAfterMs: 1000, reason: 'all-keys-busy', … }
@@ -136,7 +136,7 @@ export function rateLimitedVerdict(retryInMs: number): FailureVerdict {
 
 /**
  * Every key cools down, but not (only) on rate limits: open circuits after upstream failures,
- * auth holds. 503 with `Retry-After`; never called a rate limit (invariant 13).
+ * auth holds. 503 with `Retry-After`; never called a rate limit (guarantee 13 in docs/guarantees.md).
  */
 export function coolingVerdict(retryInMs: number): FailureVerdict {
   return poolVerdict(

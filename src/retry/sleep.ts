@@ -1,7 +1,7 @@
 /**
  * An abortable wait: rejects with `signal.reason` and removes its listener. The timer is
  * referenced: a request waits on it, so a script awaiting that request must not exit
- * mid-wait (invariant 12).
+ * mid-wait (guarantee 12 in docs/guarantees.md).
  *
  * @module
  */

@@ -384,3 +384,19 @@ describe('checkAdapter: usage', () => {
     expect((error as Error).message).toContain('usage.inputTokens is -3, not a count')
   })
 })
+
+describe('docs/testing.md lists the conformance properties', () => {
+  it('names every property checkAdapter runs, in its order, and no other', async () => {
+    const { readFileSync } = await import('node:fs')
+    const source = readFileSync(
+      new URL('../../src/testing/check-adapter.ts', import.meta.url),
+      'utf8',
+    )
+    const list = /const propertyNames = \[([\s\S]*?)\] as const/.exec(source)?.[1] ?? ''
+    const names = [...list.matchAll(/'([^']+)'/g)].map((m) => m[1])
+    const docs = readFileSync(new URL('../../docs/testing.md', import.meta.url), 'utf8')
+    const listed = [...docs.matchAll(/^ {2}\d+\. (.+)$/gm)].map((m) => m[1])
+    expect(names.length).toBeGreaterThanOrEqual(10)
+    expect(listed).toEqual(names)
+  })
+})

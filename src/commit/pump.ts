@@ -193,6 +193,9 @@ class PumpRun {
    * Closing waits for the client to take what is buffered, so it is bounded the same way. A
    * translator's input ends first and all it wrote goes out; when what it wrote has no final
    * event of the client's protocol, the ending is the protocol's error, never a clean close.
+   * Everything is written by then, so the host's signal no longer ends the close (a host that
+   * aborts on the response's `close` event would otherwise undo a whole answer); only the
+   * client can: a close it did not let finish (the gate not `delivered`) is the client gone.
    */
   async close(): Promise<void> {
     const { translator, encoder } = this
@@ -210,7 +213,9 @@ class PumpRun {
         )
       }
     }
-    await this.watchdog.blocked(this.options.gate.close())
+    const { gate } = this.options
+    await this.watchdog.blocked(gate.close(), false)
+    if (!gate.delivered && gate.failure !== undefined) throw gate.failure
   }
 
   async atEof(cut = false): Promise<PumpEnd> {

@@ -303,6 +303,13 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const model = requestedModel(options.request?.url, options.request?.body)
   // Read from the guarded copy: a plain value there, whatever the host's adapter does.
   const protocol = adapter.name
+  // Nothing more goes to a client that left (or whose host gave up): a response still
+  // waiting on its head settles (a `webSink()` response rejects with the reason, as `fetch`
+  // does on an abort) instead of hanging.
+  const clientGone = (): RelayOutcome => {
+    gate.abort(run.stop.aborted ? run.stop.reason : gate.failure)
+    return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
+  }
   const finish = (ended: RelayOutcome): RelayOutcome => {
     const outcome: RelayOutcome = {
       ...ended,
@@ -324,17 +331,13 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       if (end.kind !== 'next-route') break
     }
     if (end.kind === 'committed') return finish(end.outcome)
-    if (end.kind === 'client-gone' || run.stop.aborted) {
-      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
-    }
+    if (end.kind === 'client-gone' || run.stop.aborted) return clientGone()
     const verdict =
       end.kind === 'give-up' ? end.verdict : (run.last?.verdict ?? deadlineVerdict(undefined))
     return finish(await giveUp(run, verdict))
   } catch (error) {
     // A downstream failure surfaced as a throw (a sink method, the gate): the client is gone.
-    if (gate.failure !== undefined || run.stop.aborted) {
-      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
-    }
+    if (gate.failure !== undefined || run.stop.aborted) return clientGone()
     // Anything else is code that threw (the host's, or a bug): the client still gets an end.
     return finish(await giveUpAfterThrow(run, error))
   } finally {

@@ -6,7 +6,12 @@
  */
 
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import { isDownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
+import {
+  DownstreamClosedError,
+  isDownstreamClosedError,
+  isStreamTimeoutError,
+  isUpstreamReadError,
+} from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
@@ -215,7 +220,12 @@ class PumpRun {
     }
     const { gate } = this.options
     await this.watchdog.blocked(gate.close(), false)
-    if (!gate.delivered && gate.failure !== undefined) throw gate.failure
+    if (!gate.delivered) {
+      throw (
+        gate.failure ??
+        new DownstreamClosedError('write-failed', new Error('the response was cut before its end'))
+      )
+    }
   }
 
   async atEof(cut = false): Promise<PumpEnd> {

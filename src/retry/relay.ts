@@ -10,7 +10,14 @@ import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from '.
 import { deadlineVerdict } from './decide.js'
 import { giveUp, giveUpAfterThrow } from './give-up.js'
 import { countRequest } from './hedge.js'
-import type { RelayHooks, RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
+import {
+  type EngineOutcome,
+  isCompleteAnswer,
+  type RelayHooks,
+  type RelayOptions,
+  type RelayOutcome,
+  type RelayRequestOptions,
+} from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { initialRouteProgress } from './route-progress.js'
@@ -310,12 +317,14 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     gate.abort(run.stop.aborted ? run.stop.reason : gate.failure)
     return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
   }
-  const finish = (ended: RelayOutcome): RelayOutcome => {
-    const outcome: RelayOutcome = {
+  const finish = (ended: EngineOutcome): RelayOutcome => {
+    // `ok` follows from `kind` and `end`, which the compiler cannot pair up across the union.
+    const outcome = {
       ...ended,
+      ok: isCompleteAnswer(ended),
       protocol,
       ...(model === undefined ? {} : { model }),
-    }
+    } as RelayOutcome
     callHook(run.hooks.onOutcome, outcome)
     return outcome
   }

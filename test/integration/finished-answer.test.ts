@@ -327,6 +327,7 @@ describe('a finished answer is a success, whatever the host aborts afterwards', 
       const want = expected(mode, order)
       expect(outcome.kind).toBe(want.kind)
       if (outcome.kind === 'committed') expect(outcome.end.kind).toBe(want.end)
+      expect(outcome.ok).toBe(want.end === 'completed')
       // What the client read agrees: the whole answer exactly when the outcome says so.
       if (want.end === 'completed') {
         expect(text).toContain(mode === 'stream' ? '[DONE]' : '"finish_reason":"stop"')
@@ -353,6 +354,7 @@ describe('a finished answer is a success, whatever the host aborts afterwards', 
       expect(spans).toHaveLength(1)
       const span = spans[0] as ReadableSpan
       expect(span.status.code === SpanStatusCode.ERROR).toBe(want.spanError)
+      expect(span.attributes['stream_boundary.ok']).toBe(outcome.ok)
       if (!want.spanError) expect(span.attributes['error.type']).toBeUndefined()
     },
   )
@@ -406,6 +408,7 @@ describe("README use 1's wiring", () => {
     expect(
       outcomes.map((outcome) => (outcome.kind === 'committed' ? outcome.end.kind : outcome.kind)),
     ).toEqual(Array(10).fill('completed'))
+    expect(outcomes.every((outcome) => outcome.ok)).toBe(true)
     const [stats] = await pool.stats()
     expect(stats?.outcomes).toMatchObject({ success: 10, 'client-gone': 0 })
     expect(stats?.inflight).toBe(0)

@@ -9,6 +9,7 @@ import {
 } from '@opentelemetry/sdk-trace-base'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
+import { anthropicDownstream } from '../../examples/anthropic-over-openai-gateway.js'
 import {
   createMemoryKeyPool,
   createResilientFetch,
@@ -135,7 +136,9 @@ function triggered(sink: DownstreamSink, order: Order, abort: () => void): Downs
       // Once the sink took the write that ends the answer (the relay has seen it taken).
       if (
         order === 'after-last-write' &&
-        (text.includes('[DONE]') || text.includes('"object":"chat.completion"'))
+        (text.includes('[DONE]') ||
+          text.includes('message_stop') ||
+          text.includes('"object":"chat.completion"'))
       )
         void Promise.resolve(written).then(() => setImmediate(abort))
       return written
@@ -183,7 +186,7 @@ const requestBody = (mode: Mode) =>
     stream: mode === 'stream',
   })
 
-type SinkKind = 'nodeSink' | 'webSink'
+type SinkKind = 'nodeSink' | 'webSink' | 'webSink, translated'
 
 /**
  * One request through `relay()` over the sink, with the host's signal aborted at the order's
@@ -206,6 +209,10 @@ async function relayOnce(
     signal: host.signal,
     hooks,
     request: { url: upstreamUrl, body: JSON.parse(body) },
+    // The twin in another protocol: an OpenAI upstream told to an Anthropic client.
+    ...(sinkKind === 'webSink, translated'
+      ? { policy: { downstream: anthropicDownstream('frames') } }
+      : {}),
     attempt: ({ key, signal }: { key: { secret: string }; signal: AbortSignal }) => {
       if (order === 'before-output') host.abort()
       return fetch(upstreamUrl, {
@@ -218,7 +225,7 @@ async function relayOnce(
   })
   let relayed: Promise<RelayOutcome>
   let text: Promise<string | null>
-  if (sinkKind === 'webSink') {
+  if (sinkKind !== 'nodeSink') {
     const { sink, response } = webSink()
     relayed = relay(options(sink))
     text = response.then((r) => r.text()).catch(() => null)
@@ -295,14 +302,25 @@ const pools = {
   redis: () => redisPools.pool([{ id: 'key-a', secret: 'sk-finished-a-1234567890' }]),
 } as const
 
-type Entry = 'relay + nodeSink' | 'relay + webSink' | 'createResilientFetch'
-const entries: readonly Entry[] = ['relay + nodeSink', 'relay + webSink', 'createResilientFetch']
+type Entry =
+  | 'relay + nodeSink'
+  | 'relay + webSink'
+  | 'relay + webSink, translated'
+  | 'createResilientFetch'
+const entries: readonly Entry[] = [
+  'relay + nodeSink',
+  'relay + webSink',
+  'relay + webSink, translated',
+  'createResilientFetch',
+]
 
 const cases = (['memory', 'redis'] as const).flatMap((pool) =>
   entries.flatMap((entry) =>
     (['stream', 'whole'] as const).flatMap((mode) =>
       orders
         .filter((order) => mode === 'stream' || order !== 'mid-answer')
+        // A relay translates streams only.
+        .filter(() => mode === 'stream' || entry !== 'relay + webSink, translated')
         .map((order) => ({ pool, entry, mode, order })),
     ),
   ),
@@ -317,22 +335,22 @@ describe('a finished answer is a success, whatever the host aborts afterwards', 
       const { text, outcome } =
         entry === 'createResilientFetch'
           ? await fetchOnce(mode, order, pool, hooks)
-          : await relayOnce(
-              entry === 'relay + nodeSink' ? 'nodeSink' : 'webSink',
-              mode,
-              order,
-              pool,
-              hooks,
-            )
+          : await relayOnce(entry.replace('relay + ', '') as SinkKind, mode, order, pool, hooks)
       const want = expected(mode, order)
       expect(outcome.kind).toBe(want.kind)
       if (outcome.kind === 'committed') expect(outcome.end.kind).toBe(want.end)
       expect(outcome.ok).toBe(want.end === 'completed')
       // What the client read agrees: the whole answer exactly when the outcome says so.
       if (want.end === 'completed') {
-        expect(text).toContain(mode === 'stream' ? '[DONE]' : '"finish_reason":"stop"')
+        const end =
+          mode === 'whole'
+            ? '"finish_reason":"stop"'
+            : entry === 'relay + webSink, translated'
+              ? 'event: message_stop'
+              : '[DONE]'
+        expect(text).toContain(end)
       } else if (text !== null) {
-        expect(text).not.toContain('[DONE]')
+        expect(text).not.toMatch(/\[DONE\]|message_stop/)
       }
       // The key's record: one lease, reported once, as the outcome says.
       await expect

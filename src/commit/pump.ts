@@ -413,6 +413,16 @@ export async function pumpOn(
   } finally {
     run.unwatch()
   }
+  // A host that aborts on the response's `close` event hears of a client that left before the
+  // sink does, and its abort comes first: the client leaving is what happened.
+  const left = options.gate.failure
+  if (end.kind === 'aborted' && left !== undefined) {
+    const stalled = stallOf(left)
+    end =
+      stalled === undefined
+        ? { kind: 'client-gone', error: left }
+        : { kind: 'downstream-stalled', error: stalled }
+  }
   await release(end, run.reader, options.gate)
   return {
     end,

@@ -24,7 +24,7 @@ import {
 import { nodeSink } from '../../src/node.js'
 import { createRelayTelemetry } from '../../src/otel/index.js'
 import { useRedisPools } from '../redis/redis-server.js'
-import { chunk, done } from '../support/chat-upstream.js'
+import { chunk, done, startChatUpstream } from '../support/chat-upstream.js'
 
 /**
  * A finished answer is a success (invariant 22): once the sink has written the whole answer
@@ -378,7 +378,64 @@ describe('a finished answer is a success, whatever the host aborts afterwards', 
   )
 })
 
+/** README use 1's gateway (the upstream URL, the key and the hooks are the test's). */
+async function startReadmeGateway(upstreamUrl: string, pool: KeyPool, hooks: RelayHooks) {
+  // README use 1, as written there.
+  const server = createServer(async (req, res) => {
+    let body = ''
+    for await (const chunk of req) body += chunk
+    const client = new AbortController()
+    res.once('close', () => client.abort())
+    await relay({
+      sink: nodeSink(res),
+      adapter: openaiChat,
+      pool,
+      signal: client.signal,
+      hooks,
+      request: { url: upstreamUrl, body: JSON.parse(body) },
+      policy: { peek: { firstOutputTimeoutMs: 20_000 } },
+      attempt: ({ key, signal }) =>
+        fetch(upstreamUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${key.secret}` },
+          body,
+          signal,
+          redirect: 'manual',
+        }),
+    })
+  })
+  return listen(server)
+}
+
 describe("README use 1's wiring", () => {
+  it('a client that leaves mid-answer is client-gone, not the host aborting: no span in error', async () => {
+    // An upstream that sends one chunk and holds: only the client's leaving can end it.
+    const holding = await startChatUpstream([
+      { frames: [chunk({ role: 'assistant', content: 'The whole ' })], end: 'hold' },
+    ])
+    cleanups.push(holding.close)
+    const upstreamUrl = `${holding.url}/v1/chat/completions`
+    const pool = createMemoryKeyPool([{ id: 'primary', secret: 'sk-readme-a-1234567890' }])
+    const { hooks, outcomes, requestSpans } = telemetry()
+    const url = await startReadmeGateway(upstreamUrl, pool, hooks)
+    const client = new AbortController()
+    const response = await fetch(url, {
+      method: 'POST',
+      body: requestBody('stream'),
+      signal: client.signal,
+    })
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+    await reader.read()
+    client.abort()
+    await expect.poll(() => outcomes.length).toBe(1)
+    const [outcome] = outcomes
+    expect(outcome?.kind === 'committed' && outcome.end.kind).toBe('client-gone')
+    expect(outcome?.ok).toBe(false)
+    const [stats] = await pool.stats()
+    expect(stats?.outcomes).toMatchObject({ success: 0, 'client-gone': 1 })
+    expect(requestSpans().map((span) => span.status.code)).toEqual([SpanStatusCode.UNSET])
+  })
+
   it('five streams and five whole answers through the openai SDK: all completed, the key credited 10 times, no span in error', async () => {
     const upstreamUrl = await startUpstream()
     const pool = createMemoryKeyPool([{ id: 'primary', secret: 'sk-readme-a-1234567890' }])

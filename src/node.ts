@@ -112,6 +112,8 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     },
     close() {
       if (res.writableEnded) return
+      // Destroyed before its end: no `finish` (nor `close`) is still to come.
+      if (res.destroyed) return Promise.reject(new Error('the response is closed'))
       const finished = waitFor('finish')
       res.end()
       return finished

@@ -106,9 +106,10 @@ export async function endAfterReadFailure(
   atEof: () => Promise<PumpEnd>,
 ): Promise<PumpEnd> {
   const stopped = stop.aborted && error === stop.reason
-  const downstreamGone = stopped && !(error instanceof StreamTimeoutError)
-  // After the upstream's terminal event the answer is whole: a late stall or break ends it cleanly.
-  if (tracker.state.terminalSeen && !downstreamGone) {
+  const clientGone = stopped && isDownstreamClosedError(error)
+  // After the upstream's terminal event the answer is whole and written: a late stall, break
+  // or host abort ends it cleanly (invariant 22); only the client leaving does not.
+  if (tracker.state.terminalSeen && !clientGone) {
     if (!isUpstreamReadError(error)) await reader.cancel(error)
     return atEof()
   }

@@ -162,6 +162,15 @@ export interface CommitGate {
   /** Content bytes written (keep-alives not counted). */
   readonly bytesWritten: number
   /**
+   * Whether the response was delivered: the gate ended it normally (`close()`, or a whole
+   * `answer()`/`respond()`) and the sink's `close()` resolved with no downstream failure
+   * before it. For `nodeSink` that is the response's `finish` (every byte handed to the
+   * operating system); for `webSink`, the body closed with every byte queued for the reader.
+   * Once true it stays true: nothing that happens to the request afterwards (an abort, the
+   * response's `close` event, a signal) undoes a delivered answer.
+   */
+  readonly delivered: boolean
+  /**
    * True while a write (or the head) was handed to the sink and not yet taken: the client is
    * applying backpressure. A pump reads it right after `write()` to tell a blocked write
    * from one that went through at once.
@@ -252,6 +261,7 @@ class Gate implements CommitGate {
   #state: GateState = 'open'
   #failure: DownstreamClosedError | undefined
   #bytes = 0
+  #delivered = false
   /** Writes run one after another: a keep-alive never lands inside a frame. */
   #tail: Promise<void> = Promise.resolve()
   #pending = 0
@@ -303,6 +313,10 @@ class Gate implements CommitGate {
 
   get bytesWritten(): number {
     return this.#bytes
+  }
+
+  get delivered(): boolean {
+    return this.#delivered
   }
 
   get writePending(): boolean {
@@ -437,6 +451,7 @@ class Gate implements CommitGate {
       if (body !== '') await this.#sink.write(new TextEncoder().encode(body))
       await this.#sink.close()
     })
+    this.#delivered = true
     this.#release()
   }
 
@@ -453,6 +468,7 @@ class Gate implements CommitGate {
       if (body.length > 0) await this.#sink.write(body)
       await this.#sink.close()
     })
+    this.#delivered = true
     this.#release()
   }
 
@@ -467,7 +483,13 @@ class Gate implements CommitGate {
     this.#state = 'closed'
     this.#closing = true
     this.#stopKeepAlive()
-    await Promise.all([head, this.#run(() => this.#sink.close())]).catch(() => {})
+    await Promise.all([head, this.#run(() => this.#sink.close())]).then(
+      // An abort while the sink was closing (`#closing` cleared) cut the response instead.
+      () => {
+        if (this.#closing && this.#failure === undefined) this.#delivered = true
+      },
+      () => {},
+    )
     this.#closing = false
     this.#release()
   }

@@ -6,7 +6,12 @@
  */
 
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import { isDownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
+import {
+  DownstreamClosedError,
+  isDownstreamClosedError,
+  isStreamTimeoutError,
+  isUpstreamReadError,
+} from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
@@ -228,6 +233,9 @@ class PumpRun {
    * Closing waits for the client to take what is buffered, so it is bounded the same way. A
    * translator's input ends first and all it wrote goes out; when what it wrote has no final
    * event of the client's protocol, the ending is the protocol's error, never a clean close.
+   * Everything is written by then, so the host's signal no longer ends the close (a host that
+   * aborts on the response's `close` event would otherwise undo a whole answer); only the
+   * client can: a close it did not let finish (the gate not `delivered`) is the client gone.
    */
   async close(): Promise<void> {
     const { translator, encoder } = this
@@ -245,7 +253,14 @@ class PumpRun {
         )
       }
     }
-    await this.watchdog.blocked(this.options.gate.close())
+    const { gate } = this.options
+    await this.watchdog.blocked(gate.close(), false)
+    if (!gate.delivered) {
+      throw (
+        gate.failure ??
+        new DownstreamClosedError('write-failed', new Error('the response was cut before its end'))
+      )
+    }
   }
 
   async atEof(cut = false): Promise<PumpEnd> {
@@ -490,6 +505,16 @@ export async function pumpOn(
     end = await run.endOf(error)
   } finally {
     run.unwatch()
+  }
+  // A host that aborts on the response's `close` event hears of a client that left before the
+  // sink does, and its abort comes first: the client leaving is what happened.
+  const left = options.gate.failure
+  if (end.kind === 'aborted' && left !== undefined) {
+    const stalled = stallOf(left)
+    end =
+      stalled === undefined
+        ? { kind: 'client-gone', error: left }
+        : { kind: 'downstream-stalled', error: stalled }
   }
   await release(end, run.reader, options.gate)
   return {

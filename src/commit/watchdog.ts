@@ -32,6 +32,8 @@ export class Watchdog {
   #blockedMs = 0
   #writingSince: number | undefined
   #failWrite: ((reason: unknown) => void) | undefined
+  /** Whether the blocked write may be ended by `interrupt` (a close may not). */
+  #interruptible = true
 
   constructor(idleMs: number, stallMs: number, onIdle: (error: StreamTimeoutError) => void) {
     this.#idleMs = idleMs
@@ -48,12 +50,17 @@ export class Watchdog {
 
   /** Ends a blocked write now (the host gave up): it rejects with `reason`. */
   interrupt(reason: unknown): void {
-    this.#failWrite?.(reason)
+    if (this.#interruptible) this.#failWrite?.(reason)
   }
 
-  /** Waits for a write the client has not taken yet; rejects with `write-stall` past the bound. */
-  async blocked(written: Promise<void>): Promise<void> {
+  /**
+   * Waits for a write the client has not taken yet; rejects with `write-stall` past the bound.
+   * With `interruptible: false` (the close after the answer's end) the host's signal does not
+   * end the wait: only the client (the sink's own failure) or the stall bound can.
+   */
+  async blocked(written: Promise<void>, interruptible = true): Promise<void> {
     this.#writingSince = now()
+    this.#interruptible = interruptible
     try {
       await new Promise<void>((resolve, reject) => {
         this.#failWrite = reject
@@ -63,6 +70,7 @@ export class Watchdog {
       this.#blockedMs += now() - this.#writingSince
       this.#writingSince = undefined
       this.#failWrite = undefined
+      this.#interruptible = true
       // The idle clock goes on from here, its deadline moved by the time spent blocked. The
       // armed timer stays when it fires no later than that (a check that fires early
       // re-arms): no new timer per blocked write.

@@ -156,8 +156,13 @@ function setOperation(out: Attributes, outcome: RelayOutcome): Attributes {
   return out
 }
 
-/** Why the request did not end well, when it did not: the GenAI conventions' `error.type`. */
+/**
+ * Why the request did not end well, when it did not: the GenAI conventions' `error.type`, and
+ * the span's `ERROR` status. Set exactly when `outcome.ok` is false, except when the client
+ * left (`client-gone`, before or after commit): its leaving is not a failure of the service.
+ */
 function errorType(outcome: RelayOutcome): string | undefined {
+  if (outcome.ok) return undefined
   if (outcome.kind === 'failed') return outcome.reason
   if (outcome.kind === 'client-gone') return undefined
   const { end } = outcome
@@ -170,6 +175,7 @@ function requestSpanAttributes(outcome: RelayOutcome): Attributes {
   const out = setOperation({}, outcome)
   out['stream_boundary.protocol'] = outcome.protocol ?? 'unknown'
   out['stream_boundary.outcome'] = outcome.kind
+  out['stream_boundary.ok'] = outcome.ok
   out['stream_boundary.attempts'] = outcome.attempts.length
   const error = errorType(outcome)
   if (error !== undefined) out['error.type'] = error

@@ -5,7 +5,7 @@ import { redactText } from '../protocols/sanitize.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { UpstreamHttpError } from './attempt.js'
 import type { FailureVerdict } from './classify.js'
-import type { RelayOutcome } from './outcome.js'
+import type { EngineOutcome, RelayOutcome } from './outcome.js'
 import { callHook, now, type Run } from './run.js'
 
 /** Headers of an upstream error that identify the request or say when to come back. */
@@ -60,7 +60,7 @@ export function giveUpResponse(
 }
 
 /** Ends a request that failed before content: a real status, or in-band with early headers. */
-export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOutcome> {
+export async function giveUp(run: Run, verdict: FailureVerdict): Promise<EngineOutcome> {
   const client = run.config.downstream.adapter
   const adapter = client ?? run.last?.adapter ?? run.options.adapter
   const retryAfterMs = verdict.retryAfterMs
@@ -115,7 +115,7 @@ const internalStatus = 500
  * renderer that throws again falls back to a plain JSON body, then to cutting the response:
  * the client always gets an end. Never the thrown error's own words (they may hold anything).
  */
-export async function giveUpAfterThrow(run: Run, error: unknown): Promise<RelayOutcome> {
+export async function giveUpAfterThrow(run: Run, error: unknown): Promise<EngineOutcome> {
   const component = isUserCodeError(error) ? error.component : 'the relay'
   const reason = `threw:${component}` as const
   const rendered = {

@@ -98,7 +98,12 @@ export interface HedgeReport {
 }
 
 /**
- * How a relayed request ended. A discriminated union on `kind`.
+ * How a relayed request ended. A discriminated union on `kind`; `ok` says in one boolean
+ * whether the client got a complete answer (log and alert on it rather than on `kind`).
+ *
+ * @example
+ * const outcome = await relay({ sink, pool, adapter: openaiChat, attempt })
+ * if (!outcome.ok) log.warn('incomplete answer', outcome.kind, outcome.attempts.length)
  *
  * @group Relay
  */
@@ -106,6 +111,18 @@ export type RelayOutcome = RequestFacts &
   (
     | {
         readonly kind: 'committed'
+        /**
+         * Whether the client got a complete answer: `true` only when the stream ended
+         * `completed` (the upstream's own final event went out and the response was delivered:
+         * the sink's `close()` resolved; after a cut, a spliced continuation that completed
+         * counts) or the whole non-streaming answer was delivered. `false` for every other `end`:
+         * an honest error frame after commit (a cut, a failed continuation, the upstream's own
+         * error), a synthesized stop or promoted reasoning (the policy closed an answer the
+         * upstream did not finish), the client gone, a stall, the host's abort before the end.
+         * Once the response was delivered, nothing arriving later (an abort, `close`) makes
+         * it `false`.
+         */
+        readonly ok: boolean
         readonly attempts: readonly AttemptRecord[]
         readonly route: string
         readonly keyId: string | null
@@ -138,6 +155,8 @@ export type RelayOutcome = RequestFacts &
       }
     | {
         readonly kind: 'failed'
+        /** Always `false`: every attempt failed before output; the client got an error. */
+        readonly ok: false
         readonly attempts: readonly AttemptRecord[]
         /** The status the client got (or the in-band error's status with early headers). */
         readonly status: number
@@ -148,10 +167,29 @@ export type RelayOutcome = RequestFacts &
       }
     | {
         readonly kind: 'client-gone'
+        /** Always `false`: the client left (or the host gave up) before any output. */
+        readonly ok: false
         readonly attempts: readonly AttemptRecord[]
         readonly durationMs: number
       }
   )
+
+/**
+ * A {@link RelayOutcome} as the engine builds it, before `relay()` adds `ok` (internal).
+ */
+export type EngineOutcome = RelayOutcome extends infer Each
+  ? Each extends RelayOutcome
+    ? Omit<Each, 'ok'>
+    : never
+  : never
+
+/**
+ * What `outcome.ok` is: the client got a complete answer (see {@link RelayOutcome}). The one
+ * place it is decided; the OpenTelemetry span's status agrees with it.
+ */
+export function isCompleteAnswer(outcome: EngineOutcome): boolean {
+  return outcome.kind === 'committed' && outcome.end.kind === 'completed'
+}
 
 /**
  * What every {@link RelayOutcome} says of the request itself (set by `relay()`).

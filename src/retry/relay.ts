@@ -10,7 +10,14 @@ import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from '.
 import { deadlineVerdict } from './decide.js'
 import { giveUp, giveUpAfterThrow } from './give-up.js'
 import { countRequest } from './hedge.js'
-import type { RelayHooks, RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
+import {
+  type EngineOutcome,
+  isCompleteAnswer,
+  type RelayHooks,
+  type RelayOptions,
+  type RelayOutcome,
+  type RelayRequestOptions,
+} from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { initialRouteProgress } from './route-progress.js'
@@ -306,12 +313,21 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
   const model = requestedModel(options.request?.url, options.request?.body)
   // Read from the guarded copy: a plain value there, whatever the host's adapter does.
   const protocol = adapter.name
-  const finish = (ended: RelayOutcome): RelayOutcome => {
-    const outcome: RelayOutcome = {
+  // Nothing more goes to a client that left (or whose host gave up): a response still
+  // waiting on its head settles (a `webSink()` response rejects with the reason, as `fetch`
+  // does on an abort) instead of hanging.
+  const clientGone = (): RelayOutcome => {
+    gate.abort(run.stop.aborted ? run.stop.reason : gate.failure)
+    return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
+  }
+  const finish = (ended: EngineOutcome): RelayOutcome => {
+    // `ok` follows from `kind` and `end`, which the compiler cannot pair up across the union.
+    const outcome = {
       ...ended,
+      ok: isCompleteAnswer(ended),
       protocol,
       ...(model === undefined ? {} : { model }),
-    }
+    } as RelayOutcome
     callHook(run.hooks.onOutcome, outcome)
     return outcome
   }
@@ -327,17 +343,13 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
       if (end.kind !== 'next-route') break
     }
     if (end.kind === 'committed') return finish(end.outcome)
-    if (end.kind === 'client-gone' || run.stop.aborted) {
-      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
-    }
+    if (end.kind === 'client-gone' || run.stop.aborted) return clientGone()
     const verdict =
       end.kind === 'give-up' ? end.verdict : (run.last?.verdict ?? deadlineVerdict(undefined))
     return finish(await giveUp(run, verdict))
   } catch (error) {
     // A downstream failure surfaced as a throw (a sink method, the gate): the client is gone.
-    if (gate.failure !== undefined || run.stop.aborted) {
-      return finish({ kind: 'client-gone', attempts: run.attempts, durationMs: now() - started })
-    }
+    if (gate.failure !== undefined || run.stop.aborted) return clientGone()
     // Anything else is code that threw (the host's, or a bug): the client still gets an end.
     return finish(await giveUpAfterThrow(run, error))
   } finally {

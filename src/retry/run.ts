@@ -7,10 +7,10 @@ import type { FailureVerdict } from './classify.js'
 import { recordOverload } from './hedge.js'
 import type {
   AttemptRecord,
+  EngineOutcome,
   HedgeReport,
   RelayHooks,
   RelayOptions,
-  RelayOutcome,
 } from './outcome.js'
 import type { NormalizedRelayPolicy } from './policy.js'
 import { nextRouteProgress, type RouteEvent, type RouteProgress } from './route-progress.js'
@@ -69,7 +69,7 @@ export interface Run {
 
 /** How a route ended. */
 export type RouteEnd =
-  | { readonly kind: 'committed'; readonly outcome: RelayOutcome }
+  | { readonly kind: 'committed'; readonly outcome: EngineOutcome }
   | { readonly kind: 'next-route' }
   | { readonly kind: 'give-up'; readonly verdict: FailureVerdict }
   | { readonly kind: 'client-gone' }

@@ -178,3 +178,59 @@ describe('createCommitGate', () => {
     ).not.toThrow()
   })
 })
+
+describe('gate.delivered: the sink ended the response normally', () => {
+  /** A sink whose close resolves or rejects when the test says. */
+  function closingSink() {
+    const sink = createRecordingSink()
+    let settle!: { resolve: () => void; reject: (error: unknown) => void }
+    const closed = new Promise<void>((resolve, reject) => {
+      settle = { resolve, reject }
+    })
+    return { sink: { ...sink, signal: sink.signal, close: () => closed }, settle }
+  }
+
+  it('is false while the close is pending and true once it resolved, whatever happens after', async () => {
+    const { sink, settle } = closingSink()
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    await gate.write(utf8('data: x\n\n'))
+    expect(gate.delivered).toBe(false)
+    const closing = gate.close()
+    await Promise.resolve()
+    expect(gate.delivered).toBe(false)
+    settle.resolve()
+    await closing
+    expect(gate.delivered).toBe(true)
+    gate.abort(new Error('the host aborted afterwards'))
+    expect(gate.delivered).toBe(true)
+  })
+
+  it('is false when the sink failed its close, or the gate was aborted while the sink closed', async () => {
+    const failed = closingSink()
+    const gate = createCommitGate(failed.sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    await gate.write(utf8('data: x\n\n'))
+    const closing = gate.close()
+    failed.settle.reject(new Error('the client closed the connection'))
+    await closing
+    expect([gate.delivered, gate.failure?.reason]).toEqual([false, 'write-failed'])
+
+    const cut = closingSink()
+    const other = createCommitGate(cut.sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    await other.write(utf8('data: x\n\n'))
+    const closingOther = other.close()
+    other.abort(new Error('write stall'))
+    cut.settle.resolve()
+    await closingOther
+    expect(other.delivered).toBe(false)
+  })
+
+  it('is true after a whole answer and after an error response, false before', async () => {
+    const gate = createCommitGate(createRecordingSink())
+    expect(gate.delivered).toBe(false)
+    await gate.answer(200, utf8('{"ok":true}'), 'application/json')
+    expect(gate.delivered).toBe(true)
+    const refused = createCommitGate(createRecordingSink())
+    await refused.respond(502, '{"error":{}}')
+    expect(refused.delivered).toBe(true)
+  })
+})

@@ -332,6 +332,7 @@ describe('giveUpResponse: a relay’s give-up in the client’s protocol, for ga
     const response = giveUpResponse(
       {
         kind: 'failed',
+        ok: false,
         attempts: [],
         status: 429,
         error: { type: 'rate_limit_error', message: 'every key is rate limited' },
@@ -354,6 +355,7 @@ describe('giveUpResponse: a relay’s give-up in the client’s protocol, for ga
     const response = giveUpResponse(
       {
         kind: 'failed',
+        ok: false,
         attempts: [],
         status: 502,
         error: { type: 'upstream_error', message: 'the upstream stream ended without any output' },

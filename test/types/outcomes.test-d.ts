@@ -91,6 +91,24 @@ describe('discriminated unions narrow on kind', () => {
     expectTypeOf(handle).returns.toBeNumber()
   })
 
+  it('RelayOutcome.ok: a plain boolean on every kind, false by type where no answer went out', () => {
+    expectTypeOf<RelayOutcome['ok']>().toEqualTypeOf<boolean>()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'committed' }>['ok']>().toEqualTypeOf<boolean>()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'failed' }>['ok']>().toEqualTypeOf<false>()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'client-gone' }>['ok']>().toEqualTypeOf<false>()
+    // `ok` narrows: a complete answer is a committed one, with its end and key.
+    const answered = (outcome: RelayOutcome) => {
+      if (!outcome.ok) return undefined
+      expectTypeOf(outcome.kind).toEqualTypeOf<'committed'>()
+      expectTypeOf(outcome.end).toEqualTypeOf<PumpEnd>()
+      return outcome.keyId
+    }
+    expectTypeOf(answered).returns.toEqualTypeOf<string | null | undefined>()
+    // @ts-expect-error `ok` is the library's to say, not the host's to set
+    const forged: RelayOutcome = { kind: 'client-gone', ok: true, attempts: [], durationMs: 0 }
+    void forged
+  })
+
   it('FrameVerdict', () => {
     const handle = (verdict: FrameVerdict): string => {
       switch (verdict.kind) {

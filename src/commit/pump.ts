@@ -16,7 +16,7 @@ import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
-import type { SignalLike, Stop } from '../stop.js'
+import { type SignalLike, Stop } from '../stop.js'
 import { healCut, type PumpContinuation } from './continuation.js'
 import {
   createFrameEncoder,
@@ -477,12 +477,16 @@ const dropRestBytes = 64 * 1024
 
 /** Reads the rest of `reader` for a moment and drops it (see `atClientEnd`); cancels what is left. */
 async function dropRest(reader: FrameReader): Promise<void> {
-  const stop = new AbortController()
-  const timer = setTimeout(() => stop.abort(), dropRestMs)
+  // A library-made stop, not an AbortController: no signal is made per request (docs/performance.md).
+  const stop = new Stop()
+  const timer = setTimeout(
+    () => stop.abort(new Error('the rest after the end was not read')),
+    dropRestMs,
+  )
   const start = reader.bytesRead
   try {
     while (!reader.done && reader.bytesRead - start <= dropRestBytes) {
-      if ((await nextOn(reader, stop.signal)) === null) break
+      if ((await nextOn(reader, stop)) === null) break
     }
   } catch {
     // A stall, a failure or a frame too large: the rest is cancelled below.

@@ -33,7 +33,7 @@ import {
   peekTimeoutVerdict,
   wholeAnswerVerdict,
 } from './classify.js'
-import { errorFromBody, readBounded, readWhole } from './error-body.js'
+import { declaresMoreThan, errorFromBody, readBounded, readWhole } from './error-body.js'
 import { neverAborted } from './run.js'
 import {
   isAnswer,
@@ -336,6 +336,11 @@ async function readWholeAnswer(
   const adapter = input.route.adapter
   const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
   const limit = asMessage ? maxAnswerBytes : input.policy.maxErrorBodyBytes
+  // A message declared past the bound could not be parsed whole: refused from its header.
+  if (asMessage && declaresMoreThan(response.headers.get('content-length'), limit)) {
+    await response.body?.cancel().catch(() => {})
+    return { failure: failed(wholeAnswerVerdict('too-large', limit), status) }
+  }
   const text = await readBounded(response.body, limit, signal)
   const message = asMessage ? parseObject(text) : undefined
   const rendered = message === undefined ? undefined : renderMessage(adapter, message)
@@ -490,7 +495,8 @@ async function answerWhole(
   clearClocks: () => void,
 ): Promise<AttemptResult> {
   const { status } = response
-  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real)
+  const declared = response.headers.get('content-length')
+  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real, declared)
   clearClocks()
   if (read.kind !== 'read') {
     const stopped = stoppedFailure(signals, 'whole', status)

@@ -378,11 +378,23 @@ export function callAttemptFunction(
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
-  const { gate, policy, mode } = input
   input.gate.assertCanRetry()
   const started = now()
   const sent = await send(input, signals)
   if ('failure' in sent) return sent.failure
+  const result = await attemptAnswer(input, signals, sent, started)
+  // Whatever went wrong after the upstream answered, its request ids name the attempt.
+  return result.kind === 'failed' ? { ...result, headers: sent.response.headers } : result
+}
+
+/** What became of an attempt the upstream answered: its status, then its body. */
+async function attemptAnswer(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  sent: { response: Response; clear: () => void },
+  started: number,
+): Promise<AttemptResult> {
+  const { gate, policy, mode } = input
   const { response } = sent
   const { status } = response
   // The send clocks (first byte and first output, or the fallback's) stay armed while an error body is read.

@@ -52,7 +52,9 @@ export type WholeBody =
 
 /** Whether a `content-length` declares more than `limit` bytes (an unreadable one does not). */
 export function declaresMoreThan(contentLength: string | null, limit: number): boolean {
-  return contentLength !== null && /^\s*\d+\s*$/.test(contentLength) && Number(contentLength) > limit
+  return (
+    contentLength !== null && /^\s*\d+\s*$/.test(contentLength) && Number(contentLength) > limit
+  )
 }
 
 /**

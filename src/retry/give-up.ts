@@ -68,8 +68,11 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<RelayOu
   // the upstream's status and request ids kept all the same.
   const asItWas = upstream !== undefined && (client === undefined || client === run.last?.adapter)
   const headers = new Headers()
-  for (const [name, value] of upstream?.headers ?? []) {
-    if (passedHeaders.test(name)) headers.set(name, value)
+  // The ids of the attempt whose error this is, also when its 2xx stated the error in-band.
+  const answered = run.last?.verdict === verdict ? run.last.headers : undefined
+  for (const [name, value] of upstream?.headers ?? answered ?? []) {
+    if (passedHeaders.test(name) && (upstream !== undefined || name !== 'content-type'))
+      headers.set(name, value)
   }
   setRetryHeaders(headers, verdict.status, retryAfterMs)
   const status = upstream?.status ?? verdict.status

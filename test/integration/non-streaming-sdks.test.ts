@@ -216,7 +216,11 @@ function streamAsker(
     }
     let text = ''
     if (protocol === 'openai') {
-      const client = new OpenAI({ apiKey: 'sk-sdk-placeholder', baseURL: clients.openaiBase, ...common })
+      const client = new OpenAI({
+        apiKey: 'sk-sdk-placeholder',
+        baseURL: clients.openaiBase,
+        ...common,
+      })
       const stream = await client.chat.completions.create({
         model: 'm',
         messages: [{ role: 'user', content: 'hi' }],
@@ -225,7 +229,11 @@ function streamAsker(
       for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
       return text
     }
-    const client = new Anthropic({ apiKey: 'sk-sdk-placeholder', baseURL: clients.anthropicBase, ...common })
+    const client = new Anthropic({
+      apiKey: 'sk-sdk-placeholder',
+      baseURL: clients.anthropicBase,
+      ...common,
+    })
     const stream = client.messages.stream({
       model: 'm',
       max_tokens: 16,

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   type AcquireResult,
+  anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
   type KeyLease,
@@ -20,6 +21,7 @@ import {
   redisKeyPoolDefaults,
 } from '../../src/redis.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
+import { wireFor } from '../../src/testing/wire.js'
 import { describePoolContract } from '../key-pool/pool-contract.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import {
@@ -297,6 +299,33 @@ describe('createRedisKeyPool', () => {
       expect(until).toBeGreaterThanOrEqual(started + 7_200_000 - 1000)
       expect(until).toBeLessThanOrEqual(Date.now() + 7_200_000 + 1000)
     }
+  })
+
+  it('an attempt silent before output (silence-timeout) rotates the key without cooling it', async () => {
+    const pool = redisPool(keys('a', 'b'))
+    const w = wireFor(anthropicMessages)
+    const tried: string[] = []
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      pool,
+      adapter: anthropicMessages,
+      policy: { peek: { silenceTimeoutMs: 200 } },
+      attempt: async ({ key }) => {
+        tried.push(key.id)
+        const body =
+          tried.length === 1
+            ? new ReadableStream<Uint8Array>({
+                start(controller) {
+                  controller.enqueue(new TextEncoder().encode(w.start().join('')))
+                },
+              })
+            : [...w.start(), ...w.text('Hello'), ...w.finish('stop')].join('')
+        return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
+      },
+    })
+    expect(outcome.attempts.map((a) => a.result)).toEqual(['silence-timeout', 'committed'])
+    expect(tried).toEqual(['a', 'b'])
+    for (const key of pool.toJSON().keys) expect(key.cooldownUntil).toBe(0)
   })
 
   it('sends only key ids and lease ids to Redis, never a secret', async () => {

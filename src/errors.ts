@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'READER_BUSY'
   | 'FIRST_BYTE_TIMEOUT'
   | 'FIRST_OUTPUT_TIMEOUT'
+  | 'SILENCE_TIMEOUT'
   | 'IDLE_TIMEOUT'
   | 'WRITE_STALL_TIMEOUT'
   | 'PEEK_OVERFLOW'
@@ -151,11 +152,18 @@ export function isReaderBusyError(value: unknown): value is ReaderBusyError {
  *
  * @group Errors
  */
-export type TimeoutKind = 'first-byte' | 'first-output' | 'idle' | 'write-stall' | 'deadline'
+export type TimeoutKind =
+  | 'first-byte'
+  | 'first-output'
+  | 'silence'
+  | 'idle'
+  | 'write-stall'
+  | 'deadline'
 
 const timeoutCodes = {
   'first-byte': 'FIRST_BYTE_TIMEOUT',
   'first-output': 'FIRST_OUTPUT_TIMEOUT',
+  silence: 'SILENCE_TIMEOUT',
   idle: 'IDLE_TIMEOUT',
   'write-stall': 'WRITE_STALL_TIMEOUT',
   deadline: 'DEADLINE_EXCEEDED',
@@ -164,6 +172,7 @@ const timeoutCodes = {
 const timeoutMessages: Record<TimeoutKind, string> = {
   'first-byte': 'the upstream sent no byte',
   'first-output': 'the upstream sent no output',
+  silence: 'before any output, the upstream sent no byte',
   idle: 'the upstream sent nothing but keep-alives',
   'write-stall': 'the client accepted no bytes',
   deadline: 'no attempt produced output',
@@ -171,7 +180,8 @@ const timeoutMessages: Record<TimeoutKind, string> = {
 
 /**
  * A watchdog fired: no upstream byte (`first-byte`), no visible output yet (`first-output`;
- * keep-alives and preambles do not count), no output for too long after commit (`idle`;
+ * keep-alives and preambles do not count), no byte at all for too long before output
+ * (`silence`; keep-alives count), no output for too long after commit (`idle`;
  * time spent waiting on a slow client does not count), a client that took no bytes for too
  * long (`write-stall`: a downstream failure, never the upstream's fault), or the relay's
  * whole pre-commit budget ran out (`deadline`).

@@ -87,6 +87,7 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     })
   }
 
+  let given = 0
   const sink: DownstreamSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
@@ -101,9 +102,11 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     write(chunk) {
       if (res.destroyed || res.writableEnded)
         return Promise.reject(new Error('the response is closed'))
+      given += chunk.length
       if (res.write(chunk)) return
       return waitFor('drain')
     },
+    bytesTaken: () => bytesTakenOf(res, given),
     flush() {
       // The head alone (early headers); then compression middleware's own flush(), if any.
       if (!res.destroyed && !res.writableEnded) res.flushHeaders()
@@ -124,6 +127,23 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     },
   }
   return sink
+}
+
+/** The parts of a socket's state that tell how far a write in flight has gone. */
+type SocketProgress = { _bytesDispatched?: unknown; _handle?: { writeQueueSize?: unknown } | null }
+
+/**
+ * How many bytes of the response's socket the kernel took (what the client read made room
+ * for). A write in flight shows its progress only in libuv's queue: the response's own
+ * `writableLength` holds the whole of it until it is all out. Framing and head bytes count
+ * too: only the growth is read. Without those counts, what left the response's buffers.
+ */
+function bytesTakenOf(res: ServerResponse, given: number): number {
+  const socket = res.socket as SocketProgress | null
+  const dispatched = socket?._bytesDispatched
+  const queued = socket?._handle?.writeQueueSize
+  if (typeof dispatched === 'number' && typeof queued === 'number') return dispatched - queued
+  return given - res.writableLength
 }
 
 /** Statuses whose `Response` cannot have a body. */

@@ -40,6 +40,13 @@ export interface DownstreamSink {
   abort(reason?: unknown): void
   /** Aborts when the client goes away. */
   readonly signal: AbortSignal
+  /**
+   * How many bytes the client has taken so far: the bytes written minus those this process
+   * still buffers for it. With it, the write-stall bound measures the client's progress (a
+   * client that took no byte for the bound), not one write's wait; without it, a write not
+   * taken within the bound is a stall. `nodeSink` and `webSink` have it.
+   */
+  bytesTaken?(): number
 }
 
 /**
@@ -176,6 +183,11 @@ export interface CommitGate {
    * from one that went through at once.
    */
   readonly writePending: boolean
+  /**
+   * The sink's {@link DownstreamSink.bytesTaken}: how many bytes the client has taken so far,
+   * or `undefined` when the sink cannot tell (or its count threw).
+   */
+  readonly bytesTaken: number | undefined
   /**
    * Sets the upstream's headers to pass on with the head (replacing those of an earlier
    * attempt), filtered by `forwardHeaders`, each value redacted: `secrets` (the keys the
@@ -321,6 +333,16 @@ class Gate implements CommitGate {
 
   get writePending(): boolean {
     return this.#pending > 0
+  }
+
+  get bytesTaken(): number | undefined {
+    try {
+      const taken = this.#sink.bytesTaken?.()
+      return typeof taken === 'number' && Number.isFinite(taken) ? taken : undefined
+    } catch {
+      // A sink's own code: a throw only means it cannot tell.
+      return undefined
+    }
   }
 
   #fail(error: DownstreamClosedError): void {

@@ -44,8 +44,11 @@ export interface PumpPolicy {
    */
   idleTimeoutMs?: number | undefined
   /**
-   * End the stream when the client has not taken a write for this long (it stopped reading):
-   * the response is cut, the upstream body cancelled, and the end is `downstream-stalled`, a
+   * End the stream when a write is blocked and the client has taken no byte for this long
+   * (it stopped reading), as the sink's `bytesTaken` shows (`nodeSink`, `webSink`; looked at
+   * every quarter of the bound): a slow client still reading is never cut, however long one
+   * write waits on it. A sink without `bytesTaken` is measured by the blocked write's own wait.
+   * The response is cut, the upstream body cancelled, and the end is `downstream-stalled`, a
    * downstream failure that never counts against the upstream. Give the gate's
    * `writeStallTimeoutMs` the same value so its keep-alives are bounded too. `Infinity` turns
    * it off; `0`, negatives and `NaN` are a `RangeError`.

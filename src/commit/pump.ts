@@ -13,7 +13,7 @@ import {
   isUpstreamReadError,
 } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
-import type { FrameVerdict } from '../protocols/types.js'
+import type { FrameVerdict, StreamAdapter } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
 import { type SignalLike, Stop } from '../stop.js'
@@ -67,6 +67,23 @@ function recordGap(
  */
 function endsClient(tracker: StreamTracker, frame: SseFrame, kind: FrameVerdict['kind']): boolean {
   return (kind === 'terminal' || kind === 'error') && tracker.adapter.clientEndsAt?.(frame) === true
+}
+
+/**
+ * An upstream error frame its protocol's clients cannot read (data that is not the protocol's
+ * JSON, a proxy's page: the openai SDK throws a `SyntaxError` on it, not its `APIError`), as
+ * the client protocol's own error frame; `undefined` for every other frame, which goes out as
+ * it came.
+ */
+function unreadableError(
+  frame: SseFrame,
+  upstream: StreamAdapter,
+  encoder: FrameEncoder,
+): Uint8Array | undefined {
+  const verdict = upstream.inspect(frame)
+  if (verdict.kind !== 'error' || verdict.error.code !== 'MALFORMED_FRAME') return undefined
+  const error = { type: 'upstream_error', message: verdict.error.message }
+  return encoder.adapter.renderError(error, encoder.state())
 }
 
 /**
@@ -195,6 +212,13 @@ class PumpRun {
   async write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> {
     const { translator, secrets } = this
     const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
+    if (seen === 'error' && translator === undefined) {
+      const rendered = unreadableError(frame, this.options.tracker.adapter, this.encoder)
+      if (rendered !== undefined) {
+        this.frames++
+        return this.writeRendered(this.redacted(rendered, true))
+      }
+    }
     if (translator !== undefined) {
       // Keep-alives are the relay's business, never the translator's; what it is given is
       // redacted, so what it writes quotes no key.
@@ -331,8 +355,17 @@ class PumpRun {
       if (kind === 'error') errors = true
       this.clientEnded = endsClient(tracker, view, kind)
       this.frames++
-      if (length === 0 && raw === span) {
-        // The chunk's first frame (often its only one): nothing to compare.
+      const rendered =
+        kind === 'error' ? unreadableError(view.toFrame(), tracker.adapter, encoder) : undefined
+      if (rendered !== undefined) {
+        // Goes out in the frame's place; the span starts again after it.
+        before ??= []
+        if (length > 0) before.push(new Uint8Array(span.buffer, span.byteOffset, length))
+        before.push(rendered)
+        length = 0
+      } else if (length === 0) {
+        // The chunk's first frame (often its only one), or the first after a rendered one.
+        span = raw
         length = raw.length
       } else if (raw.buffer === span.buffer && raw.byteOffset === span.byteOffset + length) {
         length += raw.length
@@ -363,7 +396,7 @@ class PumpRun {
       return pushRaw(this.redacted(joined, errors), gate, encoder, watchdog)
     }
     if (before === undefined) return pushRaw(last, gate, encoder, watchdog)
-    before.push(last)
+    if (length > 0) before.push(last)
     return pushSpans(before, gate, encoder, watchdog)
   }
 
@@ -443,7 +476,7 @@ class PumpRun {
         this.watchdog,
         arrived,
       )
-      if (batch.length === 1 || !encoder.raw) {
+      if (batch.length === 1 || !encoder.raw || kinds.includes('error')) {
         for (let index = 0; index < batch.length; index++) {
           await this.write(batch[index] as SseFrame, kinds[index])
         }

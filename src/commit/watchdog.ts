@@ -16,7 +16,10 @@ export { now }
 /**
  * The pump's two clocks on one referenced timer (invariants 12 and 14). Upstream silence
  * counts only while the pump is ready to read: time blocked on a write the client has not
- * taken is subtracted, and that time counts toward the write-stall bound instead.
+ * taken is subtracted, and that time counts toward the write-stall bound instead. The stall
+ * bound measures the client's progress when the sink can tell it (`taken`): a blocked write
+ * is a stall only once the client took no byte for the bound (looked at every quarter of
+ * it), however long the write itself waits; without it, the write's own wait is the measure.
  */
 export class Watchdog {
   readonly #idleMs: number
@@ -34,11 +37,21 @@ export class Watchdog {
   #failWrite: ((reason: unknown) => void) | undefined
   /** Whether the blocked write may be ended by `interrupt` (a close may not). */
   #interruptible = true
+  readonly #taken: (() => number | undefined) | undefined
+  /** While a write is blocked: when the client was last seen taking bytes, and its count then. */
+  #progressAt = 0
+  #takenAt: number | undefined
 
-  constructor(idleMs: number, stallMs: number, onIdle: (error: StreamTimeoutError) => void) {
+  constructor(
+    idleMs: number,
+    stallMs: number,
+    onIdle: (error: StreamTimeoutError) => void,
+    taken?: () => number | undefined,
+  ) {
     this.#idleMs = idleMs
     this.#stallMs = stallMs
     this.#onIdle = onIdle
+    this.#taken = taken
     this.#arm()
   }
 
@@ -61,6 +74,8 @@ export class Watchdog {
   async blocked(written: Promise<void>, interruptible = true): Promise<void> {
     this.#writingSince = now()
     this.#interruptible = interruptible
+    this.#progressAt = this.#writingSince
+    this.#takenAt = this.#taken?.()
     try {
       await new Promise<void>((resolve, reject) => {
         this.#failWrite = reject
@@ -93,7 +108,9 @@ export class Watchdog {
     const at = now()
     let delay: number
     if (this.#writingSince !== undefined) {
-      delay = this.#stallMs - (at - this.#writingSince)
+      delay = this.#stallMs - (at - this.#progressAt)
+      // Progress is only seen when looked for: a quarter of the bound at most between looks.
+      if (this.#takenAt !== undefined) delay = Math.min(delay, this.#stallMs / 4)
     } else {
       const quiet = at - this.#lastActivity - this.#blockedMs
       // Never sleep past a stall bound: a write may start blocking at any moment.
@@ -111,7 +128,11 @@ export class Watchdog {
     this.#timer = undefined
     const at = now()
     if (this.#writingSince !== undefined) {
-      if (at - this.#writingSince >= this.#stallMs) {
+      const taken = this.#takenAt === undefined ? undefined : this.#taken?.()
+      if (taken !== undefined && taken > (this.#takenAt as number)) {
+        this.#takenAt = taken
+        this.#progressAt = at
+      } else if (at - this.#progressAt >= this.#stallMs) {
         this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
         return
       }
@@ -140,8 +161,11 @@ export function watchPump(
   policy: ReturnType<typeof normalizePumpPolicy>,
 ) {
   const stop = new Stop()
-  const watchdog = new Watchdog(policy.idleTimeoutMs, policy.writeStallTimeoutMs, (error) =>
-    stop.abort(error),
+  const watchdog = new Watchdog(
+    policy.idleTimeoutMs,
+    policy.writeStallTimeoutMs,
+    (error) => stop.abort(error),
+    () => gate.bytesTaken,
   )
   const gone = stopOf(gate)
   const onGateAbort = () => stop.abort(gone.reason)

@@ -62,6 +62,8 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
   // An unobserved rejection (the host never awaited the response) is not an error of its own.
   response.catch(() => {})
   let headSent = false
+  let given = 0
+  let closed = false
   let waiting: { resolve: () => void; reject: (reason: unknown) => void } | undefined
 
   const body = new ReadableStream<Uint8Array>(
@@ -93,6 +95,7 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
     },
     write(chunk) {
       if (gone.aborted) return Promise.reject(gone.reason)
+      given += chunk.length
       controller.enqueue(chunk)
       if ((controller.desiredSize ?? 1) > 0) return
       return new Promise<void>((resolve, reject) => {
@@ -100,7 +103,13 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
       })
     },
     close() {
+      closed = true
       if (!gone.aborted) controller.close()
+    },
+    // What the consumer pulled: the body's queue holds the rest (none once it is closed).
+    bytesTaken: () => {
+      const desired = controller.desiredSize ?? highWaterMark
+      return closed && desired === 0 ? given : given - (highWaterMark - desired)
     },
     abort(reason) {
       if (!headSent) rejectResponse(reason)

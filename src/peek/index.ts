@@ -69,6 +69,20 @@ export interface PeekOptions {
    */
   firstOutputTimeoutMs?: number | undefined
   /**
+   * Give up when, before any output, the upstream sent no byte at all for this many
+   * milliseconds: keep-alives, pings and preambles count as bytes, so a thinking model that
+   * sends them is never cut. `Infinity` turns it off; `0`, negatives and `NaN` are a
+   * `RangeError`.
+   * @default 90_000 where the adapter says its protocol sends bytes while a model thinks
+   *   (`sendsWhileThinking`: Anthropic Messages, OpenAI Responses), else off. 90 s is the
+   *   stream watchdog of Claude Code, Anthropic's own client: it ends a stream silent that
+   *   long and falls back; Responses sends a keep-alive event every 30 s, so 90 s is three
+   *   missed. Chat Completions and Gemini may send nothing while a model thinks: there only
+   *   `firstOutputTimeoutMs` bounds the wait unless this is set
+   * @example { silenceTimeoutMs: 60_000 }
+   */
+  silenceTimeoutMs?: number | undefined
+  /**
    * When the first-byte and first-output clocks started, as a `performance.now()` time. A
    * caller that sent the request earlier passes when it did, so connect and headers count
    * against both bounds; the peek then waits only for what is left of them.
@@ -106,6 +120,7 @@ export const peekDefaults = Object.freeze({
   commitOn: 'visible' as CommitOn,
   firstByteTimeoutMs: 30_000,
   firstOutputTimeoutMs: 600_000,
+  silenceTimeoutMs: 90_000,
   maxPeekBytes: 1_048_576,
   maxPeekFrames: 4096,
 })
@@ -144,7 +159,7 @@ export type PeekOutcome =
   | (PeekBase & { readonly kind: 'thinking-only'; readonly eof: EofClass })
   | (PeekBase & { readonly kind: 'error-frame'; readonly error: UpstreamErrorInfo })
   | (PeekBase & {
-      readonly kind: 'first-byte-timeout' | 'first-output-timeout'
+      readonly kind: 'first-byte-timeout' | 'first-output-timeout' | 'silence-timeout'
       readonly error: StreamTimeoutError
       /** Bytes of a half-read frame left in the reader when the timeout fired. */
       readonly partialFrameBytes: number
@@ -160,6 +175,7 @@ const optionKeys = Object.keys({
   commitOn: true,
   firstByteTimeoutMs: true,
   firstOutputTimeoutMs: true,
+  silenceTimeoutMs: true,
   clockStartedAt: true,
   maxPeekBytes: true,
   maxPeekFrames: true,
@@ -185,6 +201,11 @@ export function normalizePeekOptions(options: PeekOptions) {
     'firstOutputTimeoutMs',
     options.firstOutputTimeoutMs ?? peekDefaults.firstOutputTimeoutMs,
   )
+  // Undefined: the adapter's protocol decides (see `silenceFor`).
+  const silenceTimeoutMs =
+    options.silenceTimeoutMs === undefined
+      ? undefined
+      : timeoutMilliseconds('silenceTimeoutMs', options.silenceTimeoutMs)
   const maxPeekBytes = options.maxPeekBytes ?? peekDefaults.maxPeekBytes
   const maxPeekFrames = options.maxPeekFrames ?? peekDefaults.maxPeekFrames
   positiveInteger('maxPeekBytes', maxPeekBytes)
@@ -199,10 +220,63 @@ export function normalizePeekOptions(options: PeekOptions) {
     commitOn,
     firstByteTimeoutMs,
     firstOutputTimeoutMs,
+    silenceTimeoutMs,
     clockStartedAt,
     maxPeekBytes,
     maxPeekFrames,
   }
+}
+
+/** The silence bound for `adapter`: the one set, else the default where its protocol sends while thinking. */
+function silenceFor(set: number | undefined, adapter: StreamAdapter): number {
+  if (set !== undefined) return set
+  return adapter.sendsWhileThinking === true
+    ? peekDefaults.silenceTimeoutMs
+    : Number.POSITIVE_INFINITY
+}
+
+/**
+ * Arms the silence clock: it fires when the reader took no byte for `ms`. Each frame read
+ * is `heard()`; bytes of a frame not yet whole are seen when the clock looks (then re-armed
+ * for what is left), so no timer is set per byte.
+ */
+function watchSilence(
+  reader: FrameReader,
+  ms: number,
+  arm: (delay: number, fire: () => void) => void,
+  fire: () => void,
+): { heard(): void } {
+  let bytes = reader.bytesRead
+  let since = now()
+  const heard = () => {
+    bytes = reader.bytesRead
+    since = now()
+  }
+  if (ms === Number.POSITIVE_INFINITY) return { heard: () => {} }
+  const look = () => {
+    const at = now()
+    if (reader.bytesRead !== bytes) {
+      bytes = reader.bytesRead
+      since = at
+    }
+    const left = since + ms - at
+    if (left <= 0) fire()
+    else arm(left, look)
+  }
+  arm(ms, look)
+  return { heard }
+}
+
+/** The peek's outcome for each of its clocks. */
+const peekTimeoutKinds: Partial<
+  Record<
+    StreamTimeoutError['timeout'],
+    'first-byte-timeout' | 'first-output-timeout' | 'silence-timeout'
+  >
+> = {
+  'first-byte': 'first-byte-timeout',
+  'first-output': 'first-output-timeout',
+  silence: 'silence-timeout',
 }
 
 /** Whether a verdict ends the peek under `commitOn`. */
@@ -297,6 +371,13 @@ export async function peekOn(
   arm(firstOutputTimeoutMs, () => {
     stop.abort(new StreamTimeoutError('first-output', firstOutputTimeoutMs))
   })
+  const silence = silenceFor(config.silenceTimeoutMs, adapter)
+  const silent = watchSilence(
+    reader,
+    silence,
+    (delay, fire) => timers.push(setTimeout(fire, delay)),
+    () => stop.abort(new StreamTimeoutError('silence', silence)),
+  )
 
   try {
     for (;;) {
@@ -306,8 +387,7 @@ export async function peekOn(
       } catch (error) {
         if (stop.signal.aborted && error === stop.signal.reason) {
           if (error instanceof StreamTimeoutError) {
-            const kind =
-              error.timeout === 'first-byte' ? 'first-byte-timeout' : 'first-output-timeout'
+            const kind = peekTimeoutKinds[error.timeout] ?? 'first-output-timeout'
             return { ...base(), kind, error, partialFrameBytes: reader.bufferedBytes }
           }
           return { ...base(), kind: 'aborted', reason: error }
@@ -321,6 +401,7 @@ export async function peekOn(
         const eof = classifyEof(tracker.state)
         return { ...base(), kind: eof.kind === 'thinking-only' ? 'thinking-only' : 'empty', eof }
       }
+      silent.heard()
       frames.push(frame)
       held += frame.raw.length
       const verdict = tracker.observe(frame)

@@ -396,6 +396,8 @@ const clientEvents: ReadonlySet<string> = new Set([
  */
 export const anthropicMessages: StreamAdapter = Object.freeze({
   name: 'anthropic-messages',
+  // `ping` events while the model thinks (the Messages streaming reference).
+  sendsWhileThinking: true,
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
     if (data === undefined) {

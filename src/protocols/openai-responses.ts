@@ -241,6 +241,8 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
  */
 export const openaiResponses: StreamAdapter = Object.freeze({
   name: 'openai-responses',
+  // A keep-alive event every 30 s when nothing else is sent (OpenAI, for reasoning without summaries).
+  sendsWhileThinking: true,
   // `response.completed` replaces the client's accumulated response: it must carry the text.
   trackerDefaults: Object.freeze({ keepTextChars: 262_144 }),
   inspect(frame: SseFrame): FrameVerdict {

@@ -218,6 +218,13 @@ export interface StreamAdapter {
     readonly keepTextChars?: number
     readonly keepFirstDataChars?: number
   }
+  /**
+   * Optional: `true` when the protocol sends bytes while a model thinks before its first
+   * output (Anthropic's `ping` events; OpenAI Responses' keep-alive events every 30 s), so a
+   * stream silent for long before output is dead: the peek's `silenceTimeoutMs` is then on
+   * by default. Leave it out for a protocol that may send nothing while a model thinks.
+   */
+  readonly sendsWhileThinking?: boolean
   /** Says what a frame is. Never throws: malformed input is an `error` verdict. */
   inspect(frame: SseFrame): FrameVerdict
   /**

@@ -214,6 +214,11 @@ export type AttemptResult =
       readonly stopped?: 'client-gone' | 'deadline' | 'hedge-lost' | undefined
       /** The upstream's HTTP error, when it answered with one. */
       readonly upstream?: UpstreamHttpError | undefined
+      /**
+       * The headers of the upstream's answer, when there was one (a 2xx that then stated an
+       * error, too): a give-up passes on its request ids.
+       */
+      readonly headers?: Headers | undefined
       /** Token usage the attempt's stream reported before it failed (input billed), if any. */
       readonly usage?: TokenUsage | undefined
     }

@@ -35,7 +35,7 @@ import {
   peekTimeoutVerdict,
   wholeAnswerVerdict,
 } from './classify.js'
-import { errorFromBody, readBounded, readWhole } from './error-body.js'
+import { declaresMoreThan, errorFromBody, readBounded, readWhole } from './error-body.js'
 import { neverAborted } from './run.js'
 import {
   isAnswer,
@@ -338,6 +338,11 @@ async function readWholeAnswer(
   const adapter = input.route.adapter
   const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
   const limit = asMessage ? maxAnswerBytes : input.policy.maxErrorBodyBytes
+  // A message declared past the bound could not be parsed whole: refused from its header.
+  if (asMessage && declaresMoreThan(response.headers.get('content-length'), limit)) {
+    await response.body?.cancel().catch(() => {})
+    return { failure: failed(wholeAnswerVerdict('too-large', limit), status) }
+  }
   const text = await readBounded(response.body, limit, signal)
   const message = asMessage ? parseObject(text) : undefined
   const rendered = message === undefined ? undefined : renderMessage(adapter, message)
@@ -378,11 +383,23 @@ export function callAttemptFunction(
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
-  const { gate, policy, mode } = input
   input.gate.assertCanRetry()
   const started = now()
   const sent = await send(input, signals)
   if ('failure' in sent) return sent.failure
+  const result = await attemptAnswer(input, signals, sent, started)
+  // Whatever went wrong after the upstream answered, its request ids name the attempt.
+  return result.kind === 'failed' ? { ...result, headers: sent.response.headers } : result
+}
+
+/** What became of an attempt the upstream answered: its status, then its body. */
+async function attemptAnswer(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  sent: { response: Response; clear: () => void },
+  started: number,
+): Promise<AttemptResult> {
+  const { gate, policy, mode } = input
   const { response } = sent
   const { status } = response
   // The send clocks (first byte and first output, or the fallback's) stay armed while an error body is read.
@@ -502,7 +519,8 @@ async function answerWhole(
   clearClocks: () => void,
 ): Promise<AttemptResult> {
   const { status } = response
-  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real)
+  const declared = response.headers.get('content-length')
+  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real, declared)
   clearClocks()
   if (read.kind !== 'read') {
     const stopped = stoppedFailure(signals, 'whole', status)

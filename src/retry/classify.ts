@@ -79,6 +79,7 @@ export type BaseFailureReason =
   | 'thinking-only'
   | 'first-byte-timeout'
   | 'first-output-timeout'
+  | 'silence-timeout'
   | 'peek-overflow'
   | 'read-error'
   | 'answer-too-large'
@@ -362,6 +363,7 @@ const peekMessages = {
   'thinking-only': 'the upstream sent reasoning but no answer',
   'first-byte-timeout': 'the upstream sent no data in time',
   'first-output-timeout': 'the upstream sent no output in time',
+  'silence-timeout': 'the upstream went silent before any output',
   'peek-overflow': 'the upstream sent too much before any output',
   'read-error': 'the upstream connection broke before any output',
 } as const
@@ -371,7 +373,7 @@ const peekMessages = {
  * last try. Also what an attempt gets when not even the response headers came in time.
  */
 export function peekTimeoutVerdict(
-  kind: 'first-byte-timeout' | 'first-output-timeout',
+  kind: 'first-byte-timeout' | 'first-output-timeout' | 'silence-timeout',
   timeoutMs: number,
 ): FailureVerdict {
   return {
@@ -399,6 +401,7 @@ function fromPeek(outcome: Exclude<PeekOutcome, { kind: 'output' }>): FailureVer
       }
     case 'first-byte-timeout':
     case 'first-output-timeout':
+    case 'silence-timeout':
       return peekTimeoutVerdict(outcome.kind, outcome.error.timeoutMs)
     default: {
       const reason = outcome.kind

@@ -50,16 +50,30 @@ export type WholeBody =
   | { readonly kind: 'too-large'; readonly limit: number }
   | { readonly kind: 'failed'; readonly error: unknown }
 
+/** Whether a `content-length` declares more than `limit` bytes (an unreadable one does not). */
+export function declaresMoreThan(contentLength: string | null, limit: number): boolean {
+  return (
+    contentLength !== null && /^\s*\d+\s*$/.test(contentLength) && Number(contentLength) > limit
+  )
+}
+
 /**
- * Reads a whole body (a non-streaming answer) of at most `limit` bytes. Past the bound the
- * body is cancelled and nothing is kept; a read that breaks (a cut, an abort) is `failed`.
+ * Reads a whole body (a non-streaming answer) of at most `limit` bytes. A body whose
+ * `contentLength` declares more is cancelled before a byte is read, as a request body is;
+ * past the bound the body is cancelled and nothing is kept; a read that breaks (a cut, an
+ * abort) is `failed`.
  */
 export async function readWhole(
   body: ReadableStream<Uint8Array> | null,
   limit: number,
   signal: AbortSignal,
+  contentLength: string | null = null,
 ): Promise<WholeBody> {
   if (body === null) return { kind: 'read', bytes: new Uint8Array(0) }
+  if (declaresMoreThan(contentLength, limit)) {
+    await body.cancel().catch(() => {})
+    return { kind: 'too-large', limit }
+  }
   const reader = body.getReader()
   const stop = () => void reader.cancel(signal.reason).catch(() => {})
   if (signal.aborted) stop()

@@ -69,9 +69,12 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<EngineO
   // the upstream's status and request ids kept all the same.
   const asItWas = upstream !== undefined && (client === undefined || client === run.last?.adapter)
   const headers = new Headers()
-  for (const [name, value] of upstream?.headers ?? []) {
+  // The ids of the attempt whose error this is, also when its 2xx stated the error in-band.
+  const answered = run.last?.verdict === verdict ? run.last.headers : undefined
+  for (const [name, value] of upstream?.headers ?? answered ?? []) {
     // A request id may quote the key (`req_<key>`): by value and by shape, like any header.
-    if (passedHeaders.test(name)) headers.set(name, redactText(value, run.secrets))
+    if (passedHeaders.test(name) && (upstream !== undefined || name !== 'content-type'))
+      headers.set(name, redactText(value, run.secrets))
   }
   setRetryHeaders(headers, verdict.status, retryAfterMs)
   const status = upstream?.status ?? verdict.status

@@ -317,6 +317,7 @@ const peekKeys = Object.keys({
   commitOn: true,
   firstByteTimeoutMs: true,
   firstOutputTimeoutMs: true,
+  silenceTimeoutMs: true,
   maxPeekBytes: true,
   maxPeekFrames: true,
   trackerOptions: true,

@@ -3,10 +3,24 @@
  * an HTTP date), OpenAI's `x-ratelimit-reset-*` durations (`6m0s`, `1s`, `20ms`),
  * Anthropic's `anthropic-ratelimit-*-reset` timestamps and its unified (subscription)
  * windows, `anthropic-ratelimit-unified-*` (5-hour, weekly, per-model weekly, overage).
- * Malformed values are ignored; a date in the past means "now".
+ * Malformed values are ignored; a date in the past means "now"; a wait longer than a century
+ * (`retry-after-ms: 1e12` is 31 years) is read as a century, so the pool caps it at
+ * `maxCooldownMs` rather than ignoring it.
  *
  * @module
  */
+
+/** The longest wait a header can state; longer ones are read as this (still a finite date). */
+const longestWaitMs = 100 * 365 * 86_400_000
+
+/** A non-negative decimal, with an exponent if written so (`20`, `1.5`, `1e12`). */
+const decimal = /^\d+(\.\d+)?(e[+-]?\d+)?$/i
+
+/** `text` times `unit` as whole milliseconds, at most {@link longestWaitMs}; `undefined` if not a decimal. */
+function waitOf(text: string, unit: number): number | undefined {
+  if (!decimal.test(text)) return undefined
+  return Math.round(Math.min(Number(text) * unit, longestWaitMs))
+}
 
 /**
  * Parses `retry-after`: whole or fractional seconds, or an HTTP date. Milliseconds, or `undefined`.
@@ -19,11 +33,12 @@ export function parseRetryAfter(
 ): number | undefined {
   if (value == null) return undefined
   const text = value.trim()
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000)
+  const seconds = waitOf(text, 1000)
+  if (seconds !== undefined) return seconds
   if (!/[a-z]/i.test(text)) return undefined
   const date = Date.parse(text)
   if (Number.isNaN(date)) return undefined
-  return Math.max(0, date - now)
+  return Math.min(Math.max(0, date - now), longestWaitMs)
 }
 
 /**
@@ -32,9 +47,7 @@ export function parseRetryAfter(
  */
 export function parseRetryAfterMs(value: string | null | undefined): number | undefined {
   if (value == null) return undefined
-  const text = value.trim()
-  if (!/^\d+(\.\d+)?$/.test(text)) return undefined
-  return Math.round(Number(text))
+  return waitOf(value.trim(), 1)
 }
 
 const durationUnits: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 }
@@ -51,7 +64,7 @@ export function parseResetDuration(value: string | null | undefined): number | u
   for (const match of text.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s)/g)) {
     total += Number(match[1]) * (durationUnits[match[2] as string] as number)
   }
-  return Math.round(total)
+  return Math.round(Math.min(total, longestWaitMs))
 }
 
 /**
@@ -65,7 +78,7 @@ export function parseResetTimestamp(
   if (value == null) return undefined
   const date = Date.parse(value.trim())
   if (Number.isNaN(date)) return undefined
-  return Math.max(0, date - now)
+  return Math.min(Math.max(0, date - now), longestWaitMs)
 }
 
 const openaiLimits = ['requests', 'tokens'] as const
@@ -159,12 +172,11 @@ const windowLabels: Readonly<Record<string, string>> = {
 }
 
 /** A unified reset: Unix seconds (what Anthropic sends), or an RFC 3339 date. Epoch ms. */
-function parseUnifiedReset(value: string | null): number | undefined {
+function parseUnifiedReset(value: string | null, now: number): number | undefined {
   if (value === null) return undefined
   const text = value.trim()
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000)
-  const date = Date.parse(text)
-  return Number.isNaN(date) ? undefined : date
+  const date = decimal.test(text) ? Number(text) * 1000 : Date.parse(text)
+  return Number.isNaN(date) ? undefined : Math.round(Math.min(date, now + longestWaitMs))
 }
 
 function parseShare(value: string | null): number | undefined {
@@ -179,11 +191,11 @@ interface UnifiedWindow {
   readonly utilization: number | undefined
 }
 
-function unifiedWindow(headers: Headers, window: string): UnifiedWindow {
+function unifiedWindow(headers: Headers, window: string, now: number): UnifiedWindow {
   return {
     window,
     status: headers.get(`${unifiedPrefix}${window}-status`)?.trim() ?? undefined,
-    resetAt: parseUnifiedReset(headers.get(`${unifiedPrefix}${window}-reset`)),
+    resetAt: parseUnifiedReset(headers.get(`${unifiedPrefix}${window}-reset`), now),
     utilization: parseShare(headers.get(`${unifiedPrefix}${window}-utilization`)),
   }
 }
@@ -215,7 +227,7 @@ export function parseUnifiedRateLimit(
   const topStatus = headers.get(`${unifiedPrefix}status`)?.trim()
   const claim = headers.get(`${unifiedPrefix}representative-claim`)?.trim()
   if (names.size === 0 && topStatus === undefined && claim === undefined) return undefined
-  const windows = [...names].map((name) => unifiedWindow(headers, name))
+  const windows = [...names].map((name) => unifiedWindow(headers, name, now))
   // Overage spends money past a window; only a standard window being exhausted blocks a key.
   const exhausted = windows.filter((w) => w.status === 'rejected' && w.window !== 'overage')
   const claimed = claim === undefined ? undefined : (claimWindows[claim] ?? claim)
@@ -230,7 +242,7 @@ export function parseUnifiedRateLimit(
     status: topStatus ?? (exhausted.length > 0 ? 'rejected' : (binding?.status ?? 'allowed')),
     window,
     label: window === undefined ? undefined : (windowLabels[window] ?? window),
-    resetAt: binding?.resetAt ?? parseUnifiedReset(headers.get(`${unifiedPrefix}reset`)),
+    resetAt: binding?.resetAt ?? parseUnifiedReset(headers.get(`${unifiedPrefix}reset`), now),
     utilization: binding?.utilization,
   }
 }

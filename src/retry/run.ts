@@ -55,6 +55,8 @@ export interface Run {
         adapter: StreamAdapter
         /** The upstream's HTTP error, passed on as it was when this verdict ends the request. */
         upstream: UpstreamHttpError | undefined
+        /** The headers the upstream answered with, if it did: a give-up passes on their ids. */
+        headers: Headers | undefined
         /** Whether the key came from a pool (its 401/403 is the gateway's, not the client's). */
         pooled: boolean
       }
@@ -104,6 +106,7 @@ export function noteFailure(
       verdict,
       adapter: route.route.adapter,
       upstream: result.upstream,
+      headers: result.upstream?.headers ?? result.headers,
       pooled: route.route.pool !== undefined,
     }
   }

@@ -38,10 +38,11 @@ describe('timeouts in the public types', () => {
 
   it('the watchdogs, the defaults and the gate backpressure flag', () => {
     expectTypeOf<TimeoutKind>().toEqualTypeOf<
-      'first-byte' | 'first-output' | 'idle' | 'write-stall' | 'deadline'
+      'first-byte' | 'first-output' | 'silence' | 'idle' | 'write-stall' | 'deadline'
     >()
     expectTypeOf(peekDefaults.firstByteTimeoutMs).toBeNumber()
     expectTypeOf(peekDefaults.firstOutputTimeoutMs).toBeNumber()
+    expectTypeOf(peekDefaults.silenceTimeoutMs).toBeNumber()
     expectTypeOf(pumpDefaults.idleTimeoutMs).toBeNumber()
     expectTypeOf(pumpDefaults.writeStallTimeoutMs).toBeNumber()
     expectTypeOf(commitGateDefaults.writeStallTimeoutMs).toBeNumber()

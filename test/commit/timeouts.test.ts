@@ -291,6 +291,79 @@ describe('the pump: upstream silence and downstream backpressure are separate cl
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  /** A sink whose writes wait on `release`, and whose client takes a byte every `everyMs` until `stopAt`. */
+  function slowReader(everyMs: number, stopAt: number) {
+    const sink = createRecordingSink()
+    const release = sink.holdWrites()
+    let taken = 0
+    const started = Date.now()
+    const reading = setInterval(() => {
+      if (Date.now() - started >= stopAt) return clearInterval(reading)
+      taken++
+    }, everyMs)
+    return {
+      sink: { ...sink, bytesTaken: () => taken },
+      release,
+      stopReading: () => clearInterval(reading),
+    }
+  }
+
+  it('a client still taking bytes is not cut, however long one write waits on it (bytesTaken)', async () => {
+    useFakeClock()
+    const { sink, release, stopReading } = slowReader(100, Number.POSITIVE_INFINITY)
+    const body = scriptedBody([
+      { bytes: role + text('a') },
+      { wait: 10 },
+      { bytes: text('b') + stop + done },
+    ])
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    const delivered = deliver({
+      gate,
+      body: body.stream,
+      adapter: openaiChat,
+      idleTimeoutMs: 500,
+      writeStallTimeoutMs: 2_000,
+    })
+    // Ten times the bound blocked on writes, the client taking a byte every 100 ms.
+    await vi.advanceTimersByTimeAsync(20_000)
+    release()
+    stopReading()
+    await vi.advanceTimersByTimeAsync(100)
+    const outcome = await delivered
+    expect(outcome.kind === 'committed' && outcome.pump.end).toEqual({ kind: 'completed' })
+    expect(body.cancelled).toBe(false)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('a client that stops taking bytes is cut writeStallTimeoutMs after its last byte (within a quarter of it)', async () => {
+    useFakeClock()
+    const { sink, stopReading } = slowReader(100, 5_000)
+    const body = scriptedBody([{ bytes: role + text('a') }, { wait: 10 }, { bytes: text('b') }])
+    const gate = createCommitGate(sink, { keepAliveIntervalMs: Number.POSITIVE_INFINITY })
+    let settled = false
+    const delivered = deliver({
+      gate,
+      body: body.stream,
+      adapter: openaiChat,
+      idleTimeoutMs: 500,
+      writeStallTimeoutMs: 2_000,
+    }).finally(() => {
+      settled = true
+    })
+    await vi.advanceTimersByTimeAsync(5_000 + 2_000 - 1)
+    expect(settled).toBe(false)
+    await vi.advanceTimersByTimeAsync(500)
+    expect(settled).toBe(true)
+    stopReading()
+    const outcome = await delivered
+    expect(outcome.kind === 'committed' && outcome.pump.end).toEqual({
+      kind: 'downstream-stalled',
+      error: new StreamTimeoutError('write-stall', 2_000),
+    })
+    expect(body.cancelled).toBe(true)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
   it('the host aborting while a write waits on a slow client ends the pump at once', async () => {
     useFakeClock()
     const sink = createRecordingSink()

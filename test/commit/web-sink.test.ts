@@ -227,3 +227,40 @@ describe('webSink as a real Response', () => {
     expect(await (await response).text()).toBe(frames.join(''))
   })
 })
+
+describe('webSink and the write-stall bound', () => {
+  const frameOf = (size: number) =>
+    `data: {"choices":[{"index":0,"delta":{"content":"${'x'.repeat(size)}"},"finish_reason":null}]}\n\n`
+  const ending =
+    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+  it('a consumer still pulling is not cut while one large write waits longer than the bound', async () => {
+    // Three 40 KiB chunks fill the 128 KiB queue, then a 512 KiB one waits until the consumer,
+    // pulling one chunk every 150 ms, has taken all four: ~600 ms, past a 400 ms bound.
+    const { sink, response } = webSink({ highWaterMark: 128 * 1024 })
+    const gate = createCommitGate(sink, quiet)
+    const small = frameOf(40 * 1024)
+    const chunks = [small, small, small, frameOf(512 * 1024) + ending]
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = chunks.shift()
+        if (next === undefined) controller.close()
+        else controller.enqueue(utf8(next))
+      },
+    })
+    const delivered = deliver({ gate, body, adapter: openaiChat, writeStallTimeoutMs: 400 })
+    const reader = (await response).body?.getReader()
+    if (reader === undefined) throw new Error('expected a body')
+    let taken = 0
+    for (;;) {
+      await sleep(150)
+      const { done, value } = await reader.read()
+      if (done) break
+      taken += value.length
+      expect(sink.bytesTaken?.()).toBe(taken)
+    }
+    const outcome: DeliverOutcome = await delivered
+    expect(outcome.kind === 'committed' && outcome.pump.end).toEqual({ kind: 'completed' })
+    expect(taken).toBe(3 * small.length + frameOf(512 * 1024).length + ending.length)
+  })
+})

@@ -29,7 +29,14 @@ const keys = [
 const answer = 'The quick brown fox'
 const bombBytes = 48 * 1024 * 1024
 
-type Fault = 'ok' | 'always-503' | 'rate-limited' | 'hang' | 'error-bomb' | 'key-quoted-401'
+type Fault =
+  | 'ok'
+  | 'always-503'
+  | 'rate-limited'
+  | 'hang'
+  | 'error-bomb'
+  | 'key-quoted-401'
+  | 'declared-too-large'
 
 /** The credential a request carried, as a key id (or what it was, when it was no pool key). */
 function keyOf(headers: Record<string, string | string[] | undefined>): string {
@@ -41,6 +48,7 @@ function keyOf(headers: Record<string, string | string[] | undefined>): string {
 async function upstream() {
   const seen: { fault: Fault; key: string }[] = []
   let bombWritten = 0
+  const declared = { written: 0, closed: 0 }
   const server = createServer((req, res) => {
     withBody(req, () => {
       const fault = (req.headers['x-fault-scenario'] ?? 'ok') as Fault
@@ -95,6 +103,20 @@ async function upstream() {
         }
         case 'hang':
           return
+        case 'declared-too-large': {
+          // Past the 32 MiB bound by its header; the body trickles and never ends.
+          res.writeHead(200, { ...json, 'content-length': String(40 * 1024 * 1024) })
+          res.once('close', () => {
+            declared.closed++
+          })
+          const chunk = Buffer.alloc(64 * 1024, ' ')
+          const timer = setInterval(() => {
+            if (res.destroyed) return clearInterval(timer)
+            declared.written += chunk.length
+            res.write(chunk)
+          }, 20)
+          return
+        }
         case 'error-bomb': {
           res.writeHead(503, { 'content-type': 'text/plain' })
           const chunk = Buffer.alloc(64 * 1024, 'x')
@@ -111,7 +133,7 @@ async function upstream() {
     })
   })
   const url = await listen(server)
-  return { url, seen, bombWritten: () => bombWritten }
+  return { url, seen, bombWritten: () => bombWritten, declared }
 }
 
 const policy: RelayPolicy = {
@@ -181,6 +203,46 @@ function asker(
   }
 }
 
+/** The same client asking for a stream; resolves to the text read. */
+function streamAsker(
+  protocol: 'openai' | 'anthropic',
+  clients: Awaited<ReturnType<typeof clientsFor>>,
+): (fault: Fault) => Promise<string> {
+  return async (fault) => {
+    const common = {
+      ...(clients.fetch === undefined ? {} : { fetch: clients.fetch }),
+      maxRetries: 0,
+      defaultHeaders: { 'x-fault-scenario': fault },
+    }
+    let text = ''
+    if (protocol === 'openai') {
+      const client = new OpenAI({
+        apiKey: 'sk-sdk-placeholder',
+        baseURL: clients.openaiBase,
+        ...common,
+      })
+      const stream = await client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+      })
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
+      return text
+    }
+    const client = new Anthropic({
+      apiKey: 'sk-sdk-placeholder',
+      baseURL: clients.anthropicBase,
+      ...common,
+    })
+    const stream = client.messages.stream({
+      model: 'm',
+      max_tokens: 16,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    return await stream.finalText()
+  }
+}
+
 async function failure(promise: Promise<unknown>): Promise<{ status: number; message: string }> {
   const error = await promise.then(
     () => undefined,
@@ -222,6 +284,32 @@ describe.each(['createResilientFetch', 'example gateway'] as const)(
         const ask = asker(protocol, await clientsFor(path, up.url))
         expect((await failure(ask('error-bomb'))).status).toBe(503)
         expect(up.bombWritten()).toBeLessThan(bombBytes / 2)
+      })
+
+      it('an answer declaring a content-length past 32 MiB: 502 answer-too-large from the header, its body released unread', async () => {
+        const up = await upstream()
+        const clients = await clientsFor(path, up.url)
+        const ask = asker(protocol, clients)
+        const { status, message } = await failure(ask('declared-too-large', 0))
+        expect(status).toBe(502)
+        expect(message).toMatch(/larger than the 33554432 bytes/)
+        expect(up.seen).toHaveLength(1)
+        await expect.poll(() => up.declared.closed).toBe(1)
+        expect(up.declared.written).toBeLessThan(1024 * 1024)
+        await expect.poll(() => clients.outcomes[0]?.kind).toBe('failed')
+        expect(clients.outcomes[0]).toMatchObject({ reason: 'answer-too-large' })
+      })
+
+      it('a streaming request answered with JSON declaring a content-length past 32 MiB: the same 502, unread', async () => {
+        const up = await upstream()
+        const clients = await clientsFor(path, up.url)
+        const streamed = streamAsker(protocol, clients)
+        const { status, message } = await failure(streamed('declared-too-large'))
+        expect(status).toBe(502)
+        expect(message).toMatch(/larger than the 33554432 bytes/)
+        expect(up.seen).toHaveLength(1)
+        await expect.poll(() => up.declared.closed).toBe(1)
+        expect(up.declared.written).toBeLessThan(1024 * 1024)
       })
 
       it("a pool key's 401 quoting the key: 502 upstream_credentials_rejected, the key redacted", async () => {

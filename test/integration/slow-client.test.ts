@@ -50,8 +50,10 @@ afterEach(async () => {
   }
 })
 
-async function serve(policy: { idleTimeoutMs: number; writeStallTimeoutMs: number }) {
-  const upstream = healthyUpstream()
+async function serve(
+  policy: { idleTimeoutMs: number; writeStallTimeoutMs: number },
+  upstream: ScriptedBody = healthyUpstream(),
+) {
   let longest = 0
   let resolveOutcome!: (outcome: DeliverOutcome) => void
   let rejectOutcome!: (reason: unknown) => void
@@ -132,6 +134,35 @@ function slowClient(port: number, pauseMs: number) {
   }
 }
 
+/**
+ * Reads steadily at about `bytesPerSecond`: after each chunk the socket hands over, it pauses
+ * for as long as that chunk takes at the rate (a chunk is at most 64 KiB: Node reads no more
+ * at once), so the kernel's buffers fill and the server sees the client only by its pace.
+ */
+function steadyClient(port: number, bytesPerSecond: number) {
+  const parts: Buffer[] = []
+  let errored = false
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const socket = connect(port, '127.0.0.1', () => {
+    socket.write('GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n')
+  })
+  sockets.push(socket)
+  socket.on('data', (data: Buffer) => {
+    parts.push(data)
+    socket.pause()
+    timer = setTimeout(() => socket.resume(), (data.length / bytesPerSecond) * 1000)
+  })
+  socket.on('error', () => {
+    errored = true
+  })
+  return new Promise<ClientRun>((resolve) => {
+    socket.on('close', () => {
+      clearTimeout(timer)
+      resolve({ raw: Buffer.concat(parts), errored })
+    })
+  })
+}
+
 /** The body of a chunked HTTP/1.1 response, and whether it ended with the last chunk. */
 function dechunk(raw: Buffer): { body: string; complete: boolean } {
   let at = raw.indexOf('\r\n\r\n') + 4
@@ -168,6 +199,27 @@ describe('a client that stops reading, over a real socket', () => {
     for (let i = 0; i < frameCount; i++) expect(body).toContain(frame(i))
     expect(body.endsWith(ending)).toBe(true)
     expect(served.upstream.cancelled).toBe(false)
+  })
+
+  it('a client reading steadily but slower than one write drains: never cut, every frame, a clean end', async () => {
+    // 96 frames (24 MiB) in one upstream chunk: one write, past what loopback buffers hold
+    // (~4-10 MiB), which the client takes at 6 MiB/s: the write waits seconds on a client
+    // that never stops taking bytes, with a 1 s bound on taking none.
+    const writeStallTimeoutMs = 1_000
+    const frames = Array.from({ length: 96 }, (_, i) => frame(i % 26))
+    const oneChunk = scriptedBody([{ bytes: frames.join('') + ending }])
+    const served = await serve({ idleTimeoutMs: 500, writeStallTimeoutMs }, oneChunk)
+    const client = await steadyClient(served.port, 6 * 1024 * 1024)
+    const outcome = await served.outcome
+
+    // The scenario is real: the one write waited on the client longer than the bound.
+    expect(served.longestBlockMs()).toBeGreaterThan(writeStallTimeoutMs)
+    expect(outcome.kind === 'committed' && outcome.pump.end).toEqual({ kind: 'completed' })
+    const { body, complete } = dechunk(client.raw)
+    expect(complete).toBe(true)
+    expect(client.errored).toBe(false)
+    expect(body).toBe(frames.join('') + ending)
+    expect(oneChunk.cancelled).toBe(false)
   })
 
   it('pausing past writeStallTimeoutMs: cut, the upstream body cancelled, the end downstream-stalled', async () => {

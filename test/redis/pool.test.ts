@@ -2,12 +2,16 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   type AcquireResult,
+  anthropicMessages,
   createMemoryKeyPool,
+  createResilientFetch,
   type KeyLease,
   type KeyOutcome,
   type KeySelection,
   type KeyStateEvent,
+  openaiChat,
   type PoolKey,
+  relay,
 } from '../../src/index.js'
 import {
   createRedisKeyPool,
@@ -16,7 +20,10 @@ import {
   type RedisKeyPoolOptions,
   redisKeyPoolDefaults,
 } from '../../src/redis.js'
+import { createRecordingSink } from '../../src/testing/recording-sink.js'
+import { wireFor } from '../../src/testing/wire.js'
 import { describePoolContract } from '../key-pool/pool-contract.js'
+import { fixtureBytes } from '../protocols/fixtures.js'
 import {
   connect,
   connected,
@@ -248,6 +255,77 @@ describe('createRedisKeyPool', () => {
     await first.enable('b')
     expect((await leased(second)).keyId).toBe('b')
     expect(second.toJSON().keys.find((key) => key.id === 'a')?.cooldownUntil).toBeGreaterThan(0)
+  })
+
+  it('a 429 with retry-after-ms: 1e12 cools the key for maxCooldownMs (relay and createResilientFetch)', async () => {
+    const poolKeys = keys('a', 'b')
+    const answer = (tried: string[], id: string) => {
+      tried.push(id)
+      return tried.length === 1
+        ? new Response('{}', { status: 429, headers: { 'retry-after-ms': '1e12' } })
+        : new Response(new TextDecoder().decode(fixtureBytes('openai-chat/text.sse')), {
+            headers: { 'content-type': 'text/event-stream' },
+          })
+    }
+    for (const via of ['relay', 'fetch'] as const) {
+      const pool = redisPool(poolKeys, { maxCooldownMs: 7_200_000 })
+      const tried: string[] = []
+      const started = Date.now()
+      if (via === 'relay') {
+        const outcome = await relay({
+          sink: createRecordingSink(),
+          pool,
+          adapter: openaiChat,
+          attempt: async ({ key }) => answer(tried, key.id),
+        })
+        expect(outcome.kind).toBe('committed')
+      } else {
+        const fetch = createResilientFetch({
+          pool,
+          fetch: async (_input, init) => {
+            const sent = new Headers(init?.headers).get('authorization') ?? ''
+            return answer(tried, poolKeys.find((key) => sent.includes(key.secret))?.id ?? '?')
+          },
+        })
+        const response = await fetch('http://upstream.test/v1/chat/completions', {
+          method: 'POST',
+          body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+        })
+        expect(response.status).toBe(200)
+        await response.text()
+      }
+      expect(tried).toEqual(['a', 'b'])
+      const until = pool.toJSON().keys.find((key) => key.id === 'a')?.cooldownUntil ?? 0
+      expect(until).toBeGreaterThanOrEqual(started + 7_200_000 - 1000)
+      expect(until).toBeLessThanOrEqual(Date.now() + 7_200_000 + 1000)
+    }
+  })
+
+  it('an attempt silent before output (silence-timeout) rotates the key without cooling it', async () => {
+    const pool = redisPool(keys('a', 'b'))
+    const w = wireFor(anthropicMessages)
+    const tried: string[] = []
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      pool,
+      adapter: anthropicMessages,
+      policy: { peek: { silenceTimeoutMs: 200 } },
+      attempt: async ({ key }) => {
+        tried.push(key.id)
+        const body =
+          tried.length === 1
+            ? new ReadableStream<Uint8Array>({
+                start(controller) {
+                  controller.enqueue(new TextEncoder().encode(w.start().join('')))
+                },
+              })
+            : [...w.start(), ...w.text('Hello'), ...w.finish('stop')].join('')
+        return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
+      },
+    })
+    expect(outcome.attempts.map((a) => a.result)).toEqual(['silence-timeout', 'committed'])
+    expect(tried).toEqual(['a', 'b'])
+    for (const key of pool.toJSON().keys) expect(key.cooldownUntil).toBe(0)
   })
 
   it('sends only key ids and lease ids to Redis, never a secret', async () => {

@@ -10,6 +10,7 @@ import {
   parseResetTimestamp,
   parseRetryAfterMs,
   rateLimitDelay,
+  unifiedRateLimitMessage,
 } from '../../src/retry/rate-limit-headers.js'
 
 const now = Date.parse('2026-11-29T12:00:00Z')
@@ -83,6 +84,48 @@ describe('rate-limit headers', () => {
     ).toBe(1000)
     expect(rateLimitDelay(new Headers(), now)).toBeUndefined()
   })
+
+  // A wait too long to be meant is still a wait: the pool caps it at maxCooldownMs; reading it
+  // as malformed would put the key back after the 10 s default.
+  const century = 100 * 365 * 86_400_000
+  const nines = '9'.repeat(400)
+  it.each([
+    ['retry-after-ms: 1e12', { 'retry-after-ms': '1e12' }, 1e12],
+    ['retry-after-ms: 2.5E3', { 'retry-after-ms': '2.5E3' }, 2500],
+    ['retry-after-ms: 400 nines', { 'retry-after-ms': nines }, century],
+    ['retry-after: 1e12', { 'retry-after': '1e12' }, century],
+    ['retry-after: 400 nines', { 'retry-after': nines }, century],
+    ['retry-after: 31536000000', { 'retry-after': '31536000000' }, century],
+    ['retry-after: year 9999', { 'retry-after': 'Fri, 31 Dec 9999 23:59:59 GMT' }, century],
+    ['x-ratelimit-reset-*: 400 nines h', { 'x-ratelimit-reset-requests': `${nines}h` }, century],
+    [
+      'anthropic-ratelimit-*-reset: year 275760',
+      { 'anthropic-ratelimit-requests-reset': '+275760-09-13T00:00:00Z' },
+      century,
+    ],
+    [
+      'anthropic-ratelimit-unified-5h-reset: 1e300',
+      {
+        'anthropic-ratelimit-unified-status': 'rejected',
+        'anthropic-ratelimit-unified-5h-status': 'rejected',
+        'anthropic-ratelimit-unified-5h-reset': '1e300',
+      },
+      century,
+    ],
+  ])('a huge wait (%s) is read as a long wait, never as malformed', (_, headers, expected) => {
+    const delay = rateLimitDelay(new Headers(headers), now)
+    expect(delay).toBe(expected)
+    expect(String(delay)).toMatch(/^\d+$/)
+    expect(() => unifiedRateLimitMessage(new Headers(headers), now)).not.toThrow()
+  })
+
+  it.each(['-1e3', '1e', 'e3', '0x10', 'Infinity', '1e3.5'])(
+    'retry-after-ms %j is still malformed',
+    (value) => {
+      expect(parseRetryAfterMs(value)).toBeUndefined()
+      expect(parseRetryAfter(value, now)).toBeUndefined()
+    },
+  )
 })
 
 describe('classifyAttemptFailure', () => {

@@ -189,6 +189,25 @@ describe('relay', () => {
     expect(calls[0]?.body?.released).toBe(true)
   })
 
+  it.each([
+    ['retry-after-ms', '1e12'],
+    ['retry-after', '1e12'],
+    ['retry-after', '9'.repeat(40)],
+  ])(
+    '429 with %s: %s cools the key for maxCooldownMs, not the 10 s default',
+    async (name, value) => {
+      useFakeClock()
+      const started = Date.now()
+      const pool = createMemoryKeyPool(keys('a', 'b'), { maxCooldownMs: 7_200_000 })
+      const { outcome, calls } = await run([{ status: 429, headers: { [name]: value } }, ok], {
+        pool,
+      })
+      expect(calls.map((c) => c.keyId)).toEqual(['a', 'b'])
+      expect(outcome.kind).toBe('committed')
+      expect(pool.toJSON().keys[0]?.cooldownUntil).toBe(started + 7_200_000)
+    },
+  )
+
   it('all keys cooling → waits for the earliest within the deadline', async () => {
     useFakeClock()
     const limited = (seconds: number): Behaviour => ({

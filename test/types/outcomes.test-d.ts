@@ -44,6 +44,7 @@ describe('discriminated unions narrow on kind', () => {
           return 'maybe'
         case 'first-byte-timeout':
         case 'first-output-timeout':
+        case 'silence-timeout':
           expectTypeOf(outcome.error).toEqualTypeOf<StreamTimeoutError>()
           expectTypeOf(outcome.partialFrameBytes).toBeNumber()
           return 'retry'

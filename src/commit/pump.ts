@@ -82,6 +82,8 @@ function unreadableError(
 ): Uint8Array | undefined {
   const verdict = upstream.inspect(frame)
   if (verdict.kind !== 'error' || verdict.error.code !== 'MALFORMED_FRAME') return undefined
+  // The protocol's own end marker (`[DONE]`, which Responses reads as no event) is no error.
+  if (upstream.clientEndsAt?.(frame) === true) return undefined
   const error = { type: 'upstream_error', message: verdict.error.message }
   return encoder.adapter.renderError(error, encoder.state())
 }

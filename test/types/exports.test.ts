@@ -199,8 +199,15 @@ const publicNames = {
     types: [],
   },
   'src/node.ts': {
-    values: ['clientSignal', 'iterableResponse', 'nodeResponse', 'nodeSink', 'serveFetch'],
-    types: ['ServeFetchOptions', 'ServedFetch'],
+    values: [
+      'clientSignal',
+      'fastifySink',
+      'iterableResponse',
+      'nodeResponse',
+      'nodeSink',
+      'serveFetch',
+    ],
+    types: ['FastifyReplyLike', 'ServeFetchOptions', 'ServedFetch'],
   },
   'src/otel/index.ts': {
     values: ['createRelayTelemetry'],

@@ -1,8 +1,9 @@
 /**
  * What each framework adds around the relay, with the framework itself on 127.0.0.1 and the
  * official SDKs as clients: headers the framework's plugins or middleware set reach the
- * relayed head, the framework writes nothing after the relay, and non-streaming requests get
- * the whole answer after a retry on every stack (the streaming twins run in gateways.test.ts).
+ * relayed head, the framework writes nothing after the relay, and streaming and non-streaming
+ * requests get the whole answer after a retry on every stack (gateways.test.ts runs the whole
+ * gateway suite on each too).
  */
 import Anthropic from '@anthropic-ai/sdk'
 import Fastify from 'fastify'
@@ -18,6 +19,7 @@ import {
   startFastifyGateway,
   startHonoGateway,
   startNextRoutes,
+  startWorker,
 } from '../support/gateways.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
@@ -72,9 +74,31 @@ const stacks: [string, Start][] = [
   ['Express', startExpressGateway],
   ['Next.js route handlers', startNextRoutes],
   ['Hono', startHonoGateway],
+  ['the Cloudflare Worker (on Node; workerd in scripts/workerd-smoke.mjs)', startWorker],
 ]
 
-describe.each(stacks)('%s: non-streaming requests from the official SDKs', (_, start) => {
+describe.each(stacks)('%s: the official SDKs, streaming and not', (_, start) => {
+  it('OpenAI Chat stream, empty then ok: the whole answer, once', async () => {
+    const { openai, upstream } = await setup(start, ['empty', 'ok'])
+    const stream = await openai.chat.completions.create({ model: 'm', messages, stream: true })
+    let text = ''
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
+    expect(text).toBe(answer)
+    expect(upstream.requests.map((request) => request.fault)).toEqual(['empty', 'ok'])
+  })
+
+  it('Anthropic Messages stream, error-frame then ok: the whole message, once', async () => {
+    const { anthropic, upstream } = await setup(start, ['error-frame', 'ok'])
+    const message = await anthropic.messages
+      .stream({ model: 'c', max_tokens: 64, messages })
+      .finalMessage()
+    expect(message.content.map((block) => (block.type === 'text' ? block.text : '')).join('')).toBe(
+      answer,
+    )
+    expect(message.stop_reason).toBe('end_turn')
+    expect(upstream.requests.map((request) => request.fault)).toEqual(['error-frame', 'ok'])
+  })
+
   it('OpenAI Chat, html-500 then ok: the whole completion, after one retry', async () => {
     const { openai, upstream } = await setup(start, ['html-500', 'ok'])
     const completion = await openai.chat.completions.create({ model: 'm', messages, stream: false })

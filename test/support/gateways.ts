@@ -5,6 +5,7 @@ import { createFastifyApp } from '../../examples/fastify-gateway.js'
 import { createApp } from '../../examples/hono-gateway.js'
 import { createRouteHandlers } from '../../examples/next-route.js'
 import type { GatewayConfig } from '../../examples/node-http-gateway.js'
+import worker from '../../examples/worker.js'
 import type { RelayOutcome } from '../../src/index.js'
 import { serveFetch } from '../../src/node.js'
 
@@ -104,4 +105,33 @@ export async function startNextRoutes(
     )
   })
   return { url: served.url, outcomes, close: served.close }
+}
+
+/**
+ * The Worker of examples/worker.ts called on Node with the real `Request` `serveFetch` makes
+ * (workerd itself runs it in scripts/workerd-smoke.mjs). The example has no hooks: outcomes stay
+ * empty. Its pools live per set of bindings, so `keys` get an id of their own per start.
+ */
+export async function startWorker(config: Omit<GatewayConfig, 'port'>): Promise<RunningGateway> {
+  const env = {
+    UPSTREAM_OPENAI_URL: config.openaiBaseUrl,
+    UPSTREAM_ANTHROPIC_URL: config.anthropicBaseUrl,
+    GATEWAY_KEYS: config.keys.map((key) => `${key.id}:${key.secret}`).join(','),
+  }
+  const pending = new Set<Promise<unknown>>()
+  const ctx = {
+    waitUntil(promise: Promise<unknown>) {
+      pending.add(promise)
+      void promise.finally(() => pending.delete(promise))
+    },
+  }
+  const served = await serveFetch((request) => worker.fetch(request, env, ctx))
+  return {
+    url: served.url,
+    outcomes: [],
+    close: async () => {
+      await served.close()
+      await Promise.allSettled(pending)
+    },
+  }
 }

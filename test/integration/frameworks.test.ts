@@ -203,6 +203,35 @@ describe('Fastify: the reply belongs to the relay', () => {
     },
   )
 
+  it.each([
+    ['fastifySink', 0],
+    ['nodeSink', 1],
+  ] as const)(
+    "relay() rejecting a bad option with %s: the client gets a reset, and Fastify's error handler runs %i times",
+    async (sinkOf, runs) => {
+      const app = Fastify()
+      const handled: unknown[] = []
+      app.setErrorHandler((error, _request, reply) => {
+        handled.push(error)
+        return reply.code(500).send({ error: 'from the error handler' })
+      })
+      app.post('/', async (_request, reply) => {
+        const sink = sinkOf === 'fastifySink' ? fastifySink(reply) : nodeSink(reply.raw)
+        await relay({
+          sink,
+          adapter: openaiChat,
+          attempt: async () => new Response(''),
+          policy: { maxAttempts: 0 },
+        })
+      })
+      const url = await app.listen({ port: 0, host: '127.0.0.1' })
+      cleanups.push(() => app.close())
+      await expect(fetch(url, { method: 'POST', body: '{}' })).rejects.toThrow()
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(handled).toHaveLength(runs)
+    },
+  )
+
   it("without fastifySink (nodeSink on reply.raw) a plugin's header is lost: why fastifySink exists", async () => {
     const { text, headers } = await fastifyRelay('return-value', 'nodeSink')
     expect(text).toBe(answer)

@@ -211,6 +211,40 @@ describe('an attempt that throws an error carrying the upstream’s answer is ju
     expect(outcome.attempts[0]).toMatchObject({ status: 503 })
   })
 
+  it('a thrown 404 whose Response body the helper already read: the status is kept', async () => {
+    const sink = createRecordingSink()
+    const outcome = await relay({
+      sink,
+      pool: pool(),
+      adapter: openaiChat,
+      attempt: async () => {
+        const response = new Response(notFoundBody, { status: 404 })
+        await response.text()
+        throw httpError({ response })
+      },
+    })
+    expect(outcome).toMatchObject({ kind: 'failed', status: 404 })
+    expect(sink.status).toBe(404)
+  })
+
+  it('a thrown error carrying a 2xx Response is a connection failure, and that body is released', async () => {
+    const cancelled: number[] = []
+    let sent = 0
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      pool: pool(),
+      adapter: openaiChat,
+      attempt: async () => {
+        sent++
+        const body = new ReadableStream({ cancel: () => void cancelled.push(sent) })
+        throw httpError({ response: new Response(body, { status: 200 }) })
+      },
+      policy: { maxAttempts: 2, backoff: { baseMs: 1, maxMs: 2 } },
+    })
+    expect(outcome).toMatchObject({ kind: 'failed', status: 502 })
+    expect(cancelled).toEqual([1, 2])
+  })
+
   it('an error without a status stays a connection failure (retried, then a 502)', async () => {
     let sent = 0
     const outcome = await relay({

@@ -131,8 +131,11 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
  * @group Downstream
  */
 export interface FastifyReplyLike {
+  /** The Node response the relay writes. */
   readonly raw: ServerResponse
+  /** Tells Fastify the handler answers the request itself. */
   hijack(): unknown
+  /** The headers set on the reply so far (by plugins, hooks or the handler). */
   getHeaders(): Record<string, number | string | readonly string[] | undefined>
 }
 

@@ -16,7 +16,7 @@ repo=$(pwd)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/stream-boundary-chaos.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
+tarball=$(npm pack --ignore-scripts --silent --pack-destination "$work" | tail -n 1)
 app="$work/app"
 mkdir -p "$app/node_modules"
 printf '{ "name": "chaos-consumer", "private": true }\n' >"$app/package.json"

@@ -2,7 +2,8 @@
 # A consumer's view of the packed package: `npm pack`, unpack the tarball into a throwaway
 # project's node_modules/stream-boundary (its dependencies linked from this repo, so no
 # network), then `import` and `require` every entry, and use each once, on Node 20 (the
-# machine's) and Node 22. Also checks that the entries share one copy of the core: errors
+# machine's) and Node 22; type-check a consumer of every entry in each TypeScript module
+# resolution (node10, node16, nodenext, bundler; CJS and ESM files). Also checks that the entries share one copy of the core: errors
 # built by `/redis`, or by core code `/testing` runs, are `instanceof` the root's classes.
 # Run after `npm run build`.
 set -euo pipefail
@@ -17,7 +18,7 @@ node22="$repo/$node22"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/stream-boundary-consumer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
+tarball=$(npm pack --ignore-scripts --silent --pack-destination "$work" | tail -n 1)
 echo "packed $tarball"
 
 app="$work/app"
@@ -199,7 +200,82 @@ EOF
 # The shared helpers alone, without esm.mjs's top-level checks, for the CJS run.
 sed -n '/^export function oneCore/,/^}/p; /^export async function relayOnce/,/^}/p' "$app/esm.mjs" >"$app/esm-relay.mjs"
 
-status=0
+# Types, from the tarball, in every module resolution a consumer may use: each entry resolves
+# to its declarations (not `any`: every `@ts-expect-error` below must find its error), with
+# the package's declarations themselves checked too (skipLibCheck off; on under node10 only,
+# where fast-check's own declarations do not resolve pure-rand's: not ours to fix).
+mkdir -p "$app/node_modules/@types"
+ln -s "$repo/node_modules/@types/node" "$app/node_modules/@types/node"
+types_source='import { createMemoryKeyPool, openaiChat, type RelayOutcome, relay } from "stream-boundary"
+import { relayDefaults } from "stream-boundary/advanced"
+import { fastifySink, nodeHttpAttempt, nodeSink, readNodeRequest } from "stream-boundary/node"
+import { createRelayTelemetry } from "stream-boundary/otel"
+import { createRedisKeyPool } from "stream-boundary/redis"
+import { createFaultyUpstream } from "stream-boundary/testing"
+
+export const attempts: number = relayDefaults.maxAttempts
+export const pool = createMemoryKeyPool([{ id: "a", secret: "sk-a" }])
+export const kind = (outcome: RelayOutcome): string => outcome.kind
+export const used = [relay, openaiChat, fastifySink, nodeHttpAttempt, nodeSink, readNodeRequest]
+// Each entry is typed, not `any`: a function is not a string.
+// @ts-expect-error the root
+export const e1: string = relay
+// @ts-expect-error stream-boundary/advanced
+export const e2: string = relayDefaults
+// @ts-expect-error stream-boundary/node
+export const e3: string = nodeSink
+// @ts-expect-error stream-boundary/otel
+export const e4: string = createRelayTelemetry
+// @ts-expect-error stream-boundary/redis
+export const e5: string = createRedisKeyPool
+// @ts-expect-error stream-boundary/testing
+export const e6: string = createFaultyUpstream
+// Types a subpath entry takes from the root resolve too (a DownstreamSink, a KeyPool).
+// @ts-expect-error a DownstreamSink has no "nope"
+nodeSink(null as never).nope
+// @ts-expect-error a KeyPool has no "nope"
+createRedisKeyPool(null as never).nope
+'
+tsc="$repo/node_modules/typescript/bin/tsc"
+# name, module, moduleResolution, file (its extension says CJS or ESM under node16/nodenext)
+while read -r name module resolution file skip_lib_check; do
+  dir="$app/types-$name"
+  mkdir -p "$dir"
+  printf '%s' "$types_source" >"$dir/$file"
+  cat >"$dir/tsconfig.json" <<JSON
+{
+  "compilerOptions": {
+    "module": "$module",
+    "moduleResolution": "$resolution",
+    "target": "es2022",
+    "lib": ["es2022", "dom"],
+    "types": ["node"],
+    "strict": true,
+    "noEmit": true,
+    "skipLibCheck": $skip_lib_check,
+    "esModuleInterop": true
+  },
+  "files": ["$file"]
+}
+JSON
+  if (cd "$dir" && "$system_node" "$tsc" -p tsconfig.json >"$dir/tsc.log" 2>&1); then
+    echo "ok   types: $name (module $module, moduleResolution $resolution, $file, skipLibCheck $skip_lib_check)"
+  else
+    echo "FAIL types: $name (module $module, moduleResolution $resolution, $file)"
+    sed 's/^/     /' "$dir/tsc.log"
+    types_failed=1
+  fi
+done <<'MODES'
+node10-cjs commonjs node10 consumer.ts true
+node16-cjs node16 node16 consumer.cts false
+node16-esm node16 node16 consumer.mts false
+nodenext-cjs nodenext nodenext consumer.cts false
+nodenext-esm nodenext nodenext consumer.mts false
+bundler-esm esnext bundler consumer.ts false
+bundler-preserve preserve bundler consumer.ts false
+MODES
+
+status=${types_failed:-0}
 for runtime in "$system_node" "$node22"; do
   printf '\n--- node %s\n' "$("$runtime" --version)"
   (cd "$app" && timeout 60 "$runtime" esm.mjs) || status=1

@@ -1,6 +1,6 @@
 /**
  * `stream-boundary/node`: a downstream sink over Node's `http.ServerResponse` (plain
- * `node:http`, Express, Fastify's `reply.raw`), the ready attempt over `node:http`
+ * `node:http`, Express; `fastifySink` for a Fastify `reply`), the ready attempt over `node:http`
  * (`nodeHttpAttempt`), a safe reader of a client's request (`readNodeRequest`), and
  * `serveFetch` to serve a fetch-style
  * handler on Node, and `iterableResponse`, a `Response` over a Node stream (or any async
@@ -144,6 +144,52 @@ function bytesTakenOf(res: ServerResponse, given: number): number {
   const queued = socket?._handle?.writeQueueSize
   if (typeof dispatched === 'number' && typeof queued === 'number') return dispatched - queued
   return given - res.writableLength
+}
+
+/**
+ * What {@link fastifySink} uses of a Fastify `reply`: its Node response, `hijack()` and the
+ * headers set on it. Any object of this shape works; Fastify itself is not imported.
+ *
+ * @group Downstream
+ */
+export interface FastifyReplyLike {
+  /** The Node response the relay writes. */
+  readonly raw: ServerResponse
+  /** Tells Fastify the handler answers the request itself. */
+  hijack(): unknown
+  /** The headers set on the reply so far (by plugins, hooks or the handler). */
+  getHeaders(): Record<string, number | string | readonly string[] | undefined>
+}
+
+/**
+ * A {@link DownstreamSink} for a Fastify route: hijacks the `reply` (Fastify then sends
+ * nothing of its own for the request: no serializer, no `onSend` hooks, no error handler
+ * writing after the relay) and carries the headers plugins set on the `reply` so far (CORS,
+ * security headers, a request id) into the relayed head. Make it in the handler, after the
+ * plugins' hooks have run; a `400`/`413` that `readNodeRequest` writes on `reply.raw`
+ * afterwards carries them too. The relay's own headers win over a plugin's of the same name.
+ *
+ * @example
+ * app.post('/v1/chat/completions', async (request, reply) => {
+ *   const sink = fastifySink(reply)
+ *   const body = await readNodeRequest(request.raw, reply.raw, { adapter: openaiChat })
+ *   if (body === undefined) return // answered 400/413 already
+ *   await relay({ sink, pool, adapter: openaiChat, request: { url, body }, attempt: nodeHttpAttempt() })
+ * })
+ *
+ * @group Downstream
+ */
+export function fastifySink(reply: FastifyReplyLike): DownstreamSink {
+  reply.hijack()
+  const res = reply.raw
+  if (!res.headersSent) {
+    // Node merges headers set on the response into every writeHead(), its own arguments winning.
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined && !res.hasHeader(name))
+        res.setHeader(name, typeof value === 'object' ? [...value] : value)
+    }
+  }
+  return nodeSink(res)
 }
 
 /** Statuses whose `Response` cannot have a body. */

@@ -37,6 +37,7 @@ import {
 } from './classify.js'
 import { declaresMoreThan, errorFromBody, readBounded, readWhole } from './error-body.js'
 import { neverAborted } from './run.js'
+import { responseOfThrown } from './thrown-response.js'
 import {
   isAnswer,
   isJson,
@@ -371,15 +372,26 @@ export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined 
     : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata }
 }
 
-/** Calls the route's attempt function, whose answer is checked by the caller (user code). */
-export function callAttemptFunction(
+/**
+ * Calls the route's attempt function, whose answer is checked by the caller (user code). A
+ * throw that carries the upstream's response (`error.response`, or `error.status`) resolves to
+ * it, so it is judged by its status like a returned one.
+ */
+export async function callAttemptFunction(
   route: Route,
   context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
 ): Promise<unknown> {
-  return (route.attempt as (context: unknown) => Promise<unknown>)({
-    ...context,
-    adapter: route.adapter,
-  })
+  try {
+    return await (route.attempt as (context: unknown) => Promise<unknown>)({
+      ...context,
+      adapter: route.adapter,
+    })
+  } catch (error) {
+    // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
+    const response = responseOfThrown(error)
+    if (response === undefined) throw error
+    return response
+  }
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {

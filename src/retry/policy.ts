@@ -15,7 +15,7 @@ import {
 } from '../commit/pump-policy.js'
 import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
 import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
-import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
+import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
 import {
   type ContinueAfterCutOptions,
@@ -402,6 +402,24 @@ function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): numbe
   return positiveMilliseconds(
     'nonStreamingFallback.timeoutMs',
     fallback.timeoutMs ?? relayDefaults.fallbackTimeoutMs,
+  )
+}
+
+/**
+ * A client protocol the relay cannot reach: `downstream.adapter` is another protocol than an
+ * upstream adapter (the protocol of what the attempt returns) and no translator turns one into
+ * the other. Without it the client would get the upstream's frames as they are.
+ */
+export function checkTranslation(
+  downstream: NormalizedDownstream,
+  upstream: readonly StreamAdapter[],
+): void {
+  const client = downstream.adapter
+  if (client === undefined || translatorKeys.some((key) => downstream[key] !== undefined)) return
+  const other = upstream.find((adapter) => adapter !== client && adapter.name !== client.name)
+  if (other === undefined) return
+  throw new TypeError(
+    `policy.downstream.adapter is ${client.name} but the upstream adapter is ${other.name} (the protocol of what the attempt returns), and no translator was given: add downstream.transform, translateFrames, translateStream or translateResponse from ${other.name} to ${client.name}, or leave downstream.adapter out`,
   )
 }
 

@@ -18,7 +18,7 @@ import {
   type RelayOutcome,
   type RelayRequestOptions,
 } from './outcome.js'
-import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
+import { checkTranslation, type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 import { runRoute } from './route.js'
 import { initialRouteProgress } from './route-progress.js'
 import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
@@ -152,6 +152,10 @@ function prepare(options: RelayOptions): {
       )
     }
     // The adapter's `isStreamingRequest` is the host's code: a throw from it names it.
+    checkTranslation(config.downstream, [
+      options.adapter,
+      ...(options.policy?.routes ?? []).map((route) => route.adapter),
+    ])
     const whole = !asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
     const client = config.downstream.adapter
     if (whole && wholeStreamTranslator(config.downstream) !== undefined) {

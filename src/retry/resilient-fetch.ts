@@ -14,7 +14,7 @@ import { parseObject } from '../protocols/common.js'
 import { streamFlagInBody } from '../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
 import { isFirstPartyApi } from './correlation.js'
-import { normalizeRelayPolicy } from './policy.js'
+import { checkTranslation, normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 import { readRequestBody, requestBodyDefaults } from './request-body.js'
 
@@ -166,7 +166,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     options.maxRequestBodyBytes ?? resilientFetchDefaults.maxRequestBodyBytes,
   )
   // A bad policy fails here, when createResilientFetch() is called, not on the first request.
-  normalizeRelayPolicy(options.policy)
+  const policy = normalizeRelayPolicy(options.policy)
+  if (options.adapter !== undefined) checkTranslation(policy.downstream, [options.adapter])
   checkCredentialHeader(options)
 
   return async function resilientFetch(input, init) {

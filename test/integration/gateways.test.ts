@@ -6,7 +6,13 @@ import { main as wrapFetchMain } from '../../examples/wrap-fetch.js'
 import type { PoolKey, RelayPolicy } from '../../src/index.js'
 import { serveFetch } from '../../src/node.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
-import { type RunningGateway, startHonoGateway } from '../support/gateways.js'
+import {
+  type RunningGateway,
+  startExpressGateway,
+  startFastifyGateway,
+  startHonoGateway,
+  startNextRoutes,
+} from '../support/gateways.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 const reasoning = 'Let me think about this step by step.'
@@ -303,6 +309,18 @@ describe('examples/node-http-gateway.ts behind the official SDKs', () => {
 
 describe('examples/hono-gateway.ts (webSink, @hono/node-server) behind the official SDKs', () => {
   gatewaySuite(startHonoGateway)
+})
+
+describe('examples/fastify-gateway.ts (fastifySink, a hijacked reply) behind the official SDKs', () => {
+  gatewaySuite(startFastifyGateway)
+})
+
+describe('examples/express-gateway.ts (nodeSink on Express) behind the official SDKs', () => {
+  gatewaySuite(startExpressGateway)
+})
+
+describe('examples/next-route.ts (App Router route handlers, called with real Requests) behind the official SDKs', () => {
+  gatewaySuite(startNextRoutes)
 })
 
 describe('examples/wrap-fetch.ts', () => {

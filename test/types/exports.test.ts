@@ -212,6 +212,7 @@ const publicNames = {
   'src/node.ts': {
     values: [
       'clientSignal',
+      'fastifySink',
       'iterableResponse',
       'nodeHttpAttempt',
       'nodeResponse',
@@ -219,7 +220,13 @@ const publicNames = {
       'readNodeRequest',
       'serveFetch',
     ],
-    types: ['NodeHttpAttemptOptions', 'ReadNodeRequestOptions', 'ServeFetchOptions', 'ServedFetch'],
+    types: [
+      'FastifyReplyLike',
+      'NodeHttpAttemptOptions',
+      'ReadNodeRequestOptions',
+      'ServeFetchOptions',
+      'ServedFetch',
+    ],
   },
   'src/otel/index.ts': {
     values: ['createRelayTelemetry'],

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { maxTimerDelayMs } from '../options.js'
+import { maxTimerDelayMs } from '../../options.js'
 
 /** Waits `ms` milliseconds unless `signal` aborts first. */
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -6,31 +6,31 @@
  * @module
  */
 
-import { createStreamTracker, type StreamTracker } from '../classify/index.js'
-import type { ContinuedStream, CutContext, PumpContinuation } from '../commit/continuation.js'
-import type { PumpEnd, PumpErrorCause } from '../commit/pump-policy.js'
-import { StreamTimeoutError } from '../errors.js'
-import { followSignals } from '../follow-signals.js'
-import type { KeyLease, KeyOutcome, KeyPool } from '../key-pool/types.js'
-import { peekDefaults, peekOn } from '../peek/index.js'
-import type { ContinuationReceived, ContinuationSplice } from '../protocols/continuation.js'
-import type { RenderState, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { addUsage, type TokenUsage } from '../protocols/usage.js'
-import { createFrameReader, frameSourceOf } from '../sse/reader.js'
-import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from './attempt.js'
-import type { Route } from './attempt-types.js'
-import { classifyAttemptFailure, type FailureVerdict } from './classify.js'
+import { createStreamTracker, type StreamTracker } from '../../classify/index.js'
+import type { ContinuedStream, CutContext, PumpContinuation } from '../../commit/continuation.js'
+import type { PumpEnd, PumpErrorCause } from '../../commit/pump-policy.js'
+import { StreamTimeoutError } from '../../errors.js'
+import { followSignals } from '../../follow-signals.js'
+import type { KeyLease, KeyOutcome, KeyPool } from '../../key-pool/types.js'
+import { peekDefaults, peekOn } from '../../peek/index.js'
+import type { ContinuationReceived, ContinuationSplice } from '../../protocols/continuation.js'
+import type { RenderState, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import { addUsage, type TokenUsage } from '../../protocols/usage.js'
+import { createFrameReader, frameSourceOf } from '../../sse/reader.js'
+import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from '../attempt/attempt.js'
+import { classifyAttemptFailure, type FailureVerdict } from '../decisions/classify.js'
+import { type Held, type HoldBounds, holdRepeats } from '../decisions/continuation-restart.js'
+import { errorFromBody, readBounded } from '../decisions/error-body.js'
+import type { NormalizedRelayPolicy } from '../relay/policy.js'
+import { now } from '../route/run.js'
+import type { Route } from '../shared/attempt-types.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
-import { type Held, type HoldBounds, holdRepeats } from './continuation-restart.js'
-import { errorFromBody, readBounded } from './error-body.js'
-import type { NormalizedRelayPolicy } from './policy.js'
 import {
   isPrefillRefusal,
   prefillRefused,
   refusalKey,
   rememberPrefillRefusal,
 } from './prefill-refusals.js'
-import { now } from './run.js'
 
 /**
  * One continuation the relay tried after a cut, as the outcome records it.

@@ -5,10 +5,10 @@
  * @module
  */
 
-import { field, parseObject, stringField, upstreamError } from '../protocols/common.js'
-import { sanitizeMessage } from '../protocols/sanitize.js'
-import type { UpstreamErrorInfo } from '../protocols/types.js'
-import { readWithin } from './request-body.js'
+import { field, parseObject, stringField, upstreamError } from '../../protocols/common.js'
+import { sanitizeMessage } from '../../protocols/sanitize.js'
+import type { UpstreamErrorInfo } from '../../protocols/types.js'
+import { readWithin } from '../request/request-body.js'
 
 /** Reads a bounded prefix of a body as text and releases the rest. */
 export async function readBounded(

@@ -6,24 +6,27 @@
  * @module
  */
 
-import { commitGateDefaults } from '../commit/gate.js'
-import type { ForwardHeadersPolicy } from '../commit/headers.js'
+import { commitGateDefaults } from '../../commit/gate.js'
+import type { ForwardHeadersPolicy } from '../../commit/headers.js'
 import {
   type DownstreamOptions,
   normalizePumpPolicy,
   type PumpPolicy,
-} from '../commit/pump-policy.js'
-import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
-import { normalizePeekOptions, type PeekOptions } from '../peek/index.js'
-import type { RenderableError, UpstreamRequest } from '../protocols/types.js'
-import { type ContextWindowFitOptions, normalizeContextWindowFit } from './context-window.js'
+} from '../../commit/pump-policy.js'
+import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
+import { normalizePeekOptions, type PeekOptions } from '../../peek/index.js'
+import type { RenderableError, UpstreamRequest } from '../../protocols/types.js'
 import {
   type ContinueAfterCutOptions,
   continueAfterCutDefaults,
   normalizeContinuation,
   withKeptText,
-} from './continuation-policy.js'
-import { type HedgeState, type Hedging, hedgeState } from './hedge.js'
+} from '../continuation/continuation-policy.js'
+import {
+  type ContextWindowFitOptions,
+  normalizeContextWindowFit,
+} from '../decisions/context-window.js'
+import { type HedgeState, type Hedging, hedgeState } from '../route/hedge.js'
 
 /**
  * Exponential backoff with jitter, for retrying a key already tried in the request.

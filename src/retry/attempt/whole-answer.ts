@@ -7,12 +7,16 @@
  * @module
  */
 
-import { createStreamTracker } from '../classify/index.js'
-import { parseObject } from '../protocols/common.js'
-import type { StreamAdapter } from '../protocols/types.js'
-import { FrameSplitter } from '../sse/splitter.js'
-import { classifyAttemptFailure, type FailureVerdict, wholeAnswerVerdict } from './classify.js'
-import { errorFromBody } from './error-body.js'
+import { createStreamTracker } from '../../classify/index.js'
+import { parseObject } from '../../protocols/common.js'
+import type { StreamAdapter } from '../../protocols/types.js'
+import { FrameSplitter } from '../../sse/splitter.js'
+import {
+  classifyAttemptFailure,
+  type FailureVerdict,
+  wholeAnswerVerdict,
+} from '../decisions/classify.js'
+import { errorFromBody } from '../decisions/error-body.js'
 
 /** The most of a whole answer read before commit (a client's non-streaming request, the fallback). */
 export const maxAnswerBytes = 32 * 1024 * 1024

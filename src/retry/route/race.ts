@@ -7,9 +7,9 @@
  * @module
  */
 
-import type { KeyLease } from '../key-pool/types.js'
+import type { KeyLease } from '../../key-pool/types.js'
+import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
 import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
-import type { HedgeReport, HedgeSkipReason } from './outcome.js'
 import { callHook, noteFailure, now, type RouteRun, type Run } from './run.js'
 import { type Started, startAttempt } from './start.js'
 

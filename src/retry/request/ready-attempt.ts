@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { StreamAdapter } from '../protocols/types.js'
+import type { StreamAdapter } from '../../protocols/types.js'
 import { isFirstPartyApi } from './correlation.js'
 
 /**

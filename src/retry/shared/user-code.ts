@@ -7,13 +7,13 @@
  * @module
  */
 
-import { UserCodeError } from '../errors.js'
-import { adapterReturns, guardMethods } from '../guard-methods.js'
-import { anthropicMessages } from '../protocols/anthropic-messages.js'
-import { geminiGenerateContent } from '../protocols/gemini.js'
-import { openaiChat } from '../protocols/openai-chat.js'
-import { openaiResponses } from '../protocols/openai-responses.js'
-import type { StreamAdapter } from '../protocols/types.js'
+import { UserCodeError } from '../../errors.js'
+import { adapterReturns, guardMethods } from '../../guard-methods.js'
+import { anthropicMessages } from '../../protocols/anthropic-messages.js'
+import { geminiGenerateContent } from '../../protocols/gemini.js'
+import { openaiChat } from '../../protocols/openai-chat.js'
+import { openaiResponses } from '../../protocols/openai-responses.js'
+import type { StreamAdapter } from '../../protocols/types.js'
 
 const shipped: ReadonlySet<StreamAdapter> = new Set([
   openaiChat,

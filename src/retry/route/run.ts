@@ -1,19 +1,23 @@
-import { callSafely, now } from '../call-safely.js'
-import type { CommitGate } from '../commit/gate.js'
-import type { StreamAdapter } from '../protocols/types.js'
-import type { SignalLike } from '../stop.js'
-import type { AttemptResult, Route, UpstreamHttpError } from './attempt.js'
-import type { FailureVerdict } from './classify.js'
-import { recordOverload } from './hedge.js'
+import { callSafely, now } from '../../call-safely.js'
+import type { CommitGate } from '../../commit/gate.js'
+import type { StreamAdapter } from '../../protocols/types.js'
+import type { SignalLike } from '../../stop.js'
+import type { AttemptResult, Route, UpstreamHttpError } from '../attempt/attempt.js'
+import type { FailureVerdict } from '../decisions/classify.js'
+import {
+  nextRouteProgress,
+  type RouteEvent,
+  type RouteProgress,
+} from '../decisions/route-progress.js'
+import type { NormalizedRelayPolicy } from '../relay/policy.js'
 import type {
   AttemptRecord,
   HedgeReport,
   RelayHooks,
   RelayOptions,
   RelayOutcome,
-} from './outcome.js'
-import type { NormalizedRelayPolicy } from './policy.js'
-import { nextRouteProgress, type RouteEvent, type RouteProgress } from './route-progress.js'
+} from '../shared/outcome.js'
+import { recordOverload } from './hedge.js'
 
 export { now }
 

@@ -6,17 +6,17 @@
  * @module
  */
 
-import { webSink } from '../commit/web-sink.js'
-import type { KeyPool } from '../key-pool/types.js'
-import { positiveInteger, rejectUnknownKeys } from '../options.js'
-import { adapterForUrl } from '../protocols/adapter-for-url.js'
-import { parseObject } from '../protocols/common.js'
-import { streamFlagInBody } from '../protocols/request.js'
-import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import { isFirstPartyApi } from './correlation.js'
+import { webSink } from '../../commit/web-sink.js'
+import type { KeyPool } from '../../key-pool/types.js'
+import { positiveInteger, rejectUnknownKeys } from '../../options.js'
+import { adapterForUrl } from '../../protocols/adapter-for-url.js'
+import { parseObject } from '../../protocols/common.js'
+import { streamFlagInBody } from '../../protocols/request.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import { isFirstPartyApi } from '../request/correlation.js'
+import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
 import { normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
-import { readRequestBody, requestBodyDefaults } from './request-body.js'
 
 /**
  * A `fetch`-compatible function.

@@ -5,10 +5,10 @@
  * @module
  */
 
-import type { KeyOutcome } from '../key-pool/types.js'
-import type { PeekOutcome } from '../peek/index.js'
-import { sanitizeMessage } from '../protocols/sanitize.js'
-import type { RenderableError, UpstreamErrorInfo } from '../protocols/types.js'
+import type { KeyOutcome } from '../../key-pool/types.js'
+import type { PeekOutcome } from '../../peek/index.js'
+import { sanitizeMessage } from '../../protocols/sanitize.js'
+import type { RenderableError, UpstreamErrorInfo } from '../../protocols/types.js'
 import { classifyConnectionError, staleConnectionCodes } from './connection-errors.js'
 import { errorTypeForStatus } from './error-body.js'
 import { credentialsRejectedCode, giveUpStatus } from './pool-verdicts.js'

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { UpstreamRequest } from '../protocols/types.js'
+import type { UpstreamRequest } from '../../protocols/types.js'
 import type { FailureVerdict } from './classify.js'
 
 /** A route's progress in one request. */

@@ -6,10 +6,10 @@
  * @module
  */
 
-import { isRequestBodyTooLargeError, RequestBodyTooLargeError } from '../errors.js'
-import { positiveInteger } from '../options.js'
-import { joinBytes } from '../protocols/bytes.js'
-import type { StreamAdapter } from '../protocols/types.js'
+import { isRequestBodyTooLargeError, RequestBodyTooLargeError } from '../../errors.js'
+import { positiveInteger } from '../../options.js'
+import { joinBytes } from '../../protocols/bytes.js'
+import type { StreamAdapter } from '../../protocols/types.js'
 import {
   type ClientBodyCheck,
   checkClientBody,

@@ -5,17 +5,17 @@
  * @module
  */
 
-import type { EofClass } from '../classify/index.js'
-import type { CommitGate } from '../commit/gate.js'
-import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
-import type { KeyLease, KeyPool } from '../key-pool/types.js'
-import type { ResponseIdentity } from '../protocols/identity.js'
-import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import type { TokenUsage } from '../protocols/usage.js'
-import type { SignalLike } from '../stop.js'
-import type { FailureVerdict } from './classify.js'
-import type { ContinuationRecord, RelayContinuation } from './continuation.js'
-import type { NormalizedRelayPolicy } from './policy.js'
+import type { EofClass } from '../../classify/index.js'
+import type { CommitGate } from '../../commit/gate.js'
+import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
+import type { KeyLease, KeyPool } from '../../key-pool/types.js'
+import type { ResponseIdentity } from '../../protocols/identity.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import type { TokenUsage } from '../../protocols/usage.js'
+import type { SignalLike } from '../../stop.js'
+import type { ContinuationRecord, RelayContinuation } from '../continuation/continuation.js'
+import type { FailureVerdict } from '../decisions/classify.js'
+import type { NormalizedRelayPolicy } from '../relay/policy.js'
 
 /**
  * A key leased from the pool for one attempt.

@@ -5,13 +5,13 @@
  * @module
  */
 
-import type { UpstreamRequest } from '../protocols/types.js'
-import type { AttemptMode, AttemptResult } from './attempt.js'
-import type { BaseFailureReason, FailureVerdict } from './classify.js'
-import { fitContextWindow } from './context-window.js'
-import { type Decision, deadlineVerdict, decideNext } from './decide.js'
+import type { UpstreamRequest } from '../../protocols/types.js'
+import type { AttemptMode, AttemptResult } from '../attempt/attempt.js'
+import type { BaseFailureReason, FailureVerdict } from '../decisions/classify.js'
+import { fitContextWindow } from '../decisions/context-window.js'
+import { type Decision, deadlineVerdict, decideNext } from '../decisions/decide.js'
+import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
 import { leaseNext } from './lease.js'
-import type { HedgeReport, HedgeSkipReason } from './outcome.js'
 import { type RaceEnd, raceAttempts } from './race.js'
 import {
   advance,

@@ -1,12 +1,12 @@
-import { failBeforeContent } from '../commit/endings.js'
-import { isStreamBoundaryError, isUserCodeError } from '../errors.js'
-import { errorBodyFor, parseObject } from '../protocols/common.js'
-import { redactText } from '../protocols/sanitize.js'
-import type { StreamAdapter } from '../protocols/types.js'
-import type { UpstreamHttpError } from './attempt.js'
-import type { FailureVerdict } from './classify.js'
-import type { RelayOutcome } from './outcome.js'
-import { callHook, now, type Run } from './run.js'
+import { failBeforeContent } from '../../commit/endings.js'
+import { isStreamBoundaryError, isUserCodeError } from '../../errors.js'
+import { errorBodyFor, parseObject } from '../../protocols/common.js'
+import { redactText } from '../../protocols/sanitize.js'
+import type { StreamAdapter } from '../../protocols/types.js'
+import type { UpstreamHttpError } from '../attempt/attempt.js'
+import type { FailureVerdict } from '../decisions/classify.js'
+import { callHook, now, type Run } from '../route/run.js'
+import type { RelayOutcome } from '../shared/outcome.js'
 
 /** Headers of an upstream error that identify the request or say when to come back. */
 const passedHeaders =

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
-import type { NormalizedRelayPolicy } from './policy.js'
+import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
+import type { NormalizedRelayPolicy } from '../relay/policy.js'
 
 /**
  * Options of {@link RelayPolicy.continueAfterCut}.

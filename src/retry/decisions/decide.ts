@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { AcquireResult } from '../key-pool/types.js'
+import type { AcquireResult } from '../../key-pool/types.js'
+import type { BackoffOptions } from '../relay/policy.js'
 import {
   busyVerdict,
   coolingVerdict,
@@ -15,7 +16,6 @@ import {
   noKeyVerdict,
   rateLimitedVerdict,
 } from './classify.js'
-import type { BackoffOptions } from './policy.js'
 
 /** What the request has done so far on its current route, and what it may still do. */
 export interface RouteState {

@@ -10,10 +10,10 @@
  * @module
  */
 
-import type { StreamTracker } from '../classify/index.js'
-import type { FrameVerdict } from '../protocols/types.js'
-import type { SseFrame } from '../sse/frame.js'
-import { type FrameReader, nextOn } from '../sse/reader.js'
+import type { StreamTracker } from '../../classify/index.js'
+import type { FrameVerdict } from '../../protocols/types.js'
+import type { SseFrame } from '../../sse/frame.js'
+import { type FrameReader, nextOn } from '../../sse/reader.js'
 
 /**
  * Where a held continuation stands: `hold` (its text so far, `matched` characters, repeats

@@ -5,12 +5,12 @@
  * @module
  */
 
-import { UserCodeError } from '../errors.js'
-import type { KeyLease, KeyPool } from '../key-pool/types.js'
-import type { FailureVerdict } from './classify.js'
-import { deadlineVerdict, type NotLeased, planKeyWait } from './decide.js'
+import { UserCodeError } from '../../errors.js'
+import type { KeyLease, KeyPool } from '../../key-pool/types.js'
+import type { FailureVerdict } from '../decisions/classify.js'
+import { deadlineVerdict, type NotLeased, planKeyWait } from '../decisions/decide.js'
+import { sleep } from '../shared/sleep.js'
 import { now, type RouteRun, type Run } from './run.js'
-import { sleep } from './sleep.js'
 
 /**
  * Leases the key usable soonest: a free untried key now; else a free tried key after its

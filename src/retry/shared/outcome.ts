@@ -5,16 +5,16 @@
  * @module
  */
 
-import type { EofClass } from '../classify/index.js'
-import type { DownstreamSink } from '../commit/gate.js'
-import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
-import type { ResponseIdentity } from '../protocols/identity.js'
-import type { RenderableError, StreamAdapter, UpstreamRequest } from '../protocols/types.js'
-import type { TokenUsage } from '../protocols/usage.js'
-import type { Credentials } from './attempt.js'
-import type { FailureReason } from './classify.js'
-import type { ContinuationRecord } from './continuation.js'
-import type { RelayPolicy } from './policy.js'
+import type { EofClass } from '../../classify/index.js'
+import type { DownstreamSink } from '../../commit/gate.js'
+import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
+import type { ResponseIdentity } from '../../protocols/identity.js'
+import type { RenderableError, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import type { TokenUsage } from '../../protocols/usage.js'
+import type { Credentials } from '../attempt/attempt.js'
+import type { ContinuationRecord } from '../continuation/continuation.js'
+import type { FailureReason } from '../decisions/classify.js'
+import type { RelayPolicy } from '../relay/policy.js'
 
 /**
  * One attempt, as reported in outcomes and hooks. Never holds a secret.

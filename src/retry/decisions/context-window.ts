@@ -7,9 +7,9 @@
  * @module
  */
 
-import { positiveInteger, rejectUnknownKeys } from '../options.js'
-import { shippedAdapterNamed } from '../protocols/adapter-for-url.js'
-import type { StreamAdapter, UpstreamRequest } from '../protocols/types.js'
+import { positiveInteger, rejectUnknownKeys } from '../../options.js'
+import { shippedAdapterNamed } from '../../protocols/adapter-for-url.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 
 /**
  * Options of the context-window fit.

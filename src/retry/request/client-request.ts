@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { RenderableError, StreamAdapter } from '../protocols/types.js'
+import type { RenderableError, StreamAdapter } from '../../protocols/types.js'
 
 /**
  * What a client's request body turned out to be: a request the relay can send, or the

@@ -5,20 +5,29 @@
  * @module
  */
 
-import { now } from '../call-safely.js'
-import { deliverOn } from '../commit/deliver.js'
-import { redactBytes } from '../commit/encoder.js'
-import type { PumpEnd, StallStats } from '../commit/pump-policy.js'
-import { SecretBytes } from '../commit/secret-bytes.js'
-import { StreamTimeoutError } from '../errors.js'
-import type { KeyLease, KeyOutcome } from '../key-pool/types.js'
-import { parseObject } from '../protocols/common.js'
-import { identityOf, identityOfData, type ResponseIdentity } from '../protocols/identity.js'
-import { redactSecrets } from '../protocols/sanitize.js'
-import type { StreamAdapter } from '../protocols/types.js'
-import { mergeUsage, type TokenUsage } from '../protocols/usage.js'
-import { type FrameSource, frameSourceOf } from '../sse/reader.js'
-import { Stop } from '../stop.js'
+import { now } from '../../call-safely.js'
+import { deliverOn } from '../../commit/deliver.js'
+import { redactBytes } from '../../commit/encoder.js'
+import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
+import { SecretBytes } from '../../commit/secret-bytes.js'
+import { StreamTimeoutError } from '../../errors.js'
+import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
+import { parseObject } from '../../protocols/common.js'
+import { identityOf, identityOfData, type ResponseIdentity } from '../../protocols/identity.js'
+import { redactSecrets } from '../../protocols/sanitize.js'
+import type { StreamAdapter } from '../../protocols/types.js'
+import { mergeUsage, type TokenUsage } from '../../protocols/usage.js'
+import { type FrameSource, frameSourceOf } from '../../sse/reader.js'
+import { Stop } from '../../stop.js'
+import {
+  type AttemptFailure,
+  classifyAttemptFailure,
+  type FailureVerdict,
+  peekTimeoutVerdict,
+  wholeAnswerVerdict,
+} from '../decisions/classify.js'
+import { errorFromBody, readBounded, readWhole } from '../decisions/error-body.js'
+import { neverAborted } from '../route/run.js'
 import type {
   AttemptContextBase,
   AttemptInput,
@@ -27,16 +36,7 @@ import type {
   LeasedKey,
   Route,
   UpstreamHttpError,
-} from './attempt-types.js'
-import {
-  type AttemptFailure,
-  classifyAttemptFailure,
-  type FailureVerdict,
-  peekTimeoutVerdict,
-  wholeAnswerVerdict,
-} from './classify.js'
-import { errorFromBody, readBounded, readWhole } from './error-body.js'
-import { neverAborted } from './run.js'
+} from '../shared/attempt-types.js'
 import {
   isAnswer,
   isJson,
@@ -83,7 +83,7 @@ export type {
   LeasedKey,
   Route,
   UpstreamHttpError,
-} from './attempt-types.js'
+} from '../shared/attempt-types.js'
 
 /** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
 class AttemptSignals {

@@ -7,9 +7,14 @@
  * @module
  */
 
-import { now } from '../call-safely.js'
-import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from '../key-pool/window.js'
-import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../options.js'
+import { now } from '../../call-safely.js'
+import {
+  countInWindow,
+  pruneWindow,
+  type WindowBucket,
+  windowTotals,
+} from '../../key-pool/window.js'
+import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
 
 /**
  * The adaptive delay: a percentile of the route's recent times to first output.

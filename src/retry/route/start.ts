@@ -5,15 +5,15 @@
  * @module
  */
 
-import type { KeyLease } from '../key-pool/types.js'
-import type { ResponseIdentity } from '../protocols/identity.js'
-import { redactText, redactValues } from '../protocols/sanitize.js'
-import type { TokenUsage } from '../protocols/usage.js'
-import { type AttemptMode, type AttemptResult, runAttempt } from './attempt.js'
-import type { FailureReason } from './classify.js'
-import { createRelayContinuation, type RelayContinuation } from './continuation.js'
+import type { KeyLease } from '../../key-pool/types.js'
+import type { ResponseIdentity } from '../../protocols/identity.js'
+import { redactText, redactValues } from '../../protocols/sanitize.js'
+import type { TokenUsage } from '../../protocols/usage.js'
+import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
+import { createRelayContinuation, type RelayContinuation } from '../continuation/continuation.js'
+import type { FailureReason } from '../decisions/classify.js'
+import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
 import { recordFirstOutput } from './hedge.js'
-import type { AttemptRecord, AttemptResultName } from './outcome.js'
 import { advance, callHook, now, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */

@@ -1,21 +1,30 @@
-import { wholeStreamTranslator } from '../commit/encoder.js'
-import { type CommitGate, createCommitGate } from '../commit/gate.js'
-import { StreamTimeoutError } from '../errors.js'
-import { followSignals, followStops } from '../follow-signals.js'
-import type { KeyPool } from '../key-pool/types.js'
-import { rejectUnknownKeys } from '../options.js'
-import { requestedModel } from '../protocols/identity.js'
-import { realSignal, type SignalLike, stopOf } from '../stop.js'
-import type { AttemptFunction, CallerCredentialsAttemptFunction, Route } from './attempt.js'
-import { deadlineVerdict } from './decide.js'
+import { wholeStreamTranslator } from '../../commit/encoder.js'
+import { type CommitGate, createCommitGate } from '../../commit/gate.js'
+import { StreamTimeoutError } from '../../errors.js'
+import { followSignals, followStops } from '../../follow-signals.js'
+import type { KeyPool } from '../../key-pool/types.js'
+import { rejectUnknownKeys } from '../../options.js'
+import { requestedModel } from '../../protocols/identity.js'
+import { realSignal, type SignalLike, stopOf } from '../../stop.js'
+import type {
+  AttemptFunction,
+  CallerCredentialsAttemptFunction,
+  Route,
+} from '../attempt/attempt.js'
+import { deadlineVerdict } from '../decisions/decide.js'
+import { initialRouteProgress } from '../decisions/route-progress.js'
+import { countRequest } from '../route/hedge.js'
+import { runRoute } from '../route/route.js'
+import { callHook, neverAborted, now, type RouteEnd, type Run } from '../route/run.js'
+import type {
+  RelayHooks,
+  RelayOptions,
+  RelayOutcome,
+  RelayRequestOptions,
+} from '../shared/outcome.js'
+import { guardAdapter, guardFunction } from '../shared/user-code.js'
 import { giveUp, giveUpAfterThrow } from './give-up.js'
-import { countRequest } from './hedge.js'
-import type { RelayHooks, RelayOptions, RelayOutcome, RelayRequestOptions } from './outcome.js'
 import { type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
-import { runRoute } from './route.js'
-import { initialRouteProgress } from './route-progress.js'
-import { callHook, neverAborted, now, type RouteEnd, type Run } from './run.js'
-import { guardAdapter, guardFunction } from './user-code.js'
 
 export type {
   AttemptContext,
@@ -27,14 +36,14 @@ export type {
   LeasedKey,
   Route,
   UpstreamHttpError,
-} from './attempt.js'
+} from '../attempt/attempt.js'
 export type {
   AttemptRecord,
   RelayHooks,
   RelayOptions,
   RelayOutcome,
   RelayRequestOptions,
-} from './outcome.js'
+} from '../shared/outcome.js'
 export type {
   AdjustRequestContext,
   BackoffOptions,

@@ -27,16 +27,15 @@ import {
   wholeAnswerVerdict,
 } from '../decisions/classify.js'
 import { errorFromBody, readBounded, readWhole } from '../decisions/error-body.js'
-import { neverAborted } from '../route/run.js'
+import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
 import type {
   AttemptContextBase,
-  AttemptInput,
   AttemptMode,
-  AttemptResult,
   LeasedKey,
   Route,
   UpstreamHttpError,
 } from '../shared/attempt-types.js'
+import { neverAborted } from '../shared/hooks.js'
 import {
   isAnswer,
   isJson,
@@ -70,13 +69,12 @@ function failed(
   return { kind: 'failed', verdict, status, stopped, upstream }
 }
 
+export type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
 export type {
   AttemptContext,
   AttemptContextBase,
   AttemptFunction,
-  AttemptInput,
   AttemptMode,
-  AttemptResult,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
   Credentials,

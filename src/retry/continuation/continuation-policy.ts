@@ -6,41 +6,9 @@
  */
 
 import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
-import type { NormalizedRelayPolicy } from '../relay/policy.js'
+import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
 
-/**
- * Options of {@link RelayPolicy.continueAfterCut}.
- *
- * @group Relay
- */
-export interface ContinueAfterCutOptions {
-  /**
-   * How many continuations one answer may have (a continuation that is cut again may be
-   * continued again, up to this many in all).
-   * @default 1
-   */
-  readonly maxContinuations?: number
-  /**
-   * Attempts per continuation before its first output: its own pre-output retries, on the
-   * pool's keys by the usual rules.
-   * @default 2
-   */
-  readonly maxAttempts?: number
-  /**
-   * Each continuation's budget, from the cut to its first output sent to the client (the key
-   * wait, the request, the peek, and the hold while its text still repeats what the client
-   * received). `Infinity` turns it off; `0`, negatives and `NaN` are a `RangeError`.
-   * @default 30_000 (the client is already waiting mid-answer: past half a minute an honest
-   *   error serves it better)
-   */
-  readonly timeoutMs?: number
-  /**
-   * The most received characters a continuation may prefill; after a longer text a cut is
-   * told (the relay keeps the received text only when continuation is on).
-   * @default 262_144
-   */
-  readonly maxReceivedChars?: number
-}
+export type { ContinueAfterCutOptions } from '../shared/policy-types.js'
 
 /**
  * Defaults of {@link ContinueAfterCutOptions} (what `continueAfterCut: true` means).

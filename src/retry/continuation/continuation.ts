@@ -6,9 +6,9 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import { createStreamTracker, type StreamTracker } from '../../classify/index.js'
-import type { ContinuedStream, CutContext, PumpContinuation } from '../../commit/continuation.js'
-import type { PumpEnd, PumpErrorCause } from '../../commit/pump-policy.js'
+import type { ContinuedStream, CutContext } from '../../commit/continuation.js'
 import { StreamTimeoutError } from '../../errors.js'
 import { followSignals } from '../../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../../key-pool/types.js'
@@ -21,9 +21,9 @@ import { callAttemptFunction, keyOutcomeOf, leasedKeyOf } from '../attempt/attem
 import { classifyAttemptFailure, type FailureVerdict } from '../decisions/classify.js'
 import { type Held, type HoldBounds, holdRepeats } from '../decisions/continuation-restart.js'
 import { errorFromBody, readBounded } from '../decisions/error-body.js'
-import type { NormalizedRelayPolicy } from '../relay/policy.js'
-import { now } from '../route/run.js'
 import type { Route } from '../shared/attempt-types.js'
+import type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
+import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
 import type { ContinueAfterCutOptions } from './continuation-policy.js'
 import {
   isPrefillRefusal,
@@ -32,36 +32,7 @@ import {
   rememberPrefillRefusal,
 } from './prefill-refusals.js'
 
-/**
- * One continuation the relay tried after a cut, as the outcome records it.
- *
- * @group Relay
- */
-export interface ContinuationRecord {
-  /** Milliseconds from the start of the request to the cut. */
-  readonly atMs: number
-  /** How the upstream was cut. */
-  readonly cause: PumpErrorCause
-  /** The key of the continuation's last attempt (`null` without a pool or without an attempt). */
-  readonly keyId: string | null
-  /** Characters of answer text the client had received at the cut (prefilled). */
-  readonly receivedChars: number
-  /**
-   * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
-   * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
-   * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no
-   * output; `restarted`: its answer began again with the text the client already had (the
-   * request went out without the prefill, or the model ignored it), or ended while it still
-   * repeated it, and was never appended; `prefill-refused`: the upstream refuses a prefill
-   * for this model (`attempts: 1`), or did so on this route within the hour (`attempts: 0`,
-   * no request). The client got the honest error for all but `spliced`.
-   */
-  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted' | 'prefill-refused'
-  /** Its attempts (0 when not sound). */
-  readonly attempts: number
-  /** The token usage the continuation reported (the received text counts as its input). */
-  readonly usage?: TokenUsage | undefined
-}
+export type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
 
 /** What the relay gives a continuation of one committed attempt. */
 export interface ContinuationInput {
@@ -81,17 +52,6 @@ export interface ContinuationInput {
   addSecret(secret: string): void
   /** Called once per continuation, when its record is final or its output began. */
   onRecord(record: ContinuationRecord): void
-}
-
-/** The relay's continuation of one attempt: the pump asks it; the attempt closes it. */
-export interface RelayContinuation extends PumpContinuation {
-  /** Reports the last continuation's lease by how the stream ended (`undefined`: it threw). */
-  close(end: PumpEnd | undefined): Promise<void>
-  /** The answer's usage: the cut attempt's up to the cut, plus each continuation's. */
-  usage(tracked: TokenUsage | undefined): TokenUsage | undefined
-  /** The cut attempt's own usage: what its upstream reported up to the cut. */
-  attemptUsage(tracked: TokenUsage | undefined): TokenUsage | undefined
-  readonly records: readonly ContinuationRecord[]
 }
 
 /** Why the client's answer cannot be continued, or the text to continue; `undefined` when sound. */

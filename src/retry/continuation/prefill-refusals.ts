@@ -9,8 +9,8 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import type { UpstreamErrorInfo, UpstreamRequest } from '../../protocols/types.js'
-import { now } from '../route/run.js'
 
 /**
  * The bounds of the memory: at most `maxEntries` routes and models, each remembered for

@@ -10,31 +10,9 @@
 import { positiveInteger, rejectUnknownKeys } from '../../options.js'
 import { shippedAdapterNamed } from '../../protocols/adapter-for-url.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import type { ContextWindowFitOptions } from '../shared/policy-types.js'
 
-/**
- * Options of the context-window fit.
- *
- * @group Retry decisions
- */
-export interface ContextWindowFitOptions {
-  /**
-   * Tokens left free below the limit, for tokenizer slack.
-   * @default 1024
-   */
-  readonly marginTokens?: number
-  /**
-   * The smallest output budget worth retrying with; below it, the original error stands.
-   * @default 3000
-   */
-  readonly floorTokens?: number
-  /**
-   * The smallest thinking budget worth keeping when extended thinking must shrink to fit
-   * (Anthropic rejects `thinking.budget_tokens` below 1,024). Below it, the original error
-   * stands.
-   * @default 1024
-   */
-  readonly minThinkingTokens?: number
-}
+export type { ContextWindowFitOptions } from '../shared/policy-types.js'
 
 /**
  * Defaults of {@link ContextWindowFitOptions}.

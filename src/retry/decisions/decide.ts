@@ -7,7 +7,7 @@
  */
 
 import type { AcquireResult } from '../../key-pool/types.js'
-import type { BackoffOptions } from '../relay/policy.js'
+import type { BackoffOptions } from '../shared/policy-types.js'
 import {
   busyVerdict,
   coolingVerdict,

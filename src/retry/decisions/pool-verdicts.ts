@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { FailureReason, FailureVerdict } from './classify.js'
+import type { FailureReason, FailureVerdict } from '../shared/verdict.js'
 
 /** Every way the library gives up on a request before content was committed. */
 type GiveUpKind =

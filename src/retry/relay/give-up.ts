@@ -1,3 +1,4 @@
+import { now } from '../../call-safely.js'
 import { failBeforeContent } from '../../commit/endings.js'
 import { isStreamBoundaryError, isUserCodeError } from '../../errors.js'
 import { errorBodyFor, parseObject } from '../../protocols/common.js'
@@ -5,7 +6,8 @@ import { redactText } from '../../protocols/sanitize.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import type { UpstreamHttpError } from '../attempt/attempt.js'
 import type { FailureVerdict } from '../decisions/classify.js'
-import { callHook, now, type Run } from '../route/run.js'
+import type { Run } from '../route/run.js'
+import { callHook } from '../shared/hooks.js'
 import type { RelayOutcome } from '../shared/outcome.js'
 
 /** Headers of an upstream error that identify the request or say when to come back. */

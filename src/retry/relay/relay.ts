@@ -1,3 +1,4 @@
+import { now } from '../../call-safely.js'
 import { wholeStreamTranslator } from '../../commit/encoder.js'
 import { type CommitGate, createCommitGate } from '../../commit/gate.js'
 import { StreamTimeoutError } from '../../errors.js'
@@ -15,7 +16,8 @@ import { deadlineVerdict } from '../decisions/decide.js'
 import { initialRouteProgress } from '../decisions/route-progress.js'
 import { countRequest } from '../route/hedge.js'
 import { runRoute } from '../route/route.js'
-import { callHook, neverAborted, now, type RouteEnd, type Run } from '../route/run.js'
+import type { RouteEnd, Run } from '../route/run.js'
+import { callHook, neverAborted } from '../shared/hooks.js'
 import type {
   RelayHooks,
   RelayOptions,

@@ -5,12 +5,13 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import { UserCodeError } from '../../errors.js'
 import type { KeyLease, KeyPool } from '../../key-pool/types.js'
 import type { FailureVerdict } from '../decisions/classify.js'
 import { deadlineVerdict, type NotLeased, planKeyWait } from '../decisions/decide.js'
 import { sleep } from '../shared/sleep.js'
-import { now, type RouteRun, type Run } from './run.js'
+import type { RouteRun, Run } from './run.js'
 
 /**
  * Leases the key usable soonest: a free untried key now; else a free tried key after its

@@ -7,10 +7,12 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
+import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
 import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
-import { callHook, noteFailure, now, type RouteRun, type Run } from './run.js'
+import { noteFailure, type RouteRun, type Run } from './run.js'
 import { type Started, startAttempt } from './start.js'
 
 interface Racer {

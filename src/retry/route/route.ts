@@ -5,23 +5,17 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import type { UpstreamRequest } from '../../protocols/types.js'
 import type { AttemptMode, AttemptResult } from '../attempt/attempt.js'
 import type { BaseFailureReason, FailureVerdict } from '../decisions/classify.js'
 import { fitContextWindow } from '../decisions/context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from '../decisions/decide.js'
+import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
 import { leaseNext } from './lease.js'
 import { type RaceEnd, raceAttempts } from './race.js'
-import {
-  advance,
-  callHook,
-  noteFailure,
-  now,
-  type RouteEnd,
-  type RouteRun,
-  type Run,
-} from './run.js'
+import { advance, noteFailure, type RouteEnd, type RouteRun, type Run } from './run.js'
 import { startAttempt } from './start.js'
 
 /** Lets `adjustRequest` or the context-window fit change a request the upstream refused. */

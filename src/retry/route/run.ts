@@ -1,4 +1,3 @@
-import { callSafely, now } from '../../call-safely.js'
 import type { CommitGate } from '../../commit/gate.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import type { SignalLike } from '../../stop.js'
@@ -9,7 +8,6 @@ import {
   type RouteEvent,
   type RouteProgress,
 } from '../decisions/route-progress.js'
-import type { NormalizedRelayPolicy } from '../relay/policy.js'
 import type {
   AttemptRecord,
   HedgeReport,
@@ -17,17 +15,8 @@ import type {
   RelayOptions,
   RelayOutcome,
 } from '../shared/outcome.js'
+import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
 import { recordOverload } from './hedge.js'
-
-export { now }
-
-/** The deadline of a request without one: never aborts, and nothing listens to it. */
-export const neverAborted: AbortSignal = new AbortController().signal
-
-/** Calls a relay hook with its context frozen; a hook that throws is ignored. */
-export function callHook<T>(hook: ((context: T) => void) | undefined, context: T): void {
-  if (hook !== undefined) callSafely(hook, Object.freeze(context))
-}
 
 /** One request's shared state: what every route and attempt of it reads and adds to. */
 export interface Run {

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
 import { redactText, redactValues } from '../../protocols/sanitize.js'
@@ -12,9 +13,10 @@ import type { TokenUsage } from '../../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
 import { createRelayContinuation, type RelayContinuation } from '../continuation/continuation.js'
 import type { FailureReason } from '../decisions/classify.js'
+import { callHook } from '../shared/hooks.js'
 import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
 import { recordFirstOutput } from './hedge.js'
-import { advance, callHook, now, type RouteRun, type Run } from './run.js'
+import { advance, type RouteRun, type Run } from './run.js'
 
 /** The request to send for an attempt in `mode`. */
 function requestFor(route: RouteRun, mode: AttemptMode) {

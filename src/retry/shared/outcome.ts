@@ -11,10 +11,10 @@ import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
 import type { RenderableError, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import type { TokenUsage } from '../../protocols/usage.js'
-import type { Credentials } from '../attempt/attempt.js'
-import type { ContinuationRecord } from '../continuation/continuation.js'
-import type { FailureReason } from '../decisions/classify.js'
-import type { RelayPolicy } from '../relay/policy.js'
+import type { Credentials } from './attempt-types.js'
+import type { ContinuationRecord } from './continuation-types.js'
+import type { RelayPolicy } from './policy-types.js'
+import type { FailureReason } from './verdict.js'
 
 /**
  * One attempt, as reported in outcomes and hooks. Never holds a secret.

@@ -1,6 +1,6 @@
 /**
- * The relay policy's `continueAfterCut`: its options, defaults and check, and what it asks
- * of the peek (the received text kept).
+ * The relay policy's `continueAfterCut`: its defaults and check, and what it asks of the peek
+ * (the received text kept). Its options' type is in `shared/policy-types.ts`.
  *
  * @module
  */

@@ -1,7 +1,8 @@
 /**
- * `RelayPolicy`: how `relay()` retries and ends, its defaults, and the one `normalize` that
- * merges every nested option object with its defaults and validates everything before any
- * key is leased.
+ * `RelayPolicy`'s defaults and the one `normalize` that merges every nested option object
+ * with its defaults and validates everything before any key is leased. Its types (how
+ * `relay()` retries and ends) are in `shared/policy-types.ts`, below every layer that reads
+ * them; they are exported from here too.
  *
  * @module
  */

@@ -36,9 +36,9 @@ const copyable = new Set([
   'sse/index-of.ts',
   'sse/sources.ts',
   'protocols/sanitize.ts',
-  'retry/correlation.ts',
-  'retry/ready-attempt.ts',
-  'retry/client-request.ts',
+  'retry/request/correlation.ts',
+  'retry/request/ready-attempt.ts',
+  'retry/request/client-request.ts',
 ])
 
 /**

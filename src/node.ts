@@ -25,14 +25,14 @@ import { urlToHttpOptions } from 'node:url'
 import { requestBodyDefaults } from './advanced.js'
 import type { DownstreamSink } from './commit/gate.js'
 import type { StreamAdapter } from './protocols/types.js'
-import { checkClientBody, clientErrorBody, tooLarge } from './retry/client-request.js'
+import { checkClientBody, clientErrorBody, tooLarge } from './retry/request/client-request.js'
 import {
   type AttemptRequestContext,
   attemptRequest,
   checkReadyAttemptOptions,
   type ReadyAttempt,
   type ReadyAttemptOptions,
-} from './retry/ready-attempt.js'
+} from './retry/request/ready-attempt.js'
 import { iterableResponse } from './sse/sources.js'
 import { ownStop, Stop } from './stop.js'
 

@@ -4,37 +4,18 @@
  * @module
  */
 
+export type { ContinuationRecord } from './continuation/continuation.js'
+export type { ContinueAfterCutOptions } from './continuation/continuation-policy.js'
 export type {
   AttemptFailure,
   BaseFailureReason,
   ConnectionErrorVerdict,
   FailureReason,
   FailureVerdict,
-} from './classify.js'
-export type { ClientBodyCheck } from './client-request.js'
-export type { ContextOverflow, ContextWindowFitOptions } from './context-window.js'
-export { fitContextWindow } from './context-window.js'
-export type { ContinuationRecord } from './continuation.js'
-export type { ContinueAfterCutOptions } from './continuation-policy.js'
-export { isFirstPartyApi } from './correlation.js'
-export { giveUpResponse } from './give-up.js'
-export type {
-  AdaptiveHedgeOptions,
-  Hedging,
-  HedgingOptions,
-  HedgingSnapshot,
-  NormalizedHedging,
-} from './hedge.js'
-export { createHedging } from './hedge.js'
-export type {
-  AttemptResultName,
-  HedgeReport,
-  HedgeSkipReason,
-  RelayFailureReason,
-  RequestFacts,
-} from './outcome.js'
-export type { ClientHeaders, ReadyAttempt, ReadyAttemptOptions } from './ready-attempt.js'
-export { fetchAttempt } from './ready-attempt.js'
+} from './decisions/classify.js'
+export type { ContextOverflow, ContextWindowFitOptions } from './decisions/context-window.js'
+export { fitContextWindow } from './decisions/context-window.js'
+export { giveUpResponse } from './relay/give-up.js'
 export type {
   AdjustRequestContext,
   AttemptContext,
@@ -54,13 +35,32 @@ export type {
   RetryOnContext,
   Route,
   UpstreamHttpError,
-} from './relay.js'
-export { relay } from './relay.js'
+} from './relay/relay.js'
+export { relay } from './relay/relay.js'
+export type { FetchFunction, ResilientFetchOptions } from './relay/resilient-fetch.js'
+export { createResilientFetch } from './relay/resilient-fetch.js'
+export type { ClientBodyCheck } from './request/client-request.js'
+export { isFirstPartyApi } from './request/correlation.js'
+export type { ClientHeaders, ReadyAttempt, ReadyAttemptOptions } from './request/ready-attempt.js'
+export { fetchAttempt } from './request/ready-attempt.js'
 export type {
   ClientRequestRead,
   ReadClientRequestOptions,
   ReadRequestBodyOptions,
-} from './request-body.js'
-export { readClientRequest, readRequestBody } from './request-body.js'
-export type { FetchFunction, ResilientFetchOptions } from './resilient-fetch.js'
-export { createResilientFetch } from './resilient-fetch.js'
+} from './request/request-body.js'
+export { readClientRequest, readRequestBody } from './request/request-body.js'
+export type {
+  AdaptiveHedgeOptions,
+  Hedging,
+  HedgingOptions,
+  HedgingSnapshot,
+  NormalizedHedging,
+} from './route/hedge.js'
+export { createHedging } from './route/hedge.js'
+export type {
+  AttemptResultName,
+  HedgeReport,
+  HedgeSkipReason,
+  RelayFailureReason,
+  RequestFacts,
+} from './shared/outcome.js'

@@ -4,14 +4,14 @@ import {
   classifyConnectionError,
   parseRetryAfter,
 } from '../../src/advanced.js'
-import { errorFromBody } from '../../src/retry/error-body.js'
+import { errorFromBody } from '../../src/retry/decisions/error-body.js'
 import {
   parseResetDuration,
   parseResetTimestamp,
   parseRetryAfterMs,
   rateLimitDelay,
   unifiedRateLimitMessage,
-} from '../../src/retry/rate-limit-headers.js'
+} from '../../src/retry/decisions/rate-limit-headers.js'
 
 const now = Date.parse('2026-11-29T12:00:00Z')
 

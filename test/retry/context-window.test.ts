@@ -3,7 +3,7 @@ import { fitContextWindow } from '../../src/index.js'
 import {
   contextWindowFitDefaults,
   normalizeContextWindowFit,
-} from '../../src/retry/context-window.js'
+} from '../../src/retry/decisions/context-window.js'
 
 const overflow = 'input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000'
 const url = 'https://api.anthropic.com/v1/messages'

@@ -13,7 +13,7 @@ import {
   prefillRefusalMemory,
   prefillRefused,
   rememberPrefillRefusal,
-} from '../../src/retry/prefill-refusals.js'
+} from '../../src/retry/continuation/prefill-refusals.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { createRecordingSink } from '../../src/testing/index.js'
 import { leaseTotals } from '../support/leases.js'

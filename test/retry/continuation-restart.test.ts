@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { FrameVerdict } from '../../src/index.js'
-import { checkRestart, type RestartCheck } from '../../src/retry/continuation-restart.js'
+import { checkRestart, type RestartCheck } from '../../src/retry/decisions/continuation-restart.js'
 
 /**
  * The rule that tells a continuation from a restart (the relay's side is tested through the

@@ -9,7 +9,7 @@ import {
   peekTimeoutVerdict,
   rateLimitedVerdict,
   wholeAnswerVerdict,
-} from '../../src/retry/classify.js'
+} from '../../src/retry/decisions/classify.js'
 import {
   backoffDelay,
   deadlineVerdict,
@@ -18,8 +18,8 @@ import {
   planKeyWait,
   type RouteState,
   reuseDelay,
-} from '../../src/retry/decide.js'
-import { relayDefaults } from '../../src/retry/policy.js'
+} from '../../src/retry/decisions/decide.js'
+import { relayDefaults } from '../../src/retry/relay/policy.js'
 import { runs } from '../support/runs.js'
 
 const backoff = { ...relayDefaults.backoff, jitter: 0 }

@@ -15,8 +15,8 @@ import {
   giveUpStatus,
   noKeyVerdict,
   rateLimitedVerdict,
-} from '../../src/retry/classify.js'
-import { errorFromBody } from '../../src/retry/error-body.js'
+} from '../../src/retry/decisions/classify.js'
+import { errorFromBody } from '../../src/retry/decisions/error-body.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { PumpEnd } from '../../src/commit/pump-policy.js'
 import { DownstreamClosedError, StreamTimeoutError } from '../../src/errors.js'
-import { keyOutcomeOf } from '../../src/retry/attempt.js'
+import { keyOutcomeOf } from '../../src/retry/attempt/attempt.js'
 
 /**
  * What a committed attempt tells its key, for every way a pumped stream ends: the

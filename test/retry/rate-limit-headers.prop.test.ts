@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { rateLimitDelay } from '../../src/retry/rate-limit-headers.js'
+import { rateLimitDelay } from '../../src/retry/decisions/rate-limit-headers.js'
 import { runs } from '../support/runs.js'
 
 const now = Date.parse('2026-11-29T12:00:00Z')

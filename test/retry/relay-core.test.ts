@@ -11,7 +11,7 @@ import {
   relay,
   type StreamAdapter,
 } from '../../src/index.js'
-import { normalizeRelayPolicy, relayDefaults } from '../../src/retry/policy.js'
+import { normalizeRelayPolicy, relayDefaults } from '../../src/retry/relay/policy.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { runs } from '../support/runs.js'

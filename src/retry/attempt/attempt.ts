@@ -1,0 +1,624 @@
+/**
+ * One upstream attempt: send it within its clocks, judge the response, peek, and (on output)
+ * commit and pump; its key lease reported exactly once.
+ *
+ * @module
+ */
+
+import { now } from '../../call-safely.js'
+import { deliverOn } from '../../commit/deliver.js'
+import { redactBytes } from '../../commit/encoder.js'
+import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
+import { SecretBytes } from '../../commit/secret-bytes.js'
+import { StreamTimeoutError } from '../../errors.js'
+import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
+import { parseObject } from '../../protocols/common.js'
+import { identityOf, identityOfData, type ResponseIdentity } from '../../protocols/identity.js'
+import { redactSecrets } from '../../protocols/sanitize.js'
+import type { StreamAdapter } from '../../protocols/types.js'
+import { mergeUsage, type TokenUsage } from '../../protocols/usage.js'
+import { type FrameSource, frameSourceOf } from '../../sse/reader.js'
+import { Stop } from '../../stop.js'
+import {
+  type AttemptFailure,
+  classifyAttemptFailure,
+  type FailureVerdict,
+  peekTimeoutVerdict,
+  wholeAnswerVerdict,
+} from '../decisions/classify.js'
+import { declaresMoreThan, errorFromBody, readBounded, readWhole } from '../decisions/error-body.js'
+import { responseOfThrown } from '../decisions/thrown-response.js'
+import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
+import type {
+  AttemptContextBase,
+  AttemptMode,
+  LeasedKey,
+  Route,
+  UpstreamHttpError,
+} from '../shared/attempt-types.js'
+import { neverAborted } from '../shared/hooks.js'
+import {
+  isAnswer,
+  isJson,
+  judgeWholeAnswer,
+  maxAnswerBytes,
+  renderMessage,
+  statesError,
+} from './whole-answer.js'
+
+function isEventStream(headers: Headers): boolean {
+  const type = headers.get('content-type')
+  // A missing content type is read as SSE: the peek then tells malformed bodies apart.
+  return type === null || /^text\/event-stream\b/i.test(type.trim())
+}
+
+function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(bytes)
+      controller.close()
+    },
+  })
+}
+
+function failed(
+  verdict: FailureVerdict,
+  status: number | null,
+  stopped?: 'client-gone' | 'deadline' | 'hedge-lost',
+  upstream?: UpstreamHttpError,
+): AttemptResult {
+  return { kind: 'failed', verdict, status, stopped, upstream }
+}
+
+export type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
+export type {
+  AttemptContext,
+  AttemptContextBase,
+  AttemptFunction,
+  AttemptMode,
+  CallerCredentialsAttemptFunction,
+  CallerCredentialsContext,
+  Credentials,
+  LeasedKey,
+  Route,
+  UpstreamHttpError,
+} from '../shared/attempt-types.js'
+
+/** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
+class AttemptSignals {
+  /**
+   * Aborts the attempt. The library listens to it as it is; the attempt function and the
+   * body reads get its real `AbortSignal` (`stop.real`).
+   */
+  readonly stop = new Stop()
+  readonly #input: AttemptInput
+  readonly #timers: ReturnType<typeof setTimeout>[] = []
+  readonly #onStop = () => this.stop.abort(this.#input.stop.reason)
+  readonly #onDeadline = () => this.stop.abort(this.#input.deadline.reason)
+  readonly #onLost = () => this.stop.abort(this.#input.lost?.reason)
+  #timedOut: StreamTimeoutError | undefined
+
+  constructor(input: AttemptInput) {
+    this.#input = input
+    for (const [signal, listener] of [
+      [input.stop, this.#onStop],
+      [input.deadline, this.#onDeadline],
+      [input.lost, this.#onLost],
+    ] as const) {
+      if (signal === undefined || signal === neverAborted) continue
+      if (signal.aborted) listener()
+      else signal.addEventListener('abort', listener, { once: true })
+    }
+  }
+
+  /**
+   * Aborts the attempt with a timeout after `ms` (a request-scoped, referenced timer). The
+   * error is made when the timer fires: most attempts never need its stack trace.
+   */
+  arm(kind: 'first-byte' | 'first-output', ms: number): ReturnType<typeof setTimeout> | undefined {
+    if (!Number.isFinite(ms)) return undefined
+    const timer = setTimeout(() => {
+      const error = new StreamTimeoutError(kind, ms)
+      this.#timedOut = error
+      this.stop.abort(error)
+    }, ms)
+    this.#timers.push(timer)
+    return timer
+  }
+
+  /** Why the attempt was stopped, if it was. */
+  stoppedBy(): 'client-gone' | 'deadline' | 'hedge-lost' | StreamTimeoutError | undefined {
+    if (this.#input.stop.aborted) return 'client-gone'
+    if (this.#input.deadline.aborted) return 'deadline'
+    if (this.#input.lost?.aborted) return 'hedge-lost'
+    return this.#timedOut
+  }
+
+  /** After commit, the deadline no longer applies. */
+  detachDeadline(): void {
+    this.#input.deadline.removeEventListener('abort', this.#onDeadline)
+  }
+
+  dispose(): void {
+    for (const timer of this.#timers) clearTimeout(timer)
+    this.#input.stop.removeEventListener('abort', this.#onStop)
+    this.#input.lost?.removeEventListener('abort', this.#onLost)
+    this.detachDeadline()
+  }
+}
+
+const clientGone: FailureVerdict = {
+  retryable: false,
+  key: { kind: 'client-gone' },
+  reason: 'client-gone',
+  overload: false,
+  status: 499,
+  error: { type: 'client_closed', message: 'the client went away' },
+}
+
+/** A hedged attempt cancelled because another one reached the client first. */
+const hedgeLost: FailureVerdict = {
+  retryable: false,
+  key: { kind: 'cancelled' },
+  reason: 'hedge-lost',
+  overload: false,
+  status: 499,
+  error: { type: 'cancelled', message: 'another attempt of the request answered first' },
+}
+
+function timeoutVerdict(error: StreamTimeoutError, mode: AttemptMode) {
+  if (mode === 'non-streaming') {
+    return {
+      retryable: false,
+      key: { kind: 'protocol-fault' },
+      reason: 'fallback-timeout',
+      overload: false,
+      status: 504,
+      error: {
+        type: 'timeout',
+        message: `the non-streaming fallback got no answer within ${error.timeoutMs} ms`,
+      },
+    } satisfies FailureVerdict
+  }
+  const kind = error.timeout === 'first-byte' ? 'first-byte-timeout' : 'first-output-timeout'
+  return peekTimeoutVerdict(kind, error.timeoutMs)
+}
+
+function invalidResultVerdict(value: unknown): FailureVerdict {
+  const got = value === null ? 'null' : typeof value
+  return {
+    retryable: false,
+    key: { kind: 'cancelled' },
+    reason: 'invalid-attempt-result',
+    overload: false,
+    status: 502,
+    error: {
+      type: 'upstream_error',
+      message: `the attempt function resolved to ${got}, not a Response`,
+    },
+  }
+}
+
+function streamingUnsupported(status: number): FailureVerdict {
+  return {
+    retryable: false,
+    key: { kind: 'rejected' },
+    reason: 'streaming-unsupported',
+    overload: false,
+    status: 502,
+    error: {
+      type: 'upstream_error',
+      message: `the upstream refused the streaming request (${status})`,
+    },
+  }
+}
+
+/**
+ * What a committed attempt tells its key, by how its stream ended: every end the upstream
+ * reached (cleanly or not) says the key works; an end the client or the host caused says
+ * nothing of it. Exhaustive: a new end kind does not compile until it is named here. The
+ * continuation of a cut stream reports its lease by it too.
+ */
+export function keyOutcomeOf(end: PumpEnd): KeyOutcome {
+  switch (end.kind) {
+    case 'completed':
+    case 'upstream-error':
+    case 'stop-synthesized':
+    case 'reasoning-promoted':
+    case 'error-written':
+      return { kind: 'success' }
+    case 'client-gone':
+    case 'downstream-stalled':
+    case 'aborted':
+      return { kind: 'client-gone' }
+  }
+}
+
+/**
+ * Runs one attempt and reports its lease exactly once, whatever happens: the verdict's key
+ * outcome on failure, `success` (after `commit()` at the first output) or `client-gone` for
+ * a committed stream, `cancelled` when anything threw.
+ */
+export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
+  let outcome: KeyOutcome = { kind: 'cancelled' }
+  const signals = new AttemptSignals(input)
+  try {
+    const result = await attemptOnce(input, signals)
+    outcome = result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end)
+    await input.continuation?.close(result.kind === 'committed' ? result.end : undefined)
+    return result
+  } finally {
+    signals.dispose()
+    input.onEnd?.()
+    await input.lease?.report(outcome).catch(() => {})
+    // A throw: the continuation's lease (if one runs) ends too; a second close does nothing.
+    await input.continuation?.close(undefined)
+  }
+}
+
+/** Sends the request and waits for the response within the first-byte bound. */
+async function send(
+  input: AttemptInput,
+  signals: AttemptSignals,
+): Promise<{ response: Response; clear: () => void } | { failure: AttemptResult }> {
+  const { mode, lease } = input
+  const timers = armSendClocks(input, signals)
+  const clear = () => {
+    for (const timer of timers) clearTimeout(timer)
+  }
+  let response: unknown
+  try {
+    response = await callAttemptFunction(input.route, {
+      key: leasedKeyOf(lease),
+      signal: signals.stop.real,
+      attemptNumber: input.attemptNumber,
+      route: input.routeName,
+      request: input.request,
+      requestId: input.requestId,
+      freshConnection: input.freshConnection,
+    })
+  } catch (error) {
+    const stopped = stoppedFailure(signals, mode, null)
+    if (stopped !== undefined) return { failure: stopped }
+    return { failure: failed(classifyAttemptFailure({ kind: 'connection', error }), null) }
+  }
+  if (!(response instanceof Response)) {
+    await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
+    return { failure: failed(invalidResultVerdict(response), null) }
+  }
+  return { response, clear }
+}
+
+/**
+ * The clocks that run from the moment an attempt is sent. A stream: the first-byte bound and
+ * the first-output bound, so the one timeout a user sets bounds connecting and the response
+ * headers too (the peek takes both over with what is left of them). A whole answer: the
+ * first-output bound over connect, headers and body (its output is the whole answer; its
+ * headers come when it is ready, so no first-byte bound applies). The fallback: its own.
+ */
+function armSendClocks(input: AttemptInput, signals: AttemptSignals) {
+  const { firstByteTimeoutMs = Number.POSITIVE_INFINITY, firstOutputTimeoutMs } = input.policy.peek
+  const output = firstOutputTimeoutMs ?? Number.POSITIVE_INFINITY
+  const armed =
+    input.mode === 'non-streaming'
+      ? [
+          signals.arm(
+            'first-output',
+            Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs),
+          ),
+        ]
+      : input.mode === 'whole'
+        ? [signals.arm('first-output', output)]
+        : [signals.arm('first-byte', firstByteTimeoutMs), signals.arm('first-output', output)]
+  return armed.filter((timer) => timer !== undefined)
+}
+
+/** The failure of an attempt whose body read was cut because the request or a timer stopped it. */
+function stoppedFailure(
+  signals: AttemptSignals,
+  mode: AttemptMode,
+  status: number | null,
+): AttemptResult | undefined {
+  const stopped = signals.stoppedBy()
+  if (stopped === undefined) return undefined
+  if (stopped === 'client-gone' || stopped === 'deadline')
+    return failed(clientGone, status, stopped)
+  if (stopped === 'hedge-lost') return failed(hedgeLost, status, stopped)
+  return failed(timeoutVerdict(stopped, mode), status)
+}
+
+/** Reads a non-stream answer: an error, or a whole message rendered as the protocol's stream. */
+async function readWholeAnswer(
+  input: AttemptInput,
+  response: Response,
+  signal: AbortSignal,
+): Promise<{ body: ReadableStream<Uint8Array> } | { failure: AttemptResult }> {
+  const { status } = response
+  const adapter = input.route.adapter
+  const asMessage = input.mode === 'non-streaming' || isJson(response.headers)
+  const limit = asMessage ? maxAnswerBytes : input.policy.maxErrorBodyBytes
+  // A message declared past the bound could not be parsed whole: refused from its header.
+  if (asMessage && declaresMoreThan(response.headers.get('content-length'), limit)) {
+    await response.body?.cancel().catch(() => {})
+    return { failure: failed(wholeAnswerVerdict('too-large', limit), status) }
+  }
+  const text = await readBounded(response.body, limit, signal)
+  const message = asMessage ? parseObject(text) : undefined
+  const rendered = message === undefined ? undefined : renderMessage(adapter, message)
+  // An upstream that ignored `stream: true` sent the answer itself: serve it as the stream,
+  // judged as a whole answer is (output, or an end that names its reason).
+  const answered =
+    message !== undefined &&
+    !statesError(message) &&
+    rendered !== undefined &&
+    isAnswer(adapter, rendered)
+  if (answered) return { body: bodyOf(rendered) }
+  const failure: AttemptFailure = {
+    kind: 'not-sse',
+    status,
+    contentType: response.headers.get('content-type'),
+    error: errorFromBody(text, status),
+    headers: response.headers,
+  }
+  return { failure: failed(classifyAttemptFailure(failure), status) }
+}
+
+/** The key an attempt function is given for a lease (none when the caller owns credentials). */
+export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined {
+  return lease === undefined
+    ? undefined
+    : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata }
+}
+
+/**
+ * Calls the route's attempt function, whose answer is checked by the caller (user code). A
+ * throw that carries the upstream's response (`error.response`, or `error.status`) resolves to
+ * it, so it is judged by its status like a returned one.
+ */
+export async function callAttemptFunction(
+  route: Route,
+  context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
+): Promise<unknown> {
+  try {
+    return await (route.attempt as (context: unknown) => Promise<unknown>)({
+      ...context,
+      adapter: route.adapter,
+    })
+  } catch (error) {
+    // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
+    const response = responseOfThrown(error)
+    if (response === undefined) throw error
+    return response
+  }
+}
+
+async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
+  input.gate.assertCanRetry()
+  const started = now()
+  const sent = await send(input, signals)
+  if ('failure' in sent) return sent.failure
+  const result = await attemptAnswer(input, signals, sent, started)
+  // Whatever went wrong after the upstream answered, its request ids name the attempt.
+  return result.kind === 'failed' ? { ...result, headers: sent.response.headers } : result
+}
+
+/** What became of an attempt the upstream answered: its status, then its body. */
+async function attemptAnswer(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  sent: { response: Response; clear: () => void },
+  started: number,
+): Promise<AttemptResult> {
+  const { gate, policy, mode } = input
+  const { response } = sent
+  const { status } = response
+  // The send clocks (first byte and first output, or the fallback's) stay armed while an error body is read.
+  const fallbackWanted = policy.fallbackTimeoutMs !== undefined && input.request !== undefined
+  if ((status === 404 || status === 405) && mode === 'stream' && fallbackWanted) {
+    await readBounded(response.body, 0, signals.stop.real)
+    return failed(streamingUnsupported(status), status)
+  }
+  if (status < 200 || status > 299) {
+    const text = await readBounded(response.body, policy.maxErrorBodyBytes, signals.stop.real)
+    const failure: AttemptFailure = {
+      kind: 'status',
+      status,
+      headers: response.headers,
+      error: errorFromBody(text, status),
+    }
+    let verdict = retryOverride(classifyAttemptFailure(failure), status, response.headers, input)
+    // The caller's own credential was refused: another try with it would be refused too.
+    if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
+      verdict = { ...verdict, retryable: false, status }
+    }
+    // Only an error the upstream stated is passed on as it was; a redirect never is.
+    const upstream =
+      status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
+    return failed(verdict, status, undefined, upstream)
+  }
+  if (mode === 'whole') return answerWhole(input, signals, response, sent.clear)
+  let body: FrameSource
+  const source = frameSourceOf(response)
+  if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
+    body = source
+  } else {
+    const whole = await readWholeAnswer(input, response, signals.stop.real)
+    if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
+    body = whole.body
+  }
+  // The streaming attempt's clocks go on in the peek, with what is left of them.
+  sent.clear()
+  // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
+  if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers, input.secrets)
+  let beaten = false
+  const delivered = await deliverOn({
+    gate,
+    body,
+    adapter: input.route.adapter,
+    // Both peek clocks run from the moment the attempt was sent: connect and headers count.
+    peek: { ...policy.peek, clockStartedAt: started },
+    maxFrameBytes: policy.maxFrameBytes,
+    ...policy.pump,
+    downstream: policy.downstream,
+    signal: input.stop,
+    peekSignal: signals.stop,
+    ...(input.secrets === undefined ? {} : { secrets: input.secrets }),
+    continuation: input.continuation,
+    claim: () => {
+      beaten = input.claim?.() === false
+      if (beaten) return false
+      gate.setUpstreamHeaders(response.headers, input.secrets)
+      return true
+    },
+    onCommit: () => {
+      signals.detachDeadline()
+      commitLease(input.lease)
+      input.onCommit()
+    },
+  })
+  const usage = delivered.peek.tracker.state.usage ?? undefined
+  if (delivered.kind === 'not-committed') {
+    const stopped = signals.stoppedBy()
+    const reported = (result: AttemptResult): AttemptResult =>
+      usage === undefined ? result : { ...result, usage }
+    // The deadline's abort reason is a timeout error: the peek may name it a timeout of its own.
+    if (stopped === 'client-gone' || stopped === 'deadline') {
+      return reported(failed(clientGone, status, stopped))
+    }
+    if (stopped === 'hedge-lost' || beaten) return reported(failed(hedgeLost, status, 'hedge-lost'))
+    return reported(
+      failed(classifyAttemptFailure({ kind: 'peek', outcome: delivered.peek }), status),
+    )
+  }
+  const pumped = delivered.pump
+  const continued = input.continuation?.records
+  return {
+    kind: 'committed',
+    status,
+    end: pumped.end,
+    eof: pumped.eof,
+    bytes: pumped.bytes,
+    stalls: pumped.stalls,
+    // The attempt's record keeps its own upstream's usage; the answer's adds continuations'.
+    usage: input.continuation === undefined ? usage : input.continuation.attemptUsage(usage),
+    answerUsage: input.continuation?.usage(usage),
+    response: identityOfData(delivered.peek.tracker.state.firstData),
+    ...(continued === undefined || continued.length === 0 ? {} : { continuations: continued }),
+  }
+}
+
+/** A whole answer's bytes with every secret redacted by value; the same bytes when none is in them. */
+function redactAnswer(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
+  return new SecretBytes(secrets).in(bytes) ? redactBytes(bytes, secrets) : bytes
+}
+
+const noStalls = (thresholdMs: number): StallStats =>
+  Object.freeze({ count: 0, totalMs: 0, longestMs: 0, thresholdMs })
+
+/**
+ * A client's non-streaming request: the whole 2xx answer is read (bounded, within the
+ * first-output bound that has run since the send), judged like a stream's first output, and
+ * only then committed and sent as it came (status, JSON body, allowlisted headers). A body
+ * cut while read, a JSON error served as success or an answer without output is a failed
+ * attempt, retried like its streaming twin.
+ */
+async function answerWhole(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  response: Response,
+  clearClocks: () => void,
+): Promise<AttemptResult> {
+  const { status } = response
+  const declared = response.headers.get('content-length')
+  const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real, declared)
+  clearClocks()
+  if (read.kind !== 'read') {
+    const stopped = stoppedFailure(signals, 'whole', status)
+    if (stopped !== undefined) return stopped
+    return failed(
+      wholeAnswerVerdict(read.kind === 'failed' ? 'read-error' : 'too-large', maxAnswerBytes),
+      status,
+    )
+  }
+  const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
+  if (judged.kind === 'failed') return failed(judged.verdict, status)
+  const stopped = stoppedFailure(signals, 'whole', status)
+  if (stopped !== undefined) return stopped
+  signals.detachDeadline()
+  commitLease(input.lease)
+  input.onCommit()
+  const { gate } = input
+  gate.setUpstreamHeaders(response.headers, input.secrets)
+  let end: PumpEnd = { kind: 'completed' }
+  try {
+    await gate.answer(
+      status,
+      // An answer may quote the key it was asked with (in its id): redacted by value.
+      input.secrets === undefined ? read.bytes : redactAnswer(read.bytes, input.secrets),
+      response.headers.get('content-type') ?? 'application/json',
+    )
+  } catch (error) {
+    if (gate.failure === undefined) throw error
+    end = { kind: 'client-gone', error: gate.failure }
+  }
+  return {
+    kind: 'committed',
+    status,
+    end,
+    eof: null,
+    bytes: read.bytes.length,
+    stalls: noStalls(input.policy.pump.stallThresholdMs),
+    ...wholeReport(input.route.adapter, judged.message),
+  }
+}
+
+/**
+ * What a whole JSON answer reports of itself: its usage (through the adapter's `usageOf`;
+ * usage is only reported, so an adapter that throws or answers garbage leaves it out) and
+ * its id and model.
+ */
+function wholeReport(
+  adapter: StreamAdapter,
+  message: Record<string, unknown>,
+): { usage: TokenUsage | undefined; response: ResponseIdentity | undefined } {
+  let usage: TokenUsage | undefined
+  try {
+    usage = mergeUsage(undefined, adapter.usageOf?.(message))
+  } catch {
+    usage = undefined
+  }
+  return { usage, response: identityOf(message) }
+}
+
+/** Tells the pool the key works; a pool that throws here does not end the request. */
+function commitLease(lease: KeyLease | undefined): void {
+  try {
+    lease?.commit()
+  } catch {
+    // The lease is still reported once, when the attempt ends.
+  }
+}
+
+/** Applies the policy's `retryOn` to an upstream HTTP failure. */
+function retryOverride(
+  verdict: FailureVerdict,
+  status: number,
+  headers: Headers,
+  input: AttemptInput,
+): FailureVerdict {
+  const retryOn = input.policy.retryOn
+  if (retryOn === undefined || verdict.key.kind === 'auth-failed') return verdict
+  let retry: boolean | undefined
+  try {
+    retry =
+      typeof retryOn === 'function'
+        ? retryOn(Object.freeze({ status, headers }))
+        : retryOn.includes(status)
+  } catch {
+    // A throwing predicate keeps the library's rule: it must not break the request.
+    retry = undefined
+  }
+  return retry === undefined || retry === verdict.retryable
+    ? verdict
+    : { ...verdict, retryable: retry }
+}

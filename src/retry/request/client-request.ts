@@ -1,0 +1,104 @@
+/**
+ * What a gateway must check of a client's request before the relay sends it anywhere: the
+ * bytes are UTF-8 (decoded once, never chunk by chunk), they parse as a JSON object, `stream`
+ * is absent or a boolean, and the protocol's own fields hold (`model` a string where the body
+ * names it). A request that fails gets a `400` in the client's protocol and never reaches the
+ * upstream. Pure: `readClientRequest` (web `Request`) and `readNodeRequest`
+ * (`stream-boundary/node`) read the bytes, this decides.
+ *
+ * @module
+ */
+
+import type { RenderableError, StreamAdapter } from '../../protocols/types.js'
+
+/**
+ * What a client's request body turned out to be: a request the relay can send, or the
+ * status and error to answer it with (in the client's protocol, by {@link clientErrorBody}).
+ *
+ * @group Relay
+ */
+export type ClientBodyCheck =
+  | { readonly ok: true; readonly body: Record<string, unknown> }
+  | { readonly ok: false; readonly status: 400 | 413; readonly error: RenderableError }
+
+// `fatal`: a byte sequence that is not UTF-8 is refused, not turned into U+FFFD and sent on.
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+function invalid(message: string): ClientBodyCheck {
+  return {
+    ok: false,
+    status: 400,
+    error: { type: 'invalid_request_error', code: 'invalid_request', message, status: 400 },
+  }
+}
+
+/** The `413` of a body past `limit` bytes; the message names the bound, never the body. */
+export function tooLarge(limit: number): ClientBodyCheck & { ok: false } {
+  return {
+    ok: false,
+    status: 413,
+    error: {
+      type: 'request_too_large',
+      code: 'request_too_large',
+      message: `The request body is larger than this gateway accepts (${limit} bytes)`,
+      status: 413,
+    },
+  }
+}
+
+/** What kind of JSON value `value` is, for a message. */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null'
+  return Array.isArray(value) ? 'an array' : typeof value
+}
+
+/**
+ * Decides whether a client's request body is a request `adapter`'s protocol can relay: UTF-8,
+ * a JSON object, `stream` absent or a boolean, and the adapter's own `invalidRequest` check.
+ * Never throws: an adapter check that throws is answered `400` naming the adapter.
+ *
+ * @group Relay
+ */
+export function checkClientBody(bytes: Uint8Array, adapter: StreamAdapter): ClientBodyCheck {
+  let text: string
+  try {
+    text = utf8.decode(bytes)
+  } catch {
+    return invalid('The request body is not valid UTF-8')
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return invalid('The request body is not valid JSON')
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    return invalid(`The request body must be a JSON object, got ${kindOf(json)}`)
+  const body = json as Record<string, unknown>
+  if (body.stream !== undefined && typeof body.stream !== 'boolean')
+    return invalid(`\`stream\` must be a boolean, got ${kindOf(body.stream)}`)
+  let problem: unknown
+  try {
+    problem = adapter.invalidRequest?.(body)
+  } catch {
+    problem = `the ${adapter.name} adapter could not check the request`
+  }
+  if (typeof problem === 'string') return invalid(`The request is invalid: ${problem}`)
+  return { ok: true, body }
+}
+
+/**
+ * The JSON body of an error answer in the client's protocol (`adapter.renderErrorBody`), or
+ * the generic `{"error":{…}}` when the adapter has none or its renderer fails.
+ *
+ * @group Relay
+ */
+export function clientErrorBody(adapter: StreamAdapter, error: RenderableError): string {
+  try {
+    const rendered = adapter.renderErrorBody?.(error)
+    if (typeof rendered === 'string') return rendered
+  } catch {
+    // The host's renderer failed: the generic body still tells the client the truth.
+  }
+  return JSON.stringify({ error })
+}

@@ -1,0 +1,217 @@
+/**
+ * The ready attempt: an attempt function the library provides, so a gateway does not have to
+ * get the seam right by hand. It sends exactly this attempt's request (`context.request`:
+ * fallback routes, `adjustRequest`, the context-window fit and continuation prefills go out as
+ * the relay made them), the adapter's credential header for the leased key, the protocol's
+ * required headers, the allowlisted client headers, the attempt's signal, and never follows a
+ * redirect. `nodeHttpAttempt` in `stream-boundary/node` is its `node:http` twin; both build
+ * the request with {@link attemptRequest}.
+ *
+ * Pure and stateless: the subpath entries carry their own copy (tsup.config.ts, `copyable`).
+ *
+ * @module
+ */
+
+import type { StreamAdapter } from '../../protocols/types.js'
+import { isFirstPartyApi } from './correlation.js'
+
+/**
+ * The client's request headers: a web `Headers`, or a Node `IncomingMessage.headers` record.
+ *
+ * @group Relay
+ */
+export type ClientHeaders =
+  | Headers
+  | Readonly<Record<string, string | readonly string[] | undefined>>
+
+/**
+ * Options of {@link fetchAttempt} (and of `nodeHttpAttempt` in `stream-boundary/node`).
+ *
+ * @group Relay
+ */
+export interface ReadyAttemptOptions {
+  /**
+   * The client's request headers. Only the names in `forwardHeaders` go upstream (and none
+   * the client named in its `Connection` header); the client's own credential never does.
+   */
+  readonly clientHeaders?: ClientHeaders | undefined
+  /**
+   * Which client headers go upstream, lowercase.
+   * @default readyAttemptDefaults.forwardHeaders: `anthropic-version`, `anthropic-beta`,
+   * `openai-beta`, `x-client-request-id`
+   * @example { forwardHeaders: [...readyAttemptDefaults.forwardHeaders, 'x-stainless-lang'] }
+   */
+  readonly forwardHeaders?: readonly string[] | undefined
+  /**
+   * Headers sent on every attempt (a proxy's own header), under the credential and the
+   * forwarded client headers.
+   * @default {}
+   */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * The credential to send when the relay has no pool (the caller's own key), in the
+   * adapter's credential header. With a pool the leased key is sent instead. Without either,
+   * no credential header is sent (an upstream that needs none).
+   * @default undefined
+   */
+  readonly credential?: string | undefined
+  /**
+   * The upstream URL when the relay was given no `request.url`.
+   * @default undefined (the request's own URL)
+   */
+  readonly url?: string | undefined
+}
+
+/**
+ * Defaults of {@link ReadyAttemptOptions}.
+ *
+ * @group Relay
+ */
+export const readyAttemptDefaults: { readonly forwardHeaders: readonly string[] } = Object.freeze({
+  // What the official SDKs send that changes the upstream's answer or finds it in its logs;
+  // never a credential, a cookie or a hop-by-hop header.
+  forwardHeaders: Object.freeze([
+    'anthropic-version',
+    'anthropic-beta',
+    'openai-beta',
+    'x-client-request-id',
+  ]),
+})
+
+/** What one attempt sends: its URL, headers (lowercase names) and JSON body. */
+export interface AttemptRequest {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: string
+}
+
+/** What {@link attemptRequest} reads of an attempt's context. */
+export interface AttemptRequestContext {
+  readonly key: { readonly secret: string } | undefined
+  readonly adapter: StreamAdapter
+  readonly request: { readonly url: string | undefined; readonly body: unknown } | undefined
+  readonly requestId: string | undefined
+}
+
+/** One client header's value, or `undefined`. */
+function clientHeader(headers: ClientHeaders | undefined, name: string): string | undefined {
+  if (headers === undefined) return undefined
+  if (headers instanceof Headers) return headers.get(name) ?? undefined
+  const value = headers[name]
+  return typeof value === 'string' ? value : value?.join(', ')
+}
+
+/** Whether a `Connection` header value names `header` (then it is hop-by-hop: it ends here). */
+function namedIn(connection: string | undefined, header: string): boolean {
+  if (connection === undefined || !connection.includes(header)) return false
+  return connection.split(',').some((token) => token.trim() === header)
+}
+
+/**
+ * Checks the options of a ready attempt once, when it is made: a wrong one is a `TypeError`
+ * naming it, not a failed attempt on every request.
+ */
+export function checkReadyAttemptOptions(where: string, options: ReadyAttemptOptions): void {
+  if (typeof options !== 'object' || options === null)
+    throw new TypeError(`${where} takes an options object, got ${String(options)}`)
+  const { forwardHeaders, credential, url, headers } = options
+  if (
+    forwardHeaders !== undefined &&
+    (!Array.isArray(forwardHeaders) || forwardHeaders.some((name) => typeof name !== 'string'))
+  )
+    throw new TypeError(`${where}: forwardHeaders must be a list of header names`)
+  if (credential !== undefined && (typeof credential !== 'string' || credential === ''))
+    throw new TypeError(`${where}: credential must be a non-empty string`)
+  if (url !== undefined && typeof url !== 'string')
+    throw new TypeError(`${where}: url must be a string`)
+  if (headers !== undefined && (typeof headers !== 'object' || headers === null))
+    throw new TypeError(`${where}: headers must be a record of strings`)
+}
+
+/**
+ * The request one attempt sends: `context.request` as JSON to its URL, the protocol's
+ * required headers, the allowlisted client headers, the credential for the leased key (or
+ * `options.credential`), and `x-client-request-id` for a provider's own API. Throws a
+ * `TypeError` when there is no request or no URL to send it to.
+ */
+export function attemptRequest(
+  context: AttemptRequestContext,
+  options: ReadyAttemptOptions,
+): AttemptRequest {
+  const { request, adapter } = context
+  if (request === undefined)
+    throw new TypeError('a ready attempt needs relay({ request: { url, body } })')
+  const url = request.url ?? options.url
+  if (url === undefined) throw new TypeError('a ready attempt needs a URL: request.url or url')
+  const headers: Record<string, string> = { 'content-type': 'application/json' }
+  for (const [name, value] of Object.entries(options.headers ?? {}))
+    headers[name.toLowerCase()] = value
+  for (const [name, value] of Object.entries(adapter.requestHeaders ?? {}))
+    headers[name.toLowerCase()] = value
+  const client = options.clientHeaders
+  const connection = clientHeader(client, 'connection')?.toLowerCase()
+  for (const name of options.forwardHeaders ?? readyAttemptDefaults.forwardHeaders) {
+    const lower = name.toLowerCase()
+    const value = clientHeader(client, lower)
+    if (value !== undefined && !namedIn(connection, lower)) headers[lower] = value
+  }
+  const secret = context.key?.secret ?? options.credential
+  if (secret !== undefined) {
+    if (adapter.credentialHeader === undefined)
+      throw new TypeError(`adapter "${adapter.name}" has no credentialHeader to send a key in`)
+    const [name, value] = adapter.credentialHeader(secret)
+    headers[name.toLowerCase()] = value
+  }
+  if (
+    context.requestId !== undefined &&
+    headers['x-client-request-id'] === undefined &&
+    isFirstPartyApi(url)
+  )
+    headers['x-client-request-id'] = context.requestId
+  return { url, headers, body: JSON.stringify(request.body) }
+}
+
+/** What {@link fetchAttempt} makes: an attempt function for a relay with or without a pool. */
+export type ReadyAttempt = (
+  context: AttemptRequestContext & { readonly signal: AbortSignal },
+) => Promise<Response>
+
+/**
+ * The ready attempt over `fetch`: sends exactly this attempt's request (`context.request`),
+ * so fallbacks, `adjustRequest`, the context-window fit and continuation prefills always go
+ * out; the adapter's credential header for the leased key (`options.credential` without a
+ * pool); the protocol's required headers (Anthropic's `anthropic-version`); the allowlisted
+ * client headers; the attempt's signal; and `redirect: 'manual'`, so a key never follows a
+ * redirect. Needs `relay({ request: { url, body } })`. On Node, `nodeHttpAttempt` from
+ * `stream-boundary/node` does the same over `node:http` for less CPU per request.
+ *
+ * @example
+ * await relay({ sink, pool, adapter: openaiChat, request: { url, body }, attempt: fetchAttempt() })
+ *
+ * @group Relay
+ */
+export function fetchAttempt(
+  options: ReadyAttemptOptions & {
+    /**
+     * The `fetch` to send with.
+     * @default globalThis.fetch
+     */
+    readonly fetch?: (input: string, init: RequestInit) => Promise<Response>
+  } = {},
+): ReadyAttempt {
+  checkReadyAttemptOptions('fetchAttempt', options)
+  const send = options.fetch
+  if (send !== undefined && typeof send !== 'function')
+    throw new TypeError('fetchAttempt: fetch must be a function')
+  return async (context) => {
+    const { url, headers, body } = attemptRequest(context, options)
+    const init: RequestInit = {
+      method: 'POST',
+      headers,
+      body,
+      signal: context.signal,
+      redirect: 'manual',
+    }
+    return send === undefined ? fetch(url, init) : send(url, init)
+  }
+}

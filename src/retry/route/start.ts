@@ -1,0 +1,296 @@
+/**
+ * Starting one attempt of a route on a leased key: its hooks, its record in the outcome,
+ * and (with hedging) its place in a race.
+ *
+ * @module
+ */
+
+import { now } from '../../call-safely.js'
+import type { KeyLease } from '../../key-pool/types.js'
+import type { ResponseIdentity } from '../../protocols/identity.js'
+import { redactText, redactValues } from '../../protocols/sanitize.js'
+import type { TokenUsage } from '../../protocols/usage.js'
+import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
+import { createRelayContinuation, type RelayContinuation } from '../continuation/continuation.js'
+import type { FailureReason } from '../decisions/classify.js'
+import { callHook } from '../shared/hooks.js'
+import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
+import { recordFirstOutput } from './hedge.js'
+import { advance, type RouteRun, type Run } from './run.js'
+
+/** The request to send for an attempt in `mode`. */
+function requestFor(route: RouteRun, mode: AttemptMode) {
+  const sent = route.progress.request
+  if (sent === undefined) return undefined
+  if (mode === 'stream') return { ...sent, stream: true }
+  if (mode === 'whole') return { ...sent, stream: false }
+  return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
+}
+
+/** The request to send; when the adapter's request hook throws, the lease still ends, once. */
+async function requestOrRelease(
+  route: RouteRun,
+  mode: AttemptMode,
+  lease: KeyLease | undefined,
+): Promise<ReturnType<typeof requestFor>> {
+  try {
+    return requestFor(route, mode)
+  } catch (error) {
+    await lease?.report({ kind: 'cancelled' }).catch(() => {})
+    throw error
+  }
+}
+
+/**
+ * The continuation of a streaming attempt, when `continueAfterCut` is on, the request is
+ * known and the route's adapter supports it.
+ */
+function continuationOf(
+  run: Run,
+  route: RouteRun,
+  mode: AttemptMode,
+  request: ReturnType<typeof requestFor>,
+  keyId: string | null,
+  attemptNumber: number,
+): RelayContinuation | undefined {
+  const config = run.config.continuation
+  const { adapter } = route.route
+  if (config === undefined || mode !== 'stream' || request === undefined) return undefined
+  if (adapter.buildContinuation === undefined || adapter.spliceContinuation === undefined) {
+    return undefined
+  }
+  const { stream: _stream, ...sent } = request
+  return createRelayContinuation({
+    route: route.route,
+    routeName: route.name,
+    adapter,
+    request: sent,
+    policy: run.config,
+    config,
+    keyId,
+    requestStarted: run.started,
+    nextAttemptNumber: () => ++run.attemptNumber,
+    addSecret: (secret) => {
+      if (!run.secrets.includes(secret)) run.secrets.push(secret)
+    },
+    onRecord: (record) =>
+      callHook(run.hooks.onContinuation, { ...record, attemptNumber, route: route.name }),
+  })
+}
+
+/** An attempt's place in a hedged race. */
+export interface RaceEntry {
+  /** Aborts when another attempt won the client. */
+  readonly lost: AbortSignal
+  /** Asked at the first output: `false` when another attempt already won. */
+  readonly claim: () => boolean
+  /** The attempt this one hedges; `undefined` for the race's first attempt. */
+  readonly hedgeOf: number | undefined
+}
+
+/** How a started attempt ended. */
+export interface Started {
+  readonly result: AttemptResult
+  /** From the start of the request to this attempt's first output (0 without one). */
+  readonly timeToFirstOutputMs: number
+  /** This attempt's record's index in `run.attempts`. */
+  readonly record: number
+}
+
+/** What an attempt's record says from its start. */
+interface RecordBase {
+  readonly attemptNumber: number
+  readonly route: string
+  readonly keyId: string | null
+  readonly mode: 'stream' | 'non-streaming'
+  readonly requestId: string | undefined
+  readonly startedMs: number
+  readonly hedgeOf: number | undefined
+}
+
+/**
+ * An attempt's record: one literal, `hedgeOf` only on a hedge (a spread of the base into each
+ * record cost more than the rest of the record keeping).
+ */
+function attemptRecord(
+  base: RecordBase,
+  status: number | null,
+  result: AttemptResultName,
+  retryable: boolean,
+  durationMs: number,
+  usage?: TokenUsage,
+): AttemptRecord {
+  const { attemptNumber, route, keyId, mode, requestId, startedMs, hedgeOf } = base
+  const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
+    attemptNumber,
+    route,
+    keyId,
+    mode,
+    requestId,
+    startedMs,
+    status,
+    result,
+    retryable,
+    durationMs,
+  }
+  if (hedgeOf !== undefined) record.hedgeOf = hedgeOf
+  if (usage !== undefined) record.usage = usage
+  return record
+}
+
+/**
+ * An answer's id and model as the outcome and spans carry them: an upstream may put the key
+ * it was sent in either, so both are redacted by value and by shape.
+ */
+function redactIdentity(identity: ResponseIdentity, secrets: readonly string[]): ResponseIdentity {
+  const { id, model } = identity
+  return {
+    ...(id === undefined ? {} : { id: redactText(id, secrets) }),
+    ...(model === undefined ? {} : { model: redactText(model, secrets) }),
+  }
+}
+
+/**
+ * A failed attempt's words with every credential of the request redacted by value: its
+ * reason, its error and the upstream's error body, before any of them is recorded, given to
+ * a hook or written to the client; a committed attempt's answer id and model
+ * ({@link redactIdentity}).
+ */
+function redactResult(result: AttemptResult, secrets: readonly string[]): AttemptResult {
+  if (result.kind === 'committed') {
+    const { response } = result
+    return response === undefined
+      ? result
+      : { ...result, response: redactIdentity(response, secrets) }
+  }
+  if (secrets.length === 0) return result
+  const { verdict, upstream } = result
+  const error = verdict.error
+  return {
+    ...result,
+    verdict: {
+      ...verdict,
+      reason: redactValues(verdict.reason, secrets) as FailureReason,
+      error: {
+        ...error,
+        type: redactValues(error.type, secrets),
+        message: redactValues(error.message, secrets),
+        ...(typeof error.code === 'string' ? { code: redactValues(error.code, secrets) } : {}),
+      },
+    },
+    upstream:
+      upstream === undefined
+        ? undefined
+        : { ...upstream, body: redactValues(upstream.body, secrets) },
+  }
+}
+
+/** Runs one attempt on a leased key and records it. */
+export async function startAttempt(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease | undefined,
+  mode: AttemptMode,
+  race?: RaceEntry,
+): Promise<Started> {
+  const number = ++run.attemptNumber
+  if (lease !== undefined && !run.secrets.includes(lease.secret)) run.secrets.push(lease.secret)
+  const request = await requestOrRelease(route, mode, lease)
+  // Records name what went upstream: a whole request is a non-streaming one.
+  const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
+  const keyId = lease?.keyId ?? null
+  const hedgeOf = race?.hedgeOf
+  // A hedge is extra: `maxAttempts` counts the attempts started as usual, and the fallback's
+  // attempts on their own.
+  advance(route, {
+    kind: 'started',
+    keyId,
+    as: hedgeOf !== undefined ? 'hedge' : mode === 'non-streaming' ? 'fallback' : 'attempt',
+  })
+  const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
+  const attemptStarted = now()
+  callHook(run.hooks.onAttempt, {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode: sentAs,
+    requestId,
+  })
+  // The record's place is kept from the start, so records stay in attempt order when
+  // hedged attempts end in another order.
+  const record = run.attempts.length
+  const base: RecordBase = {
+    attemptNumber: number,
+    route: route.name,
+    keyId,
+    mode: sentAs,
+    requestId,
+    startedMs: attemptStarted - run.started,
+    hedgeOf,
+  }
+  const recordOf = (
+    status: number | null,
+    result: AttemptResultName,
+    retryable: boolean,
+    ms: number,
+    usage?: TokenUsage,
+  ) => attemptRecord(base, status, result, retryable, ms, usage)
+  run.attempts.push(recordOf(null, 'running', false, 0))
+  const freshConnection = run.freshConnection
+  run.freshConnection = false
+  let timeToFirstOutputMs = 0
+  // The attempt's own time: up to the end of its upstream side, not the lease's report.
+  let endedAt: number | undefined
+  const durationMs = () => (endedAt ?? now()) - attemptStarted
+  const result = redactResult(
+    await runAttempt({
+      route: route.route,
+      routeName: route.name,
+      attemptNumber: number,
+      mode,
+      lease,
+      request,
+      requestId,
+      freshConnection,
+      gate: run.gate,
+      policy: run.config,
+      stop: run.stop,
+      deadline: run.deadline,
+      budgetMs: run.deadlineAt - now(),
+      secrets: run.secrets,
+      lost: race?.lost,
+      claim: race?.claim,
+      continuation: continuationOf(run, route, mode, request, keyId, number),
+      onEnd: () => {
+        endedAt = now()
+      },
+      onCommit: () => {
+        const at = now()
+        timeToFirstOutputMs = at - run.started
+        if (run.config.hedge !== undefined && mode === 'stream') {
+          recordFirstOutput(run.config.hedge, route.name, at - attemptStarted)
+        }
+        callHook(run.hooks.onCommit, {
+          attemptNumber: number,
+          route: route.name,
+          keyId,
+          timeToFirstOutputMs,
+        })
+      },
+    }).catch((error: unknown) => {
+      // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
+      const gone = run.stop.aborted || run.gate.failure !== undefined
+      run.attempts[record] = recordOf(null, gone ? 'client-gone' : 'threw', false, durationMs())
+      throw error
+    }),
+    run.secrets,
+  )
+  run.attempts[record] = recordOf(
+    result.status,
+    result.kind === 'committed' ? 'committed' : result.verdict.reason,
+    result.kind === 'failed' && result.verdict.retryable,
+    durationMs(),
+    result.usage,
+  )
+  return { result, timeToFirstOutputMs, record }
+}

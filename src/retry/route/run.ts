@@ -14,7 +14,6 @@ import type {
   HedgeReport,
   RelayHooks,
   RelayOptions,
-  RelayOutcome,
 } from '../shared/outcome.js'
 import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
 import { recordOverload } from './hedge.js'

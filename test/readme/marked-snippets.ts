@@ -39,7 +39,7 @@ export function snippetsOf(page: string): MarkedSnippet[] {
 }
 
 /** The pages users read: the README and every page in docs/. */
-export function pages(): string[] {
+function pages(): string[] {
   const docs = readdirSync(`${root}docs`).filter((file) => file.endsWith('.md'))
   return ['README.md', ...docs.map((file) => `docs/${file}`)]
 }

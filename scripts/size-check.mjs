@@ -26,8 +26,15 @@ import { build } from 'esbuild'
  * 47,000 → 50,500 with continuation after a cut (`continueAfterCut`: the relay's continuation
  * attempts, the pump's splice loop, Anthropic's and the Chat dialects' request builders and
  * splices, `openaiChatWith`; +3.3 KB over 46,554 B): 49,808 B.
+ * 50,500 → 55,000 with the code users copy and the last silent defects (+3.9 KB over
+ * 49,808 B): the ready attempt and the request reader (`fetchAttempt`, `readClientRequest`,
+ * the body checks), redaction at every exit (headers, frames after commit, the answer's id),
+ * a continuation's restart held and refused and prefill refusals remembered, the silence
+ * bound before output, write stalls measured by progress, the end at `[DONE]`, unreadable
+ * error frames rendered, thrown responses read as responses, the missing-translator check and
+ * the finished-answer rule: 53,752 B.
  */
-const budgetGzipBytes = 50_500
+const budgetGzipBytes = 55_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

@@ -153,6 +153,7 @@ export type {
   AttemptFailure,
   AttemptFunction,
   AttemptRecord,
+  AttemptRequestContext,
   AttemptResultName,
   BackoffOptions,
   BaseFailureReason,

@@ -13,6 +13,7 @@ import { wireFor } from './wire.js'
 
 const encoder = new TextEncoder()
 
+/** Line endings the SSE specification allows. */
 export type LineEnding = '\n' | '\r' | '\r\n'
 
 /** Options of {@link sseStream}. */

@@ -85,7 +85,11 @@ export interface AttemptRequest {
   readonly body: string
 }
 
-/** What {@link attemptRequest} reads of an attempt's context. */
+/**
+ * What a ready attempt reads of an attempt's context (every `AttemptContext` has it).
+ *
+ * @group Relay
+ */
 export interface AttemptRequestContext {
   readonly key: { readonly secret: string } | undefined
   readonly adapter: StreamAdapter

@@ -6,22 +6,9 @@
  */
 
 import { formsOf, minRedactedLength } from '../protocols/sanitize.js'
-import { indexOfByte } from '../sse/index-of.js'
+import { includesBytes } from '../sse/index-of.js'
 
 const encoder = new TextEncoder()
-
-/** Whether `needle` (not empty) occurs in `bytes`. */
-function includesBytes(bytes: Uint8Array, needle: Uint8Array): boolean {
-  const first = needle[0] as number
-  const last = bytes.length - needle.length
-  for (let at = indexOfByte(bytes, first); at !== -1 && at <= last; ) {
-    let index = 1
-    while (index < needle.length && bytes[at + index] === needle[index]) index++
-    if (index === needle.length) return true
-    at = indexOfByte(bytes, first, at + 1)
-  }
-  return false
-}
 
 /**
  * The byte forms (as they are, and JSON-escaped) of a request's secrets. The list is the

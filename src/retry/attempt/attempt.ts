@@ -27,16 +27,10 @@ import {
   wholeAnswerVerdict,
 } from '../decisions/classify.js'
 import { declaresMoreThan, errorFromBody, readBounded, readWhole } from '../decisions/error-body.js'
-import { responseOfThrown } from '../decisions/thrown-response.js'
 import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
-import type {
-  AttemptContextBase,
-  AttemptMode,
-  LeasedKey,
-  Route,
-  UpstreamHttpError,
-} from '../shared/attempt-types.js'
+import type { AttemptMode, UpstreamHttpError } from '../shared/attempt-types.js'
 import { neverAborted } from '../shared/hooks.js'
+import { callAttemptFunction, leasedKeyOf } from './call-attempt.js'
 import {
   isAnswer,
   isJson,
@@ -361,35 +355,6 @@ async function readWholeAnswer(
     headers: response.headers,
   }
   return { failure: failed(classifyAttemptFailure(failure), status) }
-}
-
-/** The key an attempt function is given for a lease (none when the caller owns credentials). */
-export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined {
-  return lease === undefined
-    ? undefined
-    : { id: lease.keyId, secret: lease.secret, metadata: lease.metadata }
-}
-
-/**
- * Calls the route's attempt function, whose answer is checked by the caller (user code). A
- * throw that carries the upstream's response (`error.response`, or `error.status`) resolves to
- * it, so it is judged by its status like a returned one.
- */
-export async function callAttemptFunction(
-  route: Route,
-  context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
-): Promise<unknown> {
-  try {
-    return await (route.attempt as (context: unknown) => Promise<unknown>)({
-      ...context,
-      adapter: route.adapter,
-    })
-  } catch (error) {
-    // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
-    const response = responseOfThrown(error)
-    if (response === undefined) throw error
-    return response
-  }
 }
 
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {

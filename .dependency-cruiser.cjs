@@ -30,6 +30,7 @@ const layers = [
     name: 'entries',
     paths: [
       'src/(index|advanced|node|redis)\\.ts$',
+      'src/node/',
       'src/redis/',
       'src/otel/',
       'src/testing/',

@@ -13,6 +13,7 @@ function isSubpathCode(file: string): boolean {
   const path = relative(src, file).split(sep).join('/')
   return (
     path === 'node.ts' ||
+    path.startsWith('node/') ||
     path.startsWith('otel/') ||
     path === 'redis.ts' ||
     path.startsWith('redis/') ||

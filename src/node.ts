@@ -22,10 +22,7 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { urlToHttpOptions } from 'node:url'
-import { requestBodyDefaults } from './advanced.js'
 import type { DownstreamSink } from './commit/gate.js'
-import type { StreamAdapter } from './protocols/types.js'
-import { checkClientBody, clientErrorBody, tooLarge } from './retry/request/client-request.js'
 import {
   type AttemptRequestContext,
   attemptRequest,
@@ -36,6 +33,7 @@ import {
 import { iterableResponse } from './sse/sources.js'
 import { ownStop, Stop } from './stop.js'
 
+export { type ReadNodeRequestOptions, readNodeRequest } from './node/read-request.js'
 export { iterableResponse }
 
 /** Where the frame reader finds a body's Node stream and its release (`src/sse/reader.ts`). */
@@ -521,98 +519,4 @@ function sendOverNode(
     else signal.addEventListener('abort', abort, { once: true })
     req.end(body)
   })
-}
-
-/**
- * Options of {@link readNodeRequest}.
- *
- * @group Relay
- */
-export interface ReadNodeRequestOptions {
-  /** The client's protocol: its checks, and the shape of a `400`/`413` answer. */
-  readonly adapter: StreamAdapter
-  /**
-   * The most bytes a request body may have; past it the client gets `413` and the rest is not
-   * read.
-   * @default 33_554_432 (32 MiB)
-   */
-  readonly maxRequestBodyBytes?: number
-}
-
-/** The request's bytes, or `undefined` once past `limit` (nothing more is read). */
-function bytesWithin(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  if (Number(req.headers['content-length']) > limit) return Promise.resolve(undefined)
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let size = 0
-    const stop = () => {
-      req.off('data', onData)
-      req.off('end', onEnd)
-      req.off('error', onError)
-      req.off('close', onClose)
-    }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size <= limit) return void chunks.push(chunk)
-      stop()
-      req.pause()
-      resolve(undefined)
-    }
-    const onEnd = () => {
-      stop()
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
-    }
-    const onError = (error: Error) => {
-      stop()
-      reject(error)
-    }
-    const onClose = () => {
-      stop()
-      reject(new Error('the client closed the connection before its request body ended'))
-    }
-    req.on('data', onData)
-    req.once('end', onEnd)
-    req.once('error', onError)
-    req.once('close', onClose)
-  })
-}
-
-/**
- * Reads a client's request on a Node server for the relay: the body as bytes within
- * `maxRequestBodyBytes` (a declared `content-length` past it is refused before a byte is
- * read), decoded as UTF-8 once (a character split across chunks arrives whole), parsed as
- * JSON and checked (`stream` absent or a boolean, `model` a string where the protocol's body
- * names it). An invalid request is answered here, `400` (or `413`) in the client's protocol,
- * and never reaches the upstream: the promise then resolves to `undefined`, as it does when
- * the client left before its body ended. Never rejects.
- *
- * @example
- * const body = await readNodeRequest(req, res, { adapter: openaiChat })
- * if (body === undefined) return // answered already
- *
- * @group Relay
- */
-export async function readNodeRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  options: ReadNodeRequestOptions,
-): Promise<Record<string, unknown> | undefined> {
-  if (typeof options?.adapter?.inspect !== 'function')
-    throw new TypeError('readNodeRequest: adapter must be a StreamAdapter')
-  const limit = options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
-  let bytes: Buffer | undefined
-  try {
-    bytes = await bytesWithin(req, limit)
-  } catch {
-    res.destroy()
-    return undefined
-  }
-  const check = bytes === undefined ? tooLarge(limit) : checkClientBody(bytes, options.adapter)
-  if (check.ok) return check.body
-  if (res.headersSent || res.destroyed) return undefined
-  const head: Record<string, string> = { 'content-type': 'application/json' }
-  // The unread rest of a body past the bound must not be taken for a next request.
-  if (check.status === 413) head.connection = 'close'
-  res.writeHead(check.status, head).end(clientErrorBody(options.adapter, check.error))
-  return undefined
 }

@@ -95,6 +95,7 @@ export {
 export type {
   AcquireOptions,
   AcquireResult,
+  KeyHeadroom,
   KeyLease,
   KeyOutcome,
   KeyPool,

@@ -9,6 +9,7 @@ export { createMemoryKeyPool } from './memory.js'
 export type {
   AcquireOptions,
   AcquireResult,
+  KeyHeadroom,
   KeyLease,
   KeyOutcome,
   KeyPool,

@@ -34,7 +34,7 @@ import { countInWindow } from './window.js'
  *
  * @group Key pools
  */
-export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight'
+export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight' | 'headroom' | 'fastest'
 
 /**
  * Options of {@link createMemoryKeyPool}.
@@ -169,7 +169,7 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   }
   const d = memoryKeyPoolDefaults
   const selection = options.selection ?? d.selection
-  if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) {
+  if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) { // 'headroom' and 'fastest': #46, not built yet
     throw new RangeError(
       `selection must be 'round-robin', 'weighted' or 'least-inflight', got ${String(selection)}`,
     )

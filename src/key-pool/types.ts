@@ -33,9 +33,18 @@ export interface PoolKey {
  * @group Key pools
  */
 export type KeyOutcome =
-  | { readonly kind: 'success' }
+  | {
+      readonly kind: 'success'
+      /** What the response's rate-limit headers said of the key's remaining budget. */
+      readonly headroom?: KeyHeadroom | undefined
+    }
   /** 429 or a rate-limit error frame: cool the key down until it may be used again. */
-  | { readonly kind: 'rate-limited'; readonly retryAfterMs?: number | undefined }
+  | {
+      readonly kind: 'rate-limited'
+      readonly retryAfterMs?: number | undefined
+      /** What the 429's rate-limit headers said of the key's remaining budget. */
+      readonly headroom?: KeyHeadroom | undefined
+    }
   /**
    * 401/403: the upstream rejected the credential. The key is disabled for the pool's
    * `authDisableMs`, then admits one probe; a success re-enables it.
@@ -56,6 +65,26 @@ export type KeyOutcome =
    * neither a success nor a failure of the key.
    */
   | { readonly kind: 'cancelled' }
+
+/**
+ * A key's remaining budget as one upstream response stated it (`x-ratelimit-remaining-*` and
+ * `x-ratelimit-reset-*`, `anthropic-ratelimit-*-remaining` and `-reset`). Every field is
+ * optional: a provider that states nothing leaves the key's headroom unknown, and an unknown
+ * headroom is selected as it is today. Resets are durations from the response, not dates, so
+ * replicas with skewed clocks agree.
+ *
+ * @group Key pools
+ */
+export interface KeyHeadroom {
+  /** Requests the key may still send before its request budget refills. */
+  readonly requestsRemaining?: number | undefined
+  /** Milliseconds until the request budget is full again. */
+  readonly requestsResetMs?: number | undefined
+  /** Tokens the key may still spend before its token budget refills (input and output summed when the provider splits them, the smaller budget when it states both). */
+  readonly tokensRemaining?: number | undefined
+  /** Milliseconds until the token budget is full again. */
+  readonly tokensResetMs?: number | undefined
+}
 
 /**
  * A key handed out for one attempt. `report` exactly once (a second report is ignored): it
@@ -123,6 +152,12 @@ export interface AcquireOptions {
   readonly waitMs?: number | undefined
   /** Aborting ends the wait (the waiter is removed); the promise rejects with its reason. */
   readonly signal?: AbortSignal | undefined
+  /**
+   * What the request is expected to spend, estimated from what it states (its input size,
+   * `max_tokens` / `max_output_tokens`). Under `headroom` selection a key predicted to lack
+   * this much is passed over like a cooling key, never refused outright.
+   */
+  readonly cost?: { readonly tokens?: number | undefined } | undefined
 }
 
 /**

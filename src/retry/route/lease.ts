@@ -65,6 +65,25 @@ export async function leaseNext(
 export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
 
 /**
+ * Leases a key the route has not tried and that is not cooling, for the free attempt after one
+ * key's rate limit: a free one now, else a busy one's release within the wait budget; `null`
+ * when there is none (every untried key cools, is disabled, or none is left).
+ */
+export async function leaseUntried(run: Run, route: RouteRun): Promise<Leased | null> {
+  const given = route.route.pool
+  if (given === undefined) return null
+  const pool = guardedPool(given)
+  const { tried, request } = route.progress
+  const cost = estimateRequestCost(request)
+  const untried = await pool.acquire({ exclude: tried, cost })
+  if (untried.kind === 'leased') return untried
+  const budgetMs = waitBudget(run, route, 0)
+  if (untried.kind !== 'busy' || budgetMs <= 0) return null
+  const woken = await pool.acquire({ exclude: tried, waitMs: budgetMs, signal: run.waits, cost })
+  return woken.kind === 'leased' ? woken : null
+}
+
+/**
  * How much longer a route may wait for a key, `waited` milliseconds into the wait: the
  * deadline and `maxWaitMs` bound it, and a route with a next one waits no longer than its
  * longest backoff (`backoff.maxMs`): past that the next route answers sooner than this one

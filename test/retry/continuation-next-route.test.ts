@@ -3,6 +3,7 @@ import {
   anthropicMessages,
   type ContinuationRecord,
   createMemoryKeyPool,
+  type KeyOutcome,
   type KeyPool,
   openaiChat,
   type RelayPolicy,
@@ -177,5 +178,64 @@ describe.each(['memory', 'redis'] as const)('continueAfterCut.nextRoute, %s pool
       // The cut and the refused continuation: nothing went to the other model.
       expect(upstream.requests).toHaveLength(2)
     }
+  })
+})
+
+describe('a continuation reports its key with the headroom its response stated', () => {
+  it('the cut attempt and the continuation each report success with their headroom', async () => {
+    const upstream = createFaultyUpstream({ scenarios: { s: ['partial-then-cut', 'ok'] } })
+    const inner = pools.memory()
+    const reports: KeyOutcome[] = []
+    const pool: KeyPool = {
+      ...inner,
+      acquire: async (options) => {
+        const got = await inner.acquire(options)
+        if (got.kind !== 'leased') return got
+        const { lease } = got
+        return {
+          kind: 'leased',
+          lease: {
+            keyId: lease.keyId,
+            secret: lease.secret,
+            metadata: lease.metadata,
+            commit: () => lease.commit(),
+            report: (outcome) => {
+              reports.push(outcome)
+              return lease.report(outcome)
+            },
+          },
+        }
+      },
+      stats: () => inner.stats(),
+      toJSON: () => inner.toJSON(),
+      enable: (id) => inner.enable(id),
+      disable: (id) => inner.disable(id),
+    }
+    let served = 0
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      adapter: anthropicMessages,
+      pool,
+      request: { url: 'http://upstream.test/v1/messages', body: bodyFor('claude-old') },
+      policy: { continueAfterCut: true },
+      attempt: async ({ signal, request }) => {
+        const got = await upstream.fetch(request?.url ?? '', {
+          method: 'POST',
+          headers: { 'x-fault-scenario': 's' },
+          body: JSON.stringify(request?.body),
+          signal,
+        })
+        const headers = new Headers(got.headers)
+        headers.set('x-ratelimit-remaining-requests', String(9 - served++))
+        return new Response(got.body, { status: got.status, headers })
+      },
+    })
+    expect(outcome).toMatchObject({ continuations: [{ result: 'spliced' }] })
+    await expect.poll(() => reports.length).toBe(2)
+    // The continuation's lease ends first (its stream ended first), then the cut attempt's.
+    expect(reports).toEqual([
+      { kind: 'success', headroom: { requestsRemaining: 8 } },
+      { kind: 'success', headroom: { requestsRemaining: 9 } },
+    ])
   })
 })

@@ -128,4 +128,15 @@ describe('estimateRequestCost', () => {
     expect(cost(gemini)).toBe(withLimit(gemini) + 256)
     expect(estimateRequestCost(undefined)).toBeUndefined()
   })
+
+  it('writes no JSON until a pool reads the cost, and then once per body', () => {
+    let written = 0
+    const body = { model: 'm', toJSON: () => (written++, { model: 'm' }) }
+    const cost = estimateRequestCost({ url: undefined, body })
+    expect(written).toBe(0)
+    expect(cost?.tokens).toBe(Math.ceil(JSON.stringify({ model: 'm' }).length / 4))
+    expect(cost?.tokens).toBe(cost?.tokens)
+    estimateRequestCost({ url: undefined, body })?.tokens
+    expect(written).toBe(1)
+  })
 })

@@ -46,7 +46,8 @@ function inputTokens(body: Readonly<Record<string, unknown>>): number {
 /**
  * The tokens `request` is expected to spend: its input (`JSON.stringify(body).length / 4`,
  * rounded up) plus the output limit it states (0 when it states none). `undefined` without
- * a known request: the pool then chooses as if the cost were unknown. Computed once per body.
+ * a known request: the pool then chooses as if the cost were unknown. Computed when first read
+ * (a pool that does not select by headroom never pays for it), then once per body.
  *
  * @example
  * estimateRequestCost({ url: undefined, body: { model: 'm', max_tokens: 100 } })
@@ -57,10 +58,16 @@ export function estimateRequestCost(
 ): { readonly tokens: number } | undefined {
   if (request === undefined) return undefined
   const { body } = request
-  let tokens = estimates.get(body)
-  if (tokens === undefined) {
-    tokens = inputTokens(body) + outputLimit(body)
-    estimates.set(body, tokens)
+  // Lazy: only a pool that selects by headroom reads it, and the JSON of a long prompt is
+  // not written out again for a pool that never looks (a request's CPU, #45).
+  return {
+    get tokens() {
+      let tokens = estimates.get(body)
+      if (tokens === undefined) {
+        tokens = inputTokens(body) + outputLimit(body)
+        estimates.set(body, tokens)
+      }
+      return tokens
+    },
   }
-  return { tokens }
 }

@@ -58,7 +58,7 @@ for (const entry of ['node', 'otel', 'redis', 'testing']) {
 }
 for (const file of readdirSync(dist).filter((name) => /\.c?js$/.test(name))) {
   const lines = readFileSync(new URL(file, dist), 'utf8').split('\n')
-  const at = lines.findIndex((line) => /[^\u0000-\u00ff]/u.test(line))
+  const at = lines.findIndex((line) => /[\u0100-\u{10ffff}]/u.test(line))
   if (at !== -1) {
     console.error(
       `dist/${file}:${at + 1}: a character past U+00FF makes V8 keep the file as UTF-16 (twice its size); write it in ASCII: ${lines[at]?.trim()}`,

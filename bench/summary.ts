@@ -54,7 +54,7 @@ function rows(inputs: SummaryInputs): Row[] {
       target: 1.5,
     },
     {
-      figure: 'CPU per frame (200 frames), × raw pipe',
+      figure: `CPU per frame (${http?.framesPerRequest ?? 200}-frame streams), × raw pipe`,
       value: http?.cpuRatio,
       unit: 'x',
       target: 1.35,

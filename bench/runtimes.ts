@@ -279,8 +279,8 @@ export async function benchRuntimes(options: {
         ),
       )
     // Warm-up, then memory after a collection; then again once every side has been idle long
-    // enough for V8 to give back the young generation the burst grew (its allocation rate is
-    // measured over the last 5 s: see docs/performance.md).
+    // enough for V8 to give back the young generation the burst grew (it shrinks it at a
+    // collection once its recent allocation rate is low: see docs/performance.md).
     const warm: ServedMemory[] = []
     for (const side of sides) {
       await load(side.url, 'frames-1', options.warmUp, options.concurrency)

@@ -18,7 +18,7 @@ import type { ServedMemory } from './served-control.js'
 const here = dirname(fileURLToPath(import.meta.url))
 const built = import.meta.url.endsWith('.mjs')
 
-export interface RuntimeSide {
+interface RuntimeSide {
   readonly name: string
   /** Right after the warm-up, and a collection. */
   readonly warm: ServedMemory

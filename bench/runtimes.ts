@@ -240,6 +240,54 @@ interface Tally {
   ttfb: number[]
 }
 
+/**
+ * CPU per request (1-frame answers) and per frame, and time to first byte one request at a
+ * time, each side taking its share in turn, round after round, in a rotating order.
+ */
+async function measureCpu(
+  sides: readonly Served[],
+  options: Pick<
+    Parameters<typeof benchRuntimes>[0],
+    'requests' | 'frameRequests' | 'framesPerRequest' | 'concurrency' | 'latencyRequests' | 'rounds'
+  >,
+): Promise<Tally[]> {
+  const tally: Tally[] = sides.map(() => ({
+    cpuShort: 0,
+    requests: 0,
+    cpuLong: 0,
+    frames: 0,
+    ttfb: [],
+  }))
+  const share = (total: number, round: number) =>
+    Math.floor(total / options.rounds) + (round < total % options.rounds ? 1 : 0)
+  for (let round = 0; round < options.rounds; round++) {
+    for (let turn = 0; turn < sides.length; turn++) {
+      const index = (turn + round) % sides.length
+      const side = sides[index] as Served
+      const t = tally[index] as Tally
+      let cpu = await side.ask<number>('cpu')
+      const requests = share(options.requests, round)
+      await load(side.url, 'frames-1', requests, options.concurrency)
+      let now = await side.ask<number>('cpu')
+      t.cpuShort += now - cpu
+      t.requests += requests
+      cpu = now
+      const { frames } = await load(
+        side.url,
+        `frames-${options.framesPerRequest}`,
+        share(options.frameRequests, round),
+        options.concurrency,
+      )
+      now = await side.ask<number>('cpu')
+      t.cpuLong += now - cpu
+      t.frames += frames
+      const latency = Math.ceil(options.latencyRequests / options.rounds)
+      t.ttfb.push(...(await load(side.url, 'frames-1', latency, 1)).ttfb)
+    }
+  }
+  return tally
+}
+
 export async function benchRuntimes(options: {
   warmUp: number
   requests: number
@@ -293,42 +341,7 @@ export async function benchRuntimes(options: {
     await new Promise((resolve) => setTimeout(resolve, options.settleMs))
     const settled: ServedMemory[] = []
     for (const side of sides) settled.push(await side.ask<ServedMemory>('memory'))
-    // CPU per request (1-frame answers) and per frame, and time to first byte one request at
-    // a time, each side taking its share in turn, round after round, in a rotating order.
-    const tally: Tally[] = sides.map(() => ({
-      cpuShort: 0,
-      requests: 0,
-      cpuLong: 0,
-      frames: 0,
-      ttfb: [],
-    }))
-    const share = (total: number, round: number) =>
-      Math.floor(total / options.rounds) + (round < total % options.rounds ? 1 : 0)
-    for (let round = 0; round < options.rounds; round++) {
-      for (let turn = 0; turn < sides.length; turn++) {
-        const index = (turn + round) % sides.length
-        const side = sides[index] as Served
-        const t = tally[index] as Tally
-        let cpu = await side.ask<number>('cpu')
-        const requests = share(options.requests, round)
-        await load(side.url, 'frames-1', requests, options.concurrency)
-        let now = await side.ask<number>('cpu')
-        t.cpuShort += now - cpu
-        t.requests += requests
-        cpu = now
-        const { frames } = await load(
-          side.url,
-          `frames-${options.framesPerRequest}`,
-          share(options.frameRequests, round),
-          options.concurrency,
-        )
-        now = await side.ask<number>('cpu')
-        t.cpuLong += now - cpu
-        t.frames += frames
-        const latency = Math.ceil(options.latencyRequests / options.rounds)
-        t.ttfb.push(...(await load(side.url, 'frames-1', latency, 1)).ttfb)
-      }
-    }
+    const tally = await measureCpu(sides, options)
     // Idle streams held at their first byte, one side at a time.
     const idleBefore: ServedMemory[] = []
     const idle: ServedMemory[] = []

@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,hedging,recovery` picks (a partial run writes
- * bench/results/partial.local.json, leaving latest.json to full runs).
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,hedging,recovery` picks (a partial run writes
+ * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
+ * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
 
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -19,12 +20,15 @@ import type { MemoryResult } from './memory.js'
 import { benchPerRequest } from './per-request.js'
 import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
+import { benchRuntimes, printRuntimes } from './runtimes.js'
+import { printSummary, type SummaryInputs } from './summary.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging,recovery').split(
-    ',',
-  ),
+  (
+    process.env.BENCH_ONLY ??
+    'relay,request,frame,fields,first,memory,http,runtimes,hedging,recovery'
+  ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -46,6 +50,9 @@ async function main() {
   const started = new Date().toISOString()
   console.log(`stream-boundary benchmarks (${quick ? 'quick' : 'full'}) on Node ${process.version}`)
   const results: Record<string, unknown> = { started, node: process.version, quick }
+  // What the closing summary reads, filled by the benchmarks that ran (the OTel benchmark sets
+  // `otelIncreasePercent`).
+  const summary: { -readonly [K in keyof SummaryInputs]: SummaryInputs[K] } = {}
 
   if (only.has('relay')) {
     const relayPath = await benchRelayPath(
@@ -196,6 +203,8 @@ async function main() {
     const three = await benchHttp({ ...shortSizes, framesPerRequest: 3 })
     results.httpOneFrame = one
     results.httpShort = three
+    summary.http = http
+    summary.httpOneFrame = one
     console.log(
       `\n### HTTP on 127.0.0.1: CPU per frame (${http.requests} streaming requests, ${http.concurrency} at a time, ${http.framesPerRequest} frames each, the first one output) and per request (${one.requests} requests of 1-frame answers, ${one.concurrency} at a time); time to first byte one request at a time\n`,
     )
@@ -257,6 +266,38 @@ async function main() {
     }
   }
 
+  if (only.has('runtimes')) {
+    // Memory of the built example gateway beside the raw pipe, and the gateway under Bun.
+    const runtimes = await benchRuntimes(
+      quick
+        ? {
+            warmUp: 64,
+            requests: 32,
+            frameRequests: 8,
+            framesPerRequest: 50,
+            concurrency: 8,
+            latencyRequests: 8,
+            idleStreams: 32,
+            rounds: 2,
+            settleMs: 0,
+          }
+        : {
+            warmUp: 1_000,
+            requests: 2_000,
+            frameRequests: 400,
+            framesPerRequest: 200,
+            concurrency: 32,
+            latencyRequests: 200,
+            idleStreams: 1_000,
+            rounds: 4,
+            settleMs: 10_000,
+          },
+    )
+    results.runtimes = runtimes
+    summary.runtimes = runtimes
+    printRuntimes(runtimes)
+  }
+
   if (only.has('hedging')) {
     const hedging = await benchHedging({
       ...(quick
@@ -299,6 +340,8 @@ async function main() {
       `\nan empty first stream adds ${fmt(recovery.extraP50Ms, 1)} ms at p50 (${fmt(recovery.extraP90Ms, 1)} ms at p90), ${fmt(recovery.ratioP50)}× the clean time to first token`,
     )
   }
+
+  results.summary = printSummary(summary)
 
   const dir = process.env.BENCH_RESULTS_DIR ?? join(here, 'results')
   mkdirSync(dir, { recursive: true })

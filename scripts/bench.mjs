@@ -52,6 +52,20 @@ await build({
   define: { 'import.meta.url': '"bundled:recovery"' },
 })
 
+// The runtimes benchmark serves the raw pipe and the example gateway each from a bundle of its
+// own (the gateway's run by Node and by Bun), so neither carries the other's code.
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'served-raw.ts')],
+  outfile: join(out, 'served-raw.mjs'),
+})
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'served-gateway.ts')],
+  outfile: join(out, 'served-gateway.mjs'),
+  define: { 'import.meta.url': '"bundled:served-gateway"' },
+})
+
 const result = spawnSync(process.execPath, ['--expose-gc', join(out, 'run.mjs')], {
   stdio: 'inherit',
   env: { ...process.env, BENCH_RESULTS_DIR: join(root, 'bench', 'results') },

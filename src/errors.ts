@@ -356,7 +356,7 @@ export function isRequestBodyTooLargeError(value: unknown): value is RequestBody
  */
 export class UserCodeError extends StreamBoundaryError {
   override readonly name = 'UserCodeError' as const
-  /** What failed: `adapter.inspect`, `downstream.transform`, `pool.acquire`… */
+  /** What failed: `adapter.inspect`, `downstream.transform`, `pool.acquire`, ... */
   readonly component: string
 
   constructor(component: string, cause: unknown, what = 'threw') {

@@ -17,7 +17,7 @@ export const maxMessageLength = 500
 // (`task-…` is a word). Values stop at a backslash: inside a JSON string it starts an escape,
 // and redacting across it would break the JSON an error frame carries.
 const secretPatterns: readonly RegExp[] = [
-  // Provider API keys: OpenAI/Anthropic style `sk-…` (`sk-proj-…`, `sk-ant-…`), Google `AIza…`.
+  // Provider API keys: OpenAI/Anthropic style `sk-...` (`sk-proj-...`, `sk-ant-...`), Google `AIza...`.
   /(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}/g,
   /(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{20,}/g,
   // Bearer tokens and key-like query parameters.

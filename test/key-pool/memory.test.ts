@@ -83,7 +83,7 @@ describe('createMemoryKeyPool', () => {
       'failureThreshold must be a positive number, got 0',
     )
     expect(() => createMemoryKeyPool([], { selection: 'random' as never })).toThrow(
-      "selection must be 'round-robin', 'weighted' or 'least-inflight', got random",
+      "selection must be 'round-robin', 'weighted', 'least-inflight', 'headroom' or 'fastest', got random",
     )
   })
 

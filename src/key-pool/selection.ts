@@ -161,13 +161,13 @@ export function learnLatency(state: KeyState, sampleMs: number, now: number): vo
 }
 
 /**
- * A key's expected time to first output now: its average, drawn toward the pool's mean as
- * it ages (halved after `halfLifeMs` without a sample), so a slow key is tried again.
+ * A key's expected time to first output now: its average, forgotten as it ages (halved after
+ * `halfLifeMs` without a sample, a third after twice that), so a key that was slow looks
+ * fast again after a while and is drawn and measured again. Never measured: 0, tried first.
  */
-function expectedLatency(state: KeyState, mean: number, now: number, halfLifeMs: number): number {
-  if (state.latencyMs === undefined) return mean
-  const kept = halfLifeMs / (halfLifeMs + Math.max(0, now - state.latencyAt))
-  return mean + (state.latencyMs - mean) * kept
+function expectedLatency(state: KeyState, now: number, halfLifeMs: number): number {
+  if (state.latencyMs === undefined) return 0
+  return (state.latencyMs * halfLifeMs) / (halfLifeMs + Math.max(0, now - state.latencyAt))
 }
 
 /** Which free key to lease. Holds the round-robin cursor and the draws of `fastest`. */
@@ -249,24 +249,14 @@ export class KeySelector {
   /** Power of two choices: the lower expected latency times (open leases + 1) of two draws. */
   private fastest(usable: KeyState[], now: number): KeyState {
     if (usable.length === 1) return usable[0] as KeyState
-    let sum = 0
-    let known = 0
-    for (const state of this.states) {
-      if (state.latencyMs === undefined) continue
-      sum += state.latencyMs
-      known += 1
-    }
-    const mean = known === 0 ? 1 : sum / known
     this.#seed = nextDraw(this.#seed)
     const first = this.#seed % usable.length
     this.#seed = nextDraw(this.#seed)
     const second = (first + 1 + (this.#seed % (usable.length - 1))) % usable.length
-    const [a, b] = [usable[Math.min(first, second)], usable[Math.max(first, second)]] as [
-      KeyState,
-      KeyState,
-    ]
+    const a = usable[first] as KeyState
+    const b = usable[second] as KeyState
     const cost = (state: KeyState) =>
-      expectedLatency(state, mean, now, this.rules.latencyHalfLifeMs) * (state.inflight + 1)
+      expectedLatency(state, now, this.rules.latencyHalfLifeMs) * (state.inflight + 1)
     return cost(b) < cost(a) ? b : a
   }
 }

@@ -111,27 +111,17 @@ end
 -- fastest(): power of two choices on expected latency times (open leases + 1).
 local function fastest(keys, usable, now, cfg, cursorKey)
   if #usable == 1 then return usable[1] end
-  local sum, known = 0, 0
-  for _, s in ipairs(keys) do
-    if s.lat ~= nil then
-      sum = sum + s.lat
-      known = known + 1
-    end
-  end
-  local mean = 1
-  if known > 0 then mean = sum / known end
   local seed = nextDraw(tonumber(redis.call('GET', cursorKey)) or 1)
   local first = math.fmod(seed, #usable)
   seed = nextDraw(seed)
   local second = math.fmod(first + 1 + math.fmod(seed, #usable - 1), #usable)
   redis.call('SET', cursorKey, num(seed))
-  local a, b = usable[math.min(first, second) + 1], usable[math.max(first, second) + 1]
+  local a, b = usable[first + 1], usable[second + 1]
   local function cost(i)
     local s = keys[i]
-    local expected = mean
+    local expected = 0
     if s.lat ~= nil then
-      local kept = cfg.latencyHalfLifeMs / (cfg.latencyHalfLifeMs + math.max(0, now - s.latAt))
-      expected = mean + (s.lat - mean) * kept
+      expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + math.max(0, now - s.latAt))
     end
     return expected * (s.inflight + 1)
   end

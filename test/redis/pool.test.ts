@@ -23,6 +23,7 @@ import {
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { describePoolContract } from '../key-pool/pool-contract.js'
+import { describeSelectionContract } from '../key-pool/selection-contract.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import {
   connect,
@@ -68,6 +69,7 @@ async function leased(pool: RedisKeyPool, exclude?: string[]): Promise<KeyLease>
 }
 
 describePoolContract('redis pool', async (poolKeys, options) => redisPool(poolKeys, options))
+describeSelectionContract('redis pool', async (poolKeys, options) => redisPool(poolKeys, options))
 
 describe('redis pool with Redis unreachable from the start', () => {
   let down: Redis
@@ -85,7 +87,7 @@ describe('redis pool with Redis unreachable from the start', () => {
     expect(degradedCalls).toBeGreaterThanOrEqual(8)
   })
 
-  describePoolContract('local fallback', async (poolKeys, options) =>
+  const fallback = async (poolKeys: readonly PoolKey[], options: RedisKeyPoolOptions | object) =>
     redisPool(poolKeys, {
       ...options,
       redis: down,
@@ -93,8 +95,9 @@ describe('redis pool with Redis unreachable from the start', () => {
         degradedCalls++
         expect(isRedisUnavailableError(error)).toBe(true)
       },
-    }),
-  )
+    })
+  describePoolContract('local fallback', fallback)
+  describeSelectionContract('local fallback', fallback)
 })
 
 describe('createRedisKeyPool', () => {

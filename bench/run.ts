@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,hedging,recovery` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,transports,hedging,recovery` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs).
  */
 
@@ -19,12 +19,14 @@ import type { MemoryResult } from './memory.js'
 import { benchPerRequest } from './per-request.js'
 import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
+import { benchTransports, printTransports } from './transports.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'relay,request,frame,fields,first,memory,http,hedging,recovery').split(
-    ',',
-  ),
+  (
+    process.env.BENCH_ONLY ??
+    'relay,request,frame,fields,first,memory,http,transports,hedging,recovery'
+  ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -255,6 +257,14 @@ async function main() {
     for (const [name, us] of Object.entries(fetchCost.perRequestUs)) {
       console.log(`| ${name} | ${fmt(us, 0)} |`)
     }
+  }
+
+  if (only.has('transports')) {
+    const transports = await benchTransports(
+      quick ? { requests: 32, frames: 20, rounds: 1 } : { requests: 2_000, frames: 200, rounds: 5 },
+    )
+    results.transports = transports
+    printTransports(transports)
   }
 
   if (only.has('hedging')) {

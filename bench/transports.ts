@@ -49,16 +49,22 @@ export interface TransportsResult {
   readonly requestBytes: { readonly bodyBytes: number; readonly sides: readonly TransportSide[] }
 }
 
-// The upstream: POST /<frames> answers the seeded stream of that many frames after reading
-// the request to its end. Its own process, so its CPU is not counted here.
+// The upstream: POST /1 answers one frame, /many the seeded stream, one frame per write (the
+// next one once the last was handed to the socket), after reading the request to its end.
+// Its own process, so its CPU is not counted here.
 const upstreamSource = `
 const { createServer } = require('node:http')
 process.once('message', ({ one, many }) => {
-  const answers = { '/1': Buffer.from(one, 'base64'), '/many': Buffer.from(many, 'base64') }
+  const single = Buffer.from(one, 'base64')
+  const frames = Buffer.from(many, 'base64').toString().split('\\n\\n').filter(Boolean).map((f) => Buffer.from(f + '\\n\\n'))
   const server = createServer((req, res) => {
     req.resume()
     req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' }).end(answers[req.url] ?? answers['/1'])
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      if (req.url !== '/many') return void res.end(single)
+      let index = 0
+      const next = () => (index < frames.length ? res.write(frames[index++], () => setImmediate(next)) : res.end())
+      next()
     })
   })
   server.keepAliveTimeout = 60_000
@@ -279,9 +285,10 @@ export async function benchTransports(options: {
   const { requests, frames, rounds } = options
   const concurrency = options.concurrency ?? 16
   const upstream = await startUpstream(frames)
+  const framesPerStream = Buffer.from(openaiChatStream(frames)).toString().split('\n\n').length - 1
   const one = `${upstream.base}/1`
   const many = `${upstream.base}/many`
-  const streams = Math.max(4, Math.round(requests / frames))
+  const streams = Math.max(16, Math.round(requests / 10))
   const transports = readyAttempts()
   try {
     const perRequest = await interleaved(
@@ -314,12 +321,12 @@ export async function benchTransports(options: {
     const requestBytes = await benchRequestBytes(one, requests, concurrency, rounds)
     return {
       requests,
-      framesPerStream: frames,
+      framesPerStream,
       rounds,
       transports: Object.keys(transports).map((name) => ({
         name,
         cpuUsPerRequest: perRequest[name] as number,
-        cpuUsPerFrame: (perStream[name] as number) / frames,
+        cpuUsPerFrame: (perStream[name] as number) / framesPerStream,
       })),
       fetchOptions: Object.keys(fetchOptionRows).map((name) => ({
         name,

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,hedging,recovery` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
  * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
@@ -22,12 +22,13 @@ import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
 import { benchRuntimes, printRuntimes } from './runtimes.js'
 import { printSummary, type SummaryInputs } from './summary.js'
+import { benchTransports, printTransports } from './transports.js'
 
 const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'relay,request,frame,fields,first,memory,http,runtimes,hedging,recovery'
+    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery'
   ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
@@ -296,6 +297,14 @@ async function main() {
     results.runtimes = runtimes
     summary.runtimes = runtimes
     printRuntimes(runtimes)
+  }
+
+  if (only.has('transports')) {
+    const transports = await benchTransports(
+      quick ? { requests: 32, frames: 20, rounds: 1 } : { requests: 2_000, frames: 200, rounds: 5 },
+    )
+    results.transports = transports
+    printTransports(transports)
   }
 
   if (only.has('hedging')) {

@@ -229,8 +229,13 @@ export async function startGateway(config: GatewayConfig): Promise<{
     }
     // Read whole within the bound, UTF-8 decoded once, parsed and checked: a body past the
     // bound is answered 413 (and not read further), an invalid one 400, in the client's
-    // protocol, before any upstream attempt.
-    const body = await readNodeRequest(req, res, { adapter: target.adapter, maxRequestBodyBytes })
+    // protocol, before any upstream attempt. The body is kept frozen with the client's bytes:
+    // an attempt that sends it unchanged sends those bytes, not the body serialised again.
+    const body = await readNodeRequest(req, res, {
+      adapter: target.adapter,
+      maxRequestBodyBytes,
+      keepClientBytes: true,
+    })
     if (body === undefined) return
     // Bounded before the first output only: a relayed stream gives its place up at commit (a
     // whole answer's output is the answer).

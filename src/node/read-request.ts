@@ -10,7 +10,13 @@ import { Buffer } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestBodyDefaults } from '../advanced.js'
 import type { StreamAdapter } from '../protocols/types.js'
-import { checkClientBody, clientErrorBody, tooLarge } from '../retry/request/client-request.js'
+import {
+  checkClientBody,
+  checkKeepClientBytes,
+  clientErrorBody,
+  keepClientBytes,
+  tooLarge,
+} from '../retry/request/client-request.js'
 
 /**
  * Options of {@link readNodeRequest}.
@@ -26,6 +32,16 @@ export interface ReadNodeRequestOptions {
    * @default 33_554_432 (32 MiB)
    */
   readonly maxRequestBodyBytes?: number
+  /**
+   * Keep the client's bytes with the body read, and freeze the body (deeply): a ready attempt
+   * (`nodeHttpAttempt`, `fetchAttempt`) that sends this very body — no `adjustRequest`, no
+   * fallback's own body, no translation, no continuation — then sends the client's bytes as
+   * they came (key order and spacing kept) instead of serialising the body again. To change
+   * the request, build a new body (`{ ...body, model }`): changing a frozen one throws.
+   * @default false
+   * @example { adapter: openaiChat, keepClientBytes: true }
+   */
+  readonly keepClientBytes?: boolean
 }
 
 /** The request's bytes, or `undefined` once past `limit` (nothing more is read). */
@@ -88,6 +104,7 @@ export async function readNodeRequest(
 ): Promise<Record<string, unknown> | undefined> {
   if (typeof options?.adapter?.inspect !== 'function')
     throw new TypeError('readNodeRequest: adapter must be a StreamAdapter')
+  checkKeepClientBytes('readNodeRequest', options.keepClientBytes)
   const limit = options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
   let bytes: Buffer | undefined
   try {
@@ -97,7 +114,10 @@ export async function readNodeRequest(
     return undefined
   }
   const check = bytes === undefined ? tooLarge(limit) : checkClientBody(bytes, options.adapter)
-  if (check.ok) return check.body
+  if (check.ok)
+    return options.keepClientBytes === true && bytes !== undefined
+      ? keepClientBytes(check.body, bytes)
+      : check.body
   if (res.headersSent || res.destroyed) return undefined
   const head: Record<string, string> = { 'content-type': 'application/json' }
   // The unread rest of a body past the bound must not be taken for a next request.

@@ -87,6 +87,55 @@ export function checkClientBody(bytes: Uint8Array, adapter: StreamAdapter): Clie
   return { ok: true, body }
 }
 
+/** Where a body read with `keepClientBytes` keeps the client's bytes (`Symbol.for`: copies agree). */
+const clientBytes = Symbol.for('stream-boundary.clientBytes')
+
+/** Freezes a parsed JSON value and everything in it, with no recursion (any depth JSON took). */
+function freezeDeep(root: object): void {
+  const pending: object[] = [root]
+  for (let value = pending.pop(); value !== undefined; value = pending.pop()) {
+    Object.freeze(value)
+    const members = Array.isArray(value) ? value : Object.values(value)
+    for (const member of members)
+      if (typeof member === 'object' && member !== null) pending.push(member)
+  }
+}
+
+/** Checks a reader's `keepClientBytes` option: absent or a boolean. */
+export function checkKeepClientBytes(where: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'boolean')
+    throw new TypeError(`${where}: keepClientBytes must be a boolean, got ${kindOf(value)}`)
+}
+
+/**
+ * Freezes a client's parsed body deeply and keeps the bytes it was parsed from on it (a
+ * non-enumerable symbol: a spread copy, `structuredClone` and `JSON.stringify` leave them
+ * behind), so an attempt that sends this very body sends the client's bytes as they came. A
+ * frozen body cannot change in place, so its bytes always say what it says. A UTF-8 byte order
+ * mark is left out, as the parse left it out.
+ */
+export function keepClientBytes(
+  body: Record<string, unknown>,
+  bytes: Uint8Array,
+): Record<string, unknown> {
+  const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf
+  Object.defineProperty(body, clientBytes, { value: bom ? bytes.subarray(3) : bytes })
+  freezeDeep(body)
+  return body
+}
+
+/**
+ * The client's bytes of a body read with `keepClientBytes`, when `body` is that very body
+ * (frozen since, so unchanged); `undefined` for any other body (an adjusted, translated or
+ * continued request, a fallback's own, a copy): that one is serialised.
+ */
+export function clientBytesOf(body: unknown): Uint8Array<ArrayBuffer> | undefined {
+  if (typeof body !== 'object' || body === null || !Object.isFrozen(body)) return undefined
+  const bytes = (body as { [clientBytes]?: unknown })[clientBytes]
+  // A reader's bytes: a request body is never in a SharedArrayBuffer.
+  return bytes instanceof Uint8Array ? (bytes as Uint8Array<ArrayBuffer>) : undefined
+}
+
 /**
  * The JSON body of an error answer in the client's protocol (`adapter.renderErrorBody`), or
  * the generic `{"error":{…}}` when the adapter has none or its renderer fails.

@@ -13,6 +13,7 @@
  */
 
 import type { StreamAdapter } from '../../protocols/types.js'
+import { clientBytesOf } from './client-request.js'
 import { isFirstPartyApi } from './correlation.js'
 
 /**
@@ -78,11 +79,14 @@ export const readyAttemptDefaults: { readonly forwardHeaders: readonly string[] 
   ]),
 })
 
-/** What one attempt sends: its URL, headers (lowercase names) and JSON body. */
+/**
+ * What one attempt sends: its URL, headers (lowercase names) and JSON body (the client's own
+ * bytes for a body read with `keepClientBytes` and sent unchanged).
+ */
 export interface AttemptRequest {
   readonly url: string
   readonly headers: Record<string, string>
-  readonly body: string
+  readonly body: string | Uint8Array<ArrayBuffer>
 }
 
 /**
@@ -172,7 +176,7 @@ export function attemptRequest(
     isFirstPartyApi(url)
   )
     headers['x-client-request-id'] = context.requestId
-  return { url, headers, body: JSON.stringify(request.body) }
+  return { url, headers, body: clientBytesOf(request.body) ?? JSON.stringify(request.body) }
 }
 
 /** What {@link fetchAttempt} makes: an attempt function for a relay with or without a pool. */

@@ -13,7 +13,9 @@ import type { StreamAdapter } from '../../protocols/types.js'
 import {
   type ClientBodyCheck,
   checkClientBody,
+  checkKeepClientBytes,
   clientErrorBody,
+  keepClientBytes,
   tooLarge,
 } from './client-request.js'
 
@@ -111,6 +113,16 @@ export interface ReadClientRequestOptions {
    * @default 33_554_432 (32 MiB)
    */
   readonly maxRequestBodyBytes?: number
+  /**
+   * Keep the client's bytes with the body read, and freeze the body (deeply): a ready attempt
+   * (`fetchAttempt`, `nodeHttpAttempt`) that sends this very body — no `adjustRequest`, no
+   * fallback's own body, no translation, no continuation — then sends the client's bytes as
+   * they came (key order and spacing kept) instead of serialising the body again. To change
+   * the request, build a new body (`{ ...read.body, model }`): changing a frozen one throws.
+   * @default false
+   * @example { adapter: openaiChat, keepClientBytes: true }
+   */
+  readonly keepClientBytes?: boolean
 }
 
 /**
@@ -152,6 +164,7 @@ export async function readClientRequest(
 ): Promise<ClientRequestRead> {
   if (typeof options?.adapter?.inspect !== 'function')
     throw new TypeError('readClientRequest: adapter must be a StreamAdapter')
+  checkKeepClientBytes('readClientRequest', options.keepClientBytes)
   const limit = options.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
   let bytes: Uint8Array | undefined
   try {
@@ -164,8 +177,11 @@ export async function readClientRequest(
     // Not cancelled: on a Node server that resets the connection before the 413 is sent.
     return { ok: false, response: refusal(options.adapter, tooLarge(limit)) }
   }
-  const check = checkClientBody(bytes ?? new Uint8Array(0), options.adapter)
-  return check.ok
-    ? { ok: true, body: check.body }
-    : { ok: false, response: refusal(options.adapter, check) }
+  const received = bytes ?? new Uint8Array(0)
+  const check = checkClientBody(received, options.adapter)
+  if (!check.ok) return { ok: false, response: refusal(options.adapter, check) }
+  return {
+    ok: true,
+    body: options.keepClientBytes === true ? keepClientBytes(check.body, received) : check.body,
+  }
 }

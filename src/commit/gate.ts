@@ -403,35 +403,65 @@ class Gate implements CommitGate {
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
     await this.#run(async () => {
-      // The filtered upstream headers are this gate's own copy: the head is built in them.
-      const head = this.#upstreamHeaders ?? new Headers()
-      for (const name of Object.keys(sseHeaders)) head.set(name, sseHeaders[name] as string)
-      setEach(head, this.#hostHeaders)
-      await this.#sink.sendHead(this.#status, head)
+      await this.#sink.sendHead(this.#status, this.#head())
       if (flush) await this.#sink.flush?.()
     })
     this.#startKeepAlive()
   }
 
   write(bytes: Uint8Array): Promise<void> {
-    // Hot path: nothing queued and content already committed: write straight through, and
-    // allocate no promise chain when the sink takes the bytes synchronously.
-    if (this.#state === 'content-committed' && this.#pending === 0 && this.#failure === undefined) {
-      this.#bytes += bytes.length
-      let written: void | Promise<void>
-      try {
-        written = this.#sink.write(bytes)
-      } catch (error) {
-        this.#fail(new DownstreamClosedError('write-failed', error))
-        return Promise.reject(this.#failure)
-      }
-      if (written === undefined) {
-        this.#writes++
-        return done
-      }
-      return this.#track(written)
+    // Hot path: nothing queued: write straight through, and allocate no promise chain when
+    // the sink takes the bytes (and the head before them) synchronously.
+    if (this.#pending === 0 && this.#failure === undefined) {
+      if (this.#state === 'content-committed') return this.#writeNow(bytes, false)
+      if (this.#state !== 'closed') return this.#writeNow(bytes, this.#state === 'open')
     }
     return this.#writeQueued(bytes)
+  }
+
+  /**
+   * A write with nothing queued before it (and the head first when `withHead`): straight to
+   * the sink, in this tick, with no queue hop; what the sink does not finish at once becomes
+   * the queue's tail. Every sink call counts as one write, as through `#run`.
+   */
+  #writeNow(bytes: Uint8Array, withHead: boolean): Promise<void> {
+    const first = this.#state !== 'content-committed'
+    this.#state = 'content-committed'
+    this.#bytes += bytes.length
+    let written: void | Promise<void>
+    try {
+      if (first && !this.#keepAliveAfterContent) this.#stopKeepAlive()
+      const head = withHead ? this.#sink.sendHead(this.#status, this.#head()) : undefined
+      if (head !== undefined) {
+        written = head.then(() => {
+          this.#writes++
+          this.#startKeepAlive()
+          return this.#sink.write(bytes)
+        })
+      } else {
+        if (withHead) {
+          this.#writes++
+          this.#startKeepAlive()
+        }
+        written = this.#sink.write(bytes)
+      }
+    } catch (error) {
+      this.#fail(new DownstreamClosedError('write-failed', error))
+      return Promise.reject(this.#failure)
+    }
+    if (written === undefined) {
+      this.#writes++
+      return done
+    }
+    return this.#track(written)
+  }
+
+  /** The SSE head: the filtered upstream headers (this gate's own copy), the defaults, the host's. */
+  #head(): Headers {
+    const head = this.#upstreamHeaders ?? new Headers()
+    for (const name of Object.keys(sseHeaders)) head.set(name, sseHeaders[name] as string)
+    setEach(head, this.#hostHeaders)
+    return head
   }
 
   /** Follows a sink write that did not complete at once, as the queue's tail. */
@@ -499,19 +529,46 @@ class Gate implements CommitGate {
     if (this.#failure !== undefined) throw this.#failure
   }
 
-  async close(): Promise<void> {
-    if (this.#failure !== undefined || this.#state === 'closed') return
+  close(): Promise<void> {
+    if (this.#failure !== undefined || this.#state === 'closed') return done
     const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'closed'
     this.#closing = true
     this.#stopKeepAlive()
-    await Promise.all([head, this.#run(() => this.#sink.close())]).then(
-      // An abort while the sink was closing (`#closing` cleared) cut the response instead.
-      () => {
-        if (this.#closing && this.#failure === undefined) this.#delivered = true
-      },
-      () => {},
+    // Nothing queued: the sink closes in this tick, with no queue hop.
+    const closed =
+      head === undefined && this.#pending === 0
+        ? this.#closeNow()
+        : Promise.all([head, this.#run(() => this.#sink.close())])
+    if (closed === undefined) {
+      this.#closed()
+      return done
+    }
+    return closed.then(
+      () => this.#closed(),
+      () => this.#closed(),
     )
+  }
+
+  /** The sink's close with nothing before it: `undefined` when it finished at once. */
+  #closeNow(): Promise<void> | undefined {
+    let closed: void | Promise<void>
+    try {
+      closed = this.#sink.close()
+    } catch (error) {
+      this.#fail(new DownstreamClosedError('write-failed', error))
+      return undefined
+    }
+    if (closed === undefined) {
+      this.#writes++
+      return undefined
+    }
+    return this.#track(closed)
+  }
+
+  /** A close finished (or failed): an abort while the sink was closing (`#closing` cleared) cut the response instead. */
+  #closed(): void {
+    if (this.#closing && this.#failure === undefined) this.#delivered = true
     this.#closing = false
     this.#release()
   }

@@ -63,11 +63,16 @@ export class FirstOutputClock {
     // A timer that ran a fraction early finds nothing due and is set again for the rest.
     const at = now()
     if (this.#firstByteAt <= at) {
-      if (!this.#byteArrived()) return this.#end(new StreamTimeoutError('first-byte', this.#firstByteMs))
+      if (!this.#byteArrived()) {
+        this.#end(new StreamTimeoutError('first-byte', this.#firstByteMs))
+        return
+      }
       this.#firstByteAt = Number.POSITIVE_INFINITY
     }
-    if (this.#firstOutputAt <= at)
-      return this.#end(new StreamTimeoutError('first-output', this.#firstOutputMs))
+    if (this.#firstOutputAt <= at) {
+      this.#end(new StreamTimeoutError('first-output', this.#firstOutputMs))
+      return
+    }
     this.#arm()
   }
 

@@ -60,7 +60,9 @@ describe('the attempt clock', () => {
 
   it('ends an attempt with bytes but no output at the first-output bound, not the first-byte one', async () => {
     useFakeClock()
-    const { outcome, upstream } = relayOf({ steps: [{ bytes: ': keep-alive\n\n' }, { hang: true }] })
+    const { outcome, upstream } = relayOf({
+      steps: [{ bytes: ': keep-alive\n\n' }, { hang: true }],
+    })
     await vi.advanceTimersByTimeAsync(firstOutputTimeoutMs - 1)
     expect(upstream.calls[0]?.body?.released).toBe(false)
     await vi.advanceTimersByTimeAsync(2)

@@ -14,9 +14,10 @@ import {
 } from '../errors.js'
 import { rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
+import { sendHead, setEach, sseHeaders } from './head.js'
 import {
   type ForwardHeadersPolicy,
-  filterHeaders,
+  filterHeaderRecord,
   type HeaderFilter,
   headerFilter,
 } from './headers.js'
@@ -125,27 +126,6 @@ export const commitGateDefaults = Object.freeze({
   keepAliveAfterContent: true,
   writeStallTimeoutMs: 60_000,
 })
-
-/** SSE response headers the gate always sends (a host may override them). */
-const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  'x-accel-buffering': 'no',
-})
-
-/** Sets every header of `init` on `head`, without building a `Headers` for `init` first. */
-function setEach(head: Headers, init: HeadersInit | undefined): void {
-  if (init === undefined) return
-  if (init instanceof Headers || Array.isArray(init)) {
-    for (const pair of init as Iterable<readonly string[]>) {
-      if (pair.length !== 2) throw new TypeError('a header pair must have a name and a value')
-      head.set(pair[0] as string, pair[1] as string)
-    }
-    return
-  }
-  const record = init as Record<string, string>
-  for (const name of Object.keys(record)) head.set(name, record[name] as string)
-}
 
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
 const done: Promise<void> = Promise.resolve()
@@ -261,7 +241,7 @@ class Gate implements CommitGate {
   readonly #status: number
   /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
   readonly #hostHeaders: HeadersInit | undefined
-  #upstreamHeaders: Headers | undefined
+  #upstreamHeaders: Record<string, string> | undefined
   readonly #forward: HeaderFilter
   readonly #keepAliveMs: number
   readonly #keepAliveAfterContent: boolean
@@ -387,7 +367,7 @@ class Gate implements CommitGate {
 
   setUpstreamHeaders(headers: Headers, secrets?: readonly string[]): void {
     if (this.#state === 'open')
-      this.#upstreamHeaders = filterHeaders(headers, this.#forward, secrets)
+      this.#upstreamHeaders = filterHeaderRecord(headers, this.#forward, secrets)
   }
 
   commitHeaders(): Promise<void> {
@@ -403,7 +383,7 @@ class Gate implements CommitGate {
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
     await this.#run(async () => {
-      await this.#sink.sendHead(this.#status, this.#head())
+      await sendHead(this.#sink, this.#status, this.#head())
       if (flush) await this.#sink.flush?.()
     })
     this.#startKeepAlive()
@@ -431,7 +411,7 @@ class Gate implements CommitGate {
     let written: void | Promise<void>
     try {
       if (first && !this.#keepAliveAfterContent) this.#stopKeepAlive()
-      const head = withHead ? this.#sink.sendHead(this.#status, this.#head()) : undefined
+      const head = withHead ? sendHead(this.#sink, this.#status, this.#head()) : undefined
       if (head !== undefined) {
         written = head.then(() => {
           this.#writes++
@@ -457,9 +437,9 @@ class Gate implements CommitGate {
   }
 
   /** The SSE head: the filtered upstream headers (this gate's own copy), the defaults, the host's. */
-  #head(): Headers {
-    const head = this.#upstreamHeaders ?? new Headers()
-    for (const name of Object.keys(sseHeaders)) head.set(name, sseHeaders[name] as string)
+  #head(): Record<string, string> {
+    const head = this.#upstreamHeaders ?? {}
+    for (const name of Object.keys(sseHeaders)) head[name] = sseHeaders[name] as string
     setEach(head, this.#hostHeaders)
     return head
   }
@@ -496,10 +476,13 @@ class Gate implements CommitGate {
     this.#ensureUsable()
     if (this.#state !== 'open') throw new HeadersSentError()
     this.#state = 'closed'
-    const head = new Headers({ 'content-type': 'application/json', 'cache-control': 'no-store' })
+    const head: Record<string, string> = {
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+    }
     setEach(head, headers)
     await this.#run(async () => {
-      await this.#sink.sendHead(status, head)
+      await sendHead(this.#sink, status, head)
       if (body !== '') await this.#sink.write(new TextEncoder().encode(body))
       await this.#sink.close()
     })
@@ -511,12 +494,12 @@ class Gate implements CommitGate {
     this.#ensureUsable()
     if (this.#state !== 'open') throw new HeadersSentError()
     this.#state = 'closed'
-    const head = this.#upstreamHeaders ?? new Headers()
-    head.set('content-type', contentType)
+    const head = this.#upstreamHeaders ?? {}
+    head['content-type'] = contentType
     setEach(head, this.#hostHeaders)
     this.#bytes += body.length
     await this.#run(async () => {
-      await this.#sink.sendHead(status, head)
+      await sendHead(this.#sink, status, head)
       if (body.length > 0) await this.#sink.write(body)
       await this.#sink.close()
     })

@@ -23,6 +23,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { urlToHttpOptions } from 'node:url'
 import type { DownstreamSink } from './commit/gate.js'
+import { type PlainHeadSink, plainHead } from './commit/head.js'
 import {
   type AttemptRequestContext,
   attemptRequest,
@@ -86,7 +87,7 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
   }
 
   let given = 0
-  const sink: DownstreamSink & { readonly [ownStop]: Stop } = {
+  const sink: DownstreamSink & PlainHeadSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
     },
@@ -94,8 +95,12 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
     sendHead(status, headers) {
       const plain: Record<string, string> = {}
       for (const [name, value] of headers) plain[name] = value
-      // Sent with the first bytes, or on its own by flush() (early headers).
       res.writeHead(status, plain)
+    },
+    // The gate's head as the record it builds: no `Headers` per response.
+    [plainHead](status, headers) {
+      // Sent with the first bytes, or on its own by flush() (early headers).
+      res.writeHead(status, headers)
     },
     write(chunk) {
       if (res.destroyed || res.writableEnded)

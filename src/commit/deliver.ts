@@ -1,5 +1,6 @@
 import { followStops } from '../follow-signals.js'
 import { rejectUnknownKeys } from '../options.js'
+import type { FirstOutputClock } from '../peek/clock.js'
 import { type PeekOptions, type PeekOutcome, peekOn } from '../peek/index.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
@@ -113,6 +114,8 @@ export async function deliverOn(
     readonly peekSignal?: SignalLike | undefined
     /** Heals a cut after commit (the relay's `continueAfterCut`). */
     readonly continuation?: PumpContinuation | undefined
+    /** The attempt's first-byte and first-output clock, handed to the peek (see `peekOn`). */
+    readonly clock?: FirstOutputClock | undefined
   },
 ): Promise<DeliverOutcome> {
   const { gate, adapter } = options
@@ -132,11 +135,12 @@ export async function deliverOn(
       // the response already) commits nothing, headers included.
       if (gate.earlyHeaders && !peekStop.controller.signal.aborted) await gate.commitHeaders()
     } catch (error) {
+      options.clock?.dispose()
       await reader.cancel(error)
       throw error
     }
     try {
-      peeked = await peekOn(reader, adapter, options.peek ?? {}, peekStop.controller)
+      peeked = await peekOn(reader, adapter, options.peek ?? {}, peekStop.controller, options.clock)
     } catch (error) {
       // An adapter that threw mid-peek: the upstream is released before the throw goes on.
       await reader.cancel(error).catch(() => {})

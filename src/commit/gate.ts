@@ -14,9 +14,10 @@ import {
 } from '../errors.js'
 import { rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
 import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
+import { sendHead, setEach, sseHeaders } from './head.js'
 import {
   type ForwardHeadersPolicy,
-  filterHeaders,
+  filterHeaderRecord,
   type HeaderFilter,
   headerFilter,
 } from './headers.js'
@@ -125,27 +126,6 @@ export const commitGateDefaults = Object.freeze({
   keepAliveAfterContent: true,
   writeStallTimeoutMs: 60_000,
 })
-
-/** SSE response headers the gate always sends (a host may override them). */
-const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  'x-accel-buffering': 'no',
-})
-
-/** Sets every header of `init` on `head`, without building a `Headers` for `init` first. */
-function setEach(head: Headers, init: HeadersInit | undefined): void {
-  if (init === undefined) return
-  if (init instanceof Headers || Array.isArray(init)) {
-    for (const pair of init as Iterable<readonly string[]>) {
-      if (pair.length !== 2) throw new TypeError('a header pair must have a name and a value')
-      head.set(pair[0] as string, pair[1] as string)
-    }
-    return
-  }
-  const record = init as Record<string, string>
-  for (const name of Object.keys(record)) head.set(name, record[name] as string)
-}
 
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
 const done: Promise<void> = Promise.resolve()
@@ -261,7 +241,7 @@ class Gate implements CommitGate {
   readonly #status: number
   /** The host's headers; the head is built only when it is sent (idle streams hold no Headers). */
   readonly #hostHeaders: HeadersInit | undefined
-  #upstreamHeaders: Headers | undefined
+  #upstreamHeaders: Record<string, string> | undefined
   readonly #forward: HeaderFilter
   readonly #keepAliveMs: number
   readonly #keepAliveAfterContent: boolean
@@ -387,7 +367,7 @@ class Gate implements CommitGate {
 
   setUpstreamHeaders(headers: Headers, secrets?: readonly string[]): void {
     if (this.#state === 'open')
-      this.#upstreamHeaders = filterHeaders(headers, this.#forward, secrets)
+      this.#upstreamHeaders = filterHeaderRecord(headers, this.#forward, secrets)
   }
 
   commitHeaders(): Promise<void> {
@@ -403,35 +383,65 @@ class Gate implements CommitGate {
     if (this.#state !== 'open') return
     this.#state = 'headers-committed'
     await this.#run(async () => {
-      // The filtered upstream headers are this gate's own copy: the head is built in them.
-      const head = this.#upstreamHeaders ?? new Headers()
-      for (const name of Object.keys(sseHeaders)) head.set(name, sseHeaders[name] as string)
-      setEach(head, this.#hostHeaders)
-      await this.#sink.sendHead(this.#status, head)
+      await sendHead(this.#sink, this.#status, this.#head())
       if (flush) await this.#sink.flush?.()
     })
     this.#startKeepAlive()
   }
 
   write(bytes: Uint8Array): Promise<void> {
-    // Hot path: nothing queued and content already committed: write straight through, and
-    // allocate no promise chain when the sink takes the bytes synchronously.
-    if (this.#state === 'content-committed' && this.#pending === 0 && this.#failure === undefined) {
-      this.#bytes += bytes.length
-      let written: void | Promise<void>
-      try {
-        written = this.#sink.write(bytes)
-      } catch (error) {
-        this.#fail(new DownstreamClosedError('write-failed', error))
-        return Promise.reject(this.#failure)
-      }
-      if (written === undefined) {
-        this.#writes++
-        return done
-      }
-      return this.#track(written)
+    // Hot path: nothing queued: write straight through, and allocate no promise chain when
+    // the sink takes the bytes (and the head before them) synchronously.
+    if (this.#pending === 0 && this.#failure === undefined) {
+      if (this.#state === 'content-committed') return this.#writeNow(bytes, false)
+      if (this.#state !== 'closed') return this.#writeNow(bytes, this.#state === 'open')
     }
     return this.#writeQueued(bytes)
+  }
+
+  /**
+   * A write with nothing queued before it (and the head first when `withHead`): straight to
+   * the sink, in this tick, with no queue hop; what the sink does not finish at once becomes
+   * the queue's tail. Every sink call counts as one write, as through `#run`.
+   */
+  #writeNow(bytes: Uint8Array, withHead: boolean): Promise<void> {
+    const first = this.#state !== 'content-committed'
+    this.#state = 'content-committed'
+    this.#bytes += bytes.length
+    let written: void | Promise<void>
+    try {
+      if (first && !this.#keepAliveAfterContent) this.#stopKeepAlive()
+      const head = withHead ? sendHead(this.#sink, this.#status, this.#head()) : undefined
+      if (head !== undefined) {
+        written = head.then(() => {
+          this.#writes++
+          this.#startKeepAlive()
+          return this.#sink.write(bytes)
+        })
+      } else {
+        if (withHead) {
+          this.#writes++
+          this.#startKeepAlive()
+        }
+        written = this.#sink.write(bytes)
+      }
+    } catch (error) {
+      this.#fail(new DownstreamClosedError('write-failed', error))
+      return Promise.reject(this.#failure)
+    }
+    if (written === undefined) {
+      this.#writes++
+      return done
+    }
+    return this.#track(written)
+  }
+
+  /** The SSE head: the filtered upstream headers (this gate's own copy), the defaults, the host's. */
+  #head(): Record<string, string> {
+    const head = this.#upstreamHeaders ?? {}
+    for (const name of Object.keys(sseHeaders)) head[name] = sseHeaders[name] as string
+    setEach(head, this.#hostHeaders)
+    return head
   }
 
   /** Follows a sink write that did not complete at once, as the queue's tail. */
@@ -466,10 +476,13 @@ class Gate implements CommitGate {
     this.#ensureUsable()
     if (this.#state !== 'open') throw new HeadersSentError()
     this.#state = 'closed'
-    const head = new Headers({ 'content-type': 'application/json', 'cache-control': 'no-store' })
+    const head: Record<string, string> = {
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+    }
     setEach(head, headers)
     await this.#run(async () => {
-      await this.#sink.sendHead(status, head)
+      await sendHead(this.#sink, status, head)
       if (body !== '') await this.#sink.write(new TextEncoder().encode(body))
       await this.#sink.close()
     })
@@ -481,12 +494,12 @@ class Gate implements CommitGate {
     this.#ensureUsable()
     if (this.#state !== 'open') throw new HeadersSentError()
     this.#state = 'closed'
-    const head = this.#upstreamHeaders ?? new Headers()
-    head.set('content-type', contentType)
+    const head = this.#upstreamHeaders ?? {}
+    head['content-type'] = contentType
     setEach(head, this.#hostHeaders)
     this.#bytes += body.length
     await this.#run(async () => {
-      await this.#sink.sendHead(status, head)
+      await sendHead(this.#sink, status, head)
       if (body.length > 0) await this.#sink.write(body)
       await this.#sink.close()
     })
@@ -499,19 +512,46 @@ class Gate implements CommitGate {
     if (this.#failure !== undefined) throw this.#failure
   }
 
-  async close(): Promise<void> {
-    if (this.#failure !== undefined || this.#state === 'closed') return
+  close(): Promise<void> {
+    if (this.#failure !== undefined || this.#state === 'closed') return done
     const head = this.#state === 'open' ? this.#commitHeaders(false) : undefined
     this.#state = 'closed'
     this.#closing = true
     this.#stopKeepAlive()
-    await Promise.all([head, this.#run(() => this.#sink.close())]).then(
-      // An abort while the sink was closing (`#closing` cleared) cut the response instead.
-      () => {
-        if (this.#closing && this.#failure === undefined) this.#delivered = true
-      },
-      () => {},
+    // Nothing queued: the sink closes in this tick, with no queue hop.
+    const closed =
+      head === undefined && this.#pending === 0
+        ? this.#closeNow()
+        : Promise.all([head, this.#run(() => this.#sink.close())])
+    if (closed === undefined) {
+      this.#closed()
+      return done
+    }
+    return closed.then(
+      () => this.#closed(),
+      () => this.#closed(),
     )
+  }
+
+  /** The sink's close with nothing before it: `undefined` when it finished at once. */
+  #closeNow(): Promise<void> | undefined {
+    let closed: void | Promise<void>
+    try {
+      closed = this.#sink.close()
+    } catch (error) {
+      this.#fail(new DownstreamClosedError('write-failed', error))
+      return undefined
+    }
+    if (closed === undefined) {
+      this.#writes++
+      return undefined
+    }
+    return this.#track(closed)
+  }
+
+  /** A close finished (or failed): an abort while the sink was closing (`#closing` cleared) cut the response instead. */
+  #closed(): void {
+    if (this.#closing && this.#failure === undefined) this.#delivered = true
     this.#closing = false
     this.#release()
   }

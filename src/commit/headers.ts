@@ -147,13 +147,14 @@ export function headerFilter(
 
 /**
  * Applies a filter, after dropping what never passes (hop-by-hop, framing, cookies,
- * credentials), and redacts each value that passes: `secrets` by value, keys by shape.
+ * credentials), and redacts each value that passes: `secrets` by value, keys by shape. A
+ * plain record of lower-case names: the gate builds its head in it.
  */
-export function filterHeaders(
+export function filterHeaderRecord(
   headers: Headers,
   filter: HeaderFilter,
   secrets: readonly string[] = [],
-): Headers {
+): Record<string, string> {
   // The headers the upstream's own `connection` header names (most answers have none, or
   // `keep-alive`, which is dropped anyway).
   const connection = headers.get('connection')
@@ -166,12 +167,21 @@ export function filterHeaders(
             .map((name) => name.trim().toLowerCase())
             .filter((name) => name !== ''),
         )
-  const out = new Headers()
+  const out: Record<string, string> = {}
   for (const [name, value] of headers) {
     if (neverForwarded.has(name) || named?.has(name) === true) continue
-    if (filter(name, value)) out.set(name, redactText(value, secrets))
+    if (filter(name, value)) out[name] = redactText(value, secrets)
   }
   return out
+}
+
+/** {@link filterHeaderRecord} as `Headers`. */
+export function filterHeaders(
+  headers: Headers,
+  filter: HeaderFilter,
+  secrets: readonly string[] = [],
+): Headers {
+  return new Headers(filterHeaderRecord(headers, filter, secrets))
 }
 
 /**

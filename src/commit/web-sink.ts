@@ -9,6 +9,7 @@
 import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { ownStop, Stop } from '../stop.js'
 import type { DownstreamSink } from './gate.js'
+import { type PlainHeadSink, plainHead } from './head.js'
 
 /**
  * Options of {@link webSink}.
@@ -84,12 +85,16 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
     new ByteLengthQueuingStrategy({ highWaterMark }),
   )
 
-  const sink: DownstreamSink & { readonly [ownStop]: Stop } = {
+  const sink: DownstreamSink & PlainHeadSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
     },
     [ownStop]: gone,
     sendHead(status, headers) {
+      headSent = true
+      resolveResponse(new Response(body, { status, headers }))
+    },
+    [plainHead](status, headers) {
       headSent = true
       resolveResponse(new Response(body, { status, headers }))
     },

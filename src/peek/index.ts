@@ -26,6 +26,7 @@ import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocol
 import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
+import type { FirstOutputClock } from './clock.js'
 
 /**
  * Which verdict ends the peek and allows a commit.
@@ -337,13 +338,16 @@ export async function peekFirstOutput(
  * {@link peekFirstOutput} on a controller of the caller's: the peek's timeouts abort `stop`,
  * and whatever else aborts it ends the peek as `aborted` (`options.signal` is not read). The
  * pump's `deliver` passes the one controller that already follows its signals: no second
- * signal and listener per attempt.
+ * signal and listener per attempt. With `clock` (the attempt's, running since it was sent and
+ * stopping it), the first-byte and first-output bounds are the clock's: the peek sets no timer
+ * of its own for them, and disposes of the clock when it ends.
  */
 export async function peekOn(
   reader: FrameReader,
   adapter: StreamAdapter,
   options: PeekOptions,
   stop: { readonly signal: SignalLike; abort(reason?: unknown): void },
+  clock?: FirstOutputClock,
 ): Promise<PeekOutcome> {
   const config = normalizePeekOptions(options)
   const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
@@ -363,14 +367,18 @@ export async function peekOn(
     timers.push(setTimeout(fire, Math.max(0, ms - (started - clockStartedAt))))
   }
   const bytesAtStart = reader.bytesRead
-  arm(firstByteTimeoutMs, () => {
-    if (reader.bytesRead === bytesAtStart) {
-      stop.abort(new StreamTimeoutError('first-byte', firstByteTimeoutMs))
-    }
-  })
-  arm(firstOutputTimeoutMs, () => {
-    stop.abort(new StreamTimeoutError('first-output', firstOutputTimeoutMs))
-  })
+  if (clock === undefined) {
+    arm(firstByteTimeoutMs, () => {
+      if (reader.bytesRead === bytesAtStart) {
+        stop.abort(new StreamTimeoutError('first-byte', firstByteTimeoutMs))
+      }
+    })
+    arm(firstOutputTimeoutMs, () => {
+      stop.abort(new StreamTimeoutError('first-output', firstOutputTimeoutMs))
+    })
+  } else {
+    clock.watchBytes(() => reader.bytesRead !== bytesAtStart)
+  }
   const silence = silenceFor(config.silenceTimeoutMs, adapter)
   const silent = watchSilence(
     reader,
@@ -427,5 +435,6 @@ export async function peekOn(
     }
   } finally {
     for (const timer of timers) clearTimeout(timer)
+    clock?.dispose()
   }
 }

@@ -14,7 +14,7 @@ import {
   inspectWithoutData,
   malformedFrame,
   mapReason,
-  parseObject,
+  parseData,
   renderable,
   sseFrameText,
   stringField,
@@ -236,7 +236,7 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
  */
 function messageProgress(state: RenderState): 'none' | 'headless' | 'started' {
   if (state.firstData !== undefined) {
-    const type = stringField(parseObject(state.firstData), 'type')
+    const type = stringField(parseData(state.firstData), 'type')
     return type === 'message_start' ? 'started' : 'headless'
   }
   const { text, tool, reasoning, refusal } = state.counts
@@ -249,7 +249,7 @@ function messageOf(state: RenderState | undefined): {
   model: string
   outputTokens: number
 } {
-  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const first = state?.firstData === undefined ? undefined : parseData(state.firstData)
   const message = field(first, 'message')
   const started = field(field(message, 'usage'), 'output_tokens')
   return {
@@ -408,7 +408,7 @@ export const anthropicMessages: StreamAdapter = Object.freeze({
     }
     // Cheap check before JSON.parse: a ping needs no parsing.
     if (frame.event === 'ping') return { kind: 'keepalive' }
-    const body = parseObject(data)
+    const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`an Anthropic data frame is not a JSON object: ${data}`)
     const type = frame.event ?? stringField(body, 'type')

@@ -30,6 +30,27 @@ export function parseObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
+/** The longest frame data whose parse is kept (a first frame's, as the tracker keeps it). */
+const keptParseChars = 16_384
+let keptText: string | undefined
+let keptValue: Record<string, unknown> | undefined
+
+/**
+ * {@link parseObject} for a frame's data, read only: the last parse is kept, so the same data
+ * asked again (the first frame's, by the relay's identity and the adapter's renders after the
+ * peek's inspect) is not parsed twice (docs/performance.md). Callers must not change what it
+ * returns.
+ */
+export function parseData(text: string): Record<string, unknown> | undefined {
+  if (text === keptText) return keptValue
+  const value = parseObject(text)
+  if (text.length <= keptParseChars) {
+    keptText = text
+    keptValue = value
+  }
+  return value
+}
+
 /** A property of an unknown value, if it is an object. */
 export function field(value: unknown, key: string): unknown {
   return typeof value === 'object' && value !== null

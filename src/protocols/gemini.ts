@@ -13,7 +13,7 @@ import {
   inspectWithoutData,
   malformedFrame,
   mapReason,
-  parseObject,
+  parseData,
   renderable,
   sseFrameText,
   stringField,
@@ -115,7 +115,7 @@ function geminiErrorBody(error: RenderableError): string {
 }
 
 function chunk(state: RenderState | undefined, candidate: Record<string, unknown>): string {
-  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const first = state?.firstData === undefined ? undefined : parseData(state.firstData)
   const modelVersion = stringField(first, 'modelVersion')
   const responseId = stringField(first, 'responseId')
   return sseFrameText(
@@ -147,7 +147,7 @@ export const geminiGenerateContent: StreamAdapter = Object.freeze({
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, geminiError)
-    const body = parseObject(data)
+    const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Gemini data frame is not a JSON object: ${data}`)
     return withUsage(inspectResponse(body), geminiUsage(body.usageMetadata))

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { field, parseObject } from './common.js'
+import { field, parseData } from './common.js'
 
 /**
  * The upstream's id for an answer and the model it named, when it said them.
@@ -38,7 +38,7 @@ export function identityOf(json: unknown): ResponseIdentity | undefined {
 
 /** The identity in a stream's first data frame (its text), if any. */
 export function identityOfData(data: string | undefined): ResponseIdentity | undefined {
-  return data === undefined ? undefined : identityOf(parseObject(data))
+  return data === undefined ? undefined : identityOf(parseData(data))
 }
 
 /**

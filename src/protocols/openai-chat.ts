@@ -14,7 +14,7 @@ import {
   inspectWithoutData,
   malformedFrame,
   mapReason,
-  parseObject,
+  parseData,
   renderable,
   sseFrameText,
   stringField,
@@ -193,7 +193,7 @@ export function openaiErrorBody(error: RenderableError): string {
 }
 
 function envelope(state: RenderState | undefined): { id: string; created: number; model: string } {
-  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const first = state?.firstData === undefined ? undefined : parseData(state.firstData)
   const created = first?.created
   return {
     id: stringField(first, 'id') ?? 'chatcmpl-stream-boundary',
@@ -243,7 +243,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
     // Cheap check before JSON.parse: the end marker.
     if (data.startsWith('[DONE]'))
       return { kind: 'terminal', terminal: { reason: null, raw: '[DONE]' } }
-    const body = parseObject(data)
+    const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Chat Completions data frame is not a JSON object: ${data}`)
     return withUsage(inspectChunk(body), chatUsage(body.usage))

@@ -12,7 +12,7 @@ import {
   field,
   inspectWithoutData,
   malformedFrame,
-  parseObject,
+  parseData,
   renderable,
   sseFrameText,
   stringField,
@@ -207,7 +207,7 @@ function responsesFromMessage(message: unknown): Uint8Array {
 }
 
 function responseOf(state: RenderState | undefined): Record<string, unknown> {
-  const first = state?.firstData === undefined ? undefined : parseObject(state.firstData)
+  const first = state?.firstData === undefined ? undefined : parseData(state.firstData)
   const response = field(first, 'response')
   return typeof response === 'object' && response !== null
     ? { ...(response as Record<string, unknown>) }
@@ -248,7 +248,7 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, responsesError)
-    const body = parseObject(data)
+    const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)
     // The SDK raises on a truthy `error` in any event, whatever its type.

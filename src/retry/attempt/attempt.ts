@@ -10,8 +10,9 @@ import { deliverOn } from '../../commit/deliver.js'
 import { redactBytes } from '../../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import { SecretBytes } from '../../commit/secret-bytes.js'
-import { StreamTimeoutError } from '../../errors.js'
+import type { StreamTimeoutError } from '../../errors.js'
 import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
+import { FirstOutputClock } from '../../peek/clock.js'
 import { parseObject } from '../../protocols/common.js'
 import { identityOf, identityOfData, type ResponseIdentity } from '../../protocols/identity.js'
 import { redactSecrets } from '../../protocols/sanitize.js'
@@ -79,7 +80,7 @@ export type {
   UpstreamHttpError,
 } from '../shared/attempt-types.js'
 
-/** Watches one attempt: the request's stop and deadline signals and the attempt's own timers. */
+/** Watches one attempt: the request's stop and deadline signals and the attempt's own clock. */
 class AttemptSignals {
   /**
    * Aborts the attempt. The library listens to it as it is; the attempt function and the
@@ -89,7 +90,7 @@ class AttemptSignals {
   /** The upstream response's headers, once it answered: the key's headroom is read from them. */
   headers: Headers | undefined
   readonly #input: AttemptInput
-  readonly #timers: ReturnType<typeof setTimeout>[] = []
+  #clock: FirstOutputClock | undefined
   readonly #onStop = () => this.stop.abort(this.#input.stop.reason)
   readonly #onDeadline = () => this.stop.abort(this.#input.deadline.reason)
   readonly #onLost = () => this.stop.abort(this.#input.lost?.reason)
@@ -109,18 +110,16 @@ class AttemptSignals {
   }
 
   /**
-   * Aborts the attempt with a timeout after `ms` (a request-scoped, referenced timer). The
-   * error is made when the timer fires: most attempts never need its stack trace.
+   * Aborts the attempt with a timeout at the first-byte or the first-output bound, whichever
+   * falls due (one request-scoped, referenced timer for both). The error is made when it
+   * fires: most attempts never need its stack trace.
    */
-  arm(kind: 'first-byte' | 'first-output', ms: number): ReturnType<typeof setTimeout> | undefined {
-    if (!Number.isFinite(ms)) return undefined
-    const timer = setTimeout(() => {
-      const error = new StreamTimeoutError(kind, ms)
+  startClock(startedAt: number, firstByteMs: number, firstOutputMs: number): FirstOutputClock {
+    this.#clock = new FirstOutputClock(startedAt, firstByteMs, firstOutputMs, (error) => {
       this.#timedOut = error
       this.stop.abort(error)
-    }, ms)
-    this.#timers.push(timer)
-    return timer
+    })
+    return this.#clock
   }
 
   /** Why the attempt was stopped, if it was. */
@@ -137,7 +136,7 @@ class AttemptSignals {
   }
 
   dispose(): void {
-    for (const timer of this.#timers) clearTimeout(timer)
+    this.#clock?.dispose()
     this.#input.stop.removeEventListener('abort', this.#onStop)
     this.#input.lost?.removeEventListener('abort', this.#onLost)
     this.detachDeadline()
@@ -260,12 +259,10 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
 async function send(
   input: AttemptInput,
   signals: AttemptSignals,
-): Promise<{ response: Response; clear: () => void } | { failure: AttemptResult }> {
+  started: number,
+): Promise<{ response: Response; clock: FirstOutputClock } | { failure: AttemptResult }> {
   const { mode, lease } = input
-  const timers = armSendClocks(input, signals)
-  const clear = () => {
-    for (const timer of timers) clearTimeout(timer)
-  }
+  const clock = startSendClock(input, signals, started)
   let response: unknown
   try {
     response = await callAttemptFunction(input.route, {
@@ -287,7 +284,7 @@ async function send(
     return { failure: failed(invalidResultVerdict(response), null) }
   }
   signals.headers = response.headers
-  return { response, clear }
+  return { response, clock }
 }
 
 /**
@@ -297,21 +294,20 @@ async function send(
  * first-output bound over connect, headers and body (its output is the whole answer; its
  * headers come when it is ready, so no first-byte bound applies). The fallback: its own.
  */
-function armSendClocks(input: AttemptInput, signals: AttemptSignals) {
+function startSendClock(
+  input: AttemptInput,
+  signals: AttemptSignals,
+  started: number,
+): FirstOutputClock {
   const { firstByteTimeoutMs = Number.POSITIVE_INFINITY, firstOutputTimeoutMs } = input.policy.peek
   const output = firstOutputTimeoutMs ?? Number.POSITIVE_INFINITY
-  const armed =
-    input.mode === 'non-streaming'
-      ? [
-          signals.arm(
-            'first-output',
-            Math.min(input.policy.fallbackTimeoutMs ?? Number.POSITIVE_INFINITY, input.budgetMs),
-          ),
-        ]
-      : input.mode === 'whole'
-        ? [signals.arm('first-output', output)]
-        : [signals.arm('first-byte', firstByteTimeoutMs), signals.arm('first-output', output)]
-  return armed.filter((timer) => timer !== undefined)
+  const never = Number.POSITIVE_INFINITY
+  if (input.mode === 'non-streaming') {
+    const fallback = input.policy.fallbackTimeoutMs ?? never
+    return signals.startClock(started, never, Math.min(fallback, input.budgetMs))
+  }
+  if (input.mode === 'whole') return signals.startClock(started, never, output)
+  return signals.startClock(started, firstByteTimeoutMs, output)
 }
 
 /** The failure of an attempt whose body read was cut because the request or a timer stopped it. */
@@ -367,7 +363,7 @@ async function readWholeAnswer(
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
   input.gate.assertCanRetry()
   const started = now()
-  const sent = await send(input, signals)
+  const sent = await send(input, signals, started)
   if ('failure' in sent) return sent.failure
   const result = await attemptAnswer(input, signals, sent, started)
   // Whatever went wrong after the upstream answered, its request ids name the attempt.
@@ -378,7 +374,7 @@ async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promis
 async function attemptAnswer(
   input: AttemptInput,
   signals: AttemptSignals,
-  sent: { response: Response; clear: () => void },
+  sent: { response: Response; clock: FirstOutputClock },
   started: number,
 ): Promise<AttemptResult> {
   const { gate, policy, mode } = input
@@ -408,7 +404,7 @@ async function attemptAnswer(
       status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
     return failed(verdict, status, undefined, upstream)
   }
-  if (mode === 'whole') return answerWhole(input, signals, response, sent.clear)
+  if (mode === 'whole') return answerWhole(input, signals, response, () => sent.clock.dispose())
   let body: FrameSource
   const source = frameSourceOf(response)
   if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
@@ -418,8 +414,7 @@ async function attemptAnswer(
     if ('failure' in whole) return stoppedFailure(signals, mode, status) ?? whole.failure
     body = whole.body
   }
-  // The streaming attempt's clocks go on in the peek, with what is left of them.
-  sent.clear()
+  // The attempt's clock goes on in the peek, with what is left of its bounds.
   // Early headers go out before the peek; otherwise the headers are the winner's, at commit.
   if (gate.earlyHeaders) gate.setUpstreamHeaders(response.headers, input.secrets)
   let beaten = false
@@ -427,8 +422,9 @@ async function attemptAnswer(
     gate,
     body,
     adapter: input.route.adapter,
-    // Both peek clocks run from the moment the attempt was sent: connect and headers count.
+    // Both peek bounds run from the moment the attempt was sent: connect and headers count.
     peek: { ...policy.peek, clockStartedAt: started },
+    clock: sent.clock,
     maxFrameBytes: policy.maxFrameBytes,
     ...policy.pump,
     downstream: policy.downstream,

@@ -47,7 +47,8 @@ export async function leaseNext(
     })
     if (plan.kind === 'give-up') return plan
     if (plan.kind === 'sleep') {
-      await sleep(plan.ms, run.waits)
+      const budgetMs = waitBudget(run, route, now() - waitStarted)
+      await sleep(spreadWake(plan.ms, budgetMs), run.waits)
       continue
     }
     const woken = await pool.acquire({
@@ -60,6 +61,17 @@ export async function leaseNext(
       return tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
     }
   }
+}
+
+/**
+ * When a request waiting for a cooling key wakes: the cooldown's end plus up to a quarter of
+ * it more (at most 1 s more, and never past `budgetMs`), drawn at random, so requests that
+ * wait for the same key are not all sent the instant its cooldown ends, where the first few
+ * would take the refilled budget and the rest meet the next 429 together.
+ */
+export function spreadWake(ms: number, budgetMs: number, draw: () => number = Math.random): number {
+  const room = Math.min(ms / 4, 1_000, Math.max(0, budgetMs - ms))
+  return ms + room * draw()
 }
 
 export type Leased = { kind: 'leased'; lease: KeyLease | undefined }

@@ -169,7 +169,8 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   }
   const d = memoryKeyPoolDefaults
   const selection = options.selection ?? d.selection
-  if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) { // 'headroom' and 'fastest': #46, not built yet
+  if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) {
+    // 'headroom' and 'fastest': #46, not built yet
     throw new RangeError(
       `selection must be 'round-robin', 'weighted' or 'least-inflight', got ${String(selection)}`,
     )

@@ -79,7 +79,9 @@ describe('createSimulatedFleet', () => {
     const base = await start({
       // An hour: not even one token refills while the test runs.
       windowMs: 3_600_000,
-      keys: [{ id: 'a', secret: 'sk-a', requestsPerWindow: 100, tokensPerWindow: cost * 2 + small }],
+      keys: [
+        { id: 'a', secret: 'sk-a', requestsPerWindow: 100, tokensPerWindow: cost * 2 + small },
+      ],
     })
     const first = await chat(base, 'sk-a', body)
     expect(first.status).toBe(200)

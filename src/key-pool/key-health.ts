@@ -9,7 +9,8 @@
 
 import { positiveNumber as positive } from '../options.js'
 import { outcomeKinds } from './outcomes.js'
-import type { KeyOutcome, KeyStateEvent, KeyStateSnapshot, PoolKey } from './types.js'
+import type { Budget, Spent } from './selection.js'
+import type { KeyHeadroom, KeyOutcome, KeyStateEvent, KeyStateSnapshot, PoolKey } from './types.js'
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
 
 /** What a key is doing, mutable, one per key of a pool. */
@@ -35,6 +36,17 @@ export interface KeyState {
   leases: number
   currentWeight: number
   outcomes: Record<KeyOutcome['kind'], number>
+  /** Bare 429s (no `retryAfterMs`) since the last success: the next one cools for longer. */
+  strikes: number
+  /** What the rate-limit headers last stated of the request budget (`headroom` selection). */
+  requestBudget: Budget | undefined
+  tokenBudget: Budget | undefined
+  /** Requests and tokens leased so far (cumulative; a statement is counted from its lease's). */
+  spentRequests: number
+  spentTokens: number
+  /** Decaying average time to first output, and when it was last sampled (`fastest`). */
+  latencyMs: number | undefined
+  latencyAt: number
 }
 
 /** What one key can do for an acquire right now. */
@@ -49,6 +61,10 @@ export type Availability =
 export interface LeaseRecord {
   readonly serial: number
   readonly generation: number
+  /** When it was handed out: its commit measures the key's time to first output. */
+  readonly acquiredAt: number
+  /** The key's spent counters after this lease: what its response's headroom is counted from. */
+  readonly spent: Spent
   committed: boolean
   reported: boolean
 }
@@ -60,6 +76,7 @@ export interface HealthRules {
   readonly authDisableMs: number
   readonly defaultCooldownMs: number
   readonly maxCooldownMs: number
+  readonly minCooldownMs: number
   readonly failureThreshold: number
   readonly breakerFailureRatio: number
 }
@@ -86,6 +103,13 @@ export function initialKeyState(key: PoolKey, maxInflight: number): KeyState {
     inflight: 0,
     leases: 0,
     currentWeight: 0,
+    strikes: 0,
+    requestBudget: undefined,
+    tokenBudget: undefined,
+    spentRequests: 0,
+    spentTokens: 0,
+    latencyMs: undefined,
+    latencyAt: 0,
     outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
       KeyOutcome['kind'],
       number
@@ -103,6 +127,49 @@ export function restore(state: KeyState, saved: KeyStateSnapshot, now: number): 
   if (saved.failures > 0) state.window = [[now, 0, saved.failures]]
   state.circuit = saved.circuit
   state.circuitUntil = saved.circuitUntil
+}
+
+/** A finite, non-negative number of milliseconds, or nothing. */
+function givenMs(value: number | undefined): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined
+}
+
+/** The reset of a budget the 429's headers say is spent, when they say one is. */
+function spentBudgetReset(headroom: KeyHeadroom | undefined): number | undefined {
+  if (headroom === undefined) return undefined
+  let reset: number | undefined
+  const take = (remaining: number | undefined, resetMs: number | undefined) => {
+    const ms = givenMs(resetMs)
+    if (ms !== undefined && givenMs(remaining) !== undefined && (remaining as number) < 1) {
+      reset = Math.max(reset ?? 0, ms)
+    }
+  }
+  take(headroom.requestsRemaining, headroom.requestsResetMs)
+  take(headroom.tokensRemaining, headroom.tokensResetMs)
+  return reset
+}
+
+/**
+ * How long a 429 cools its key: the wait it gave (or the reset of the budget its headers say
+ * is spent), at least `minCooldownMs`; a bare 429 backs off from `minCooldownMs`, doubling
+ * with each bare 429 since the key's last success, up to `defaultCooldownMs`. Never more
+ * than `maxCooldownMs`.
+ */
+export function rateLimitCooldown(
+  state: KeyState,
+  outcome: Extract<KeyOutcome, { kind: 'rate-limited' }>,
+  rules: HealthRules,
+): number {
+  const given = givenMs(outcome.retryAfterMs) ?? spentBudgetReset(outcome.headroom)
+  let wait: number
+  if (given === undefined) {
+    state.strikes += 1
+    wait = Math.min(
+      rules.minCooldownMs * 2 ** Math.min(state.strikes - 1, 30),
+      rules.defaultCooldownMs,
+    )
+  } else wait = Math.max(given, rules.minCooldownMs)
+  return Math.min(wait, rules.maxCooldownMs)
 }
 
 /** The state machine over every key of one pool: what a key can do, what an outcome teaches. */
@@ -184,10 +251,9 @@ export class KeyHealth {
     // Whatever else the outcome, the probe slots this lease held are free again.
     if (probe) state.probe = undefined
     if (state.authProbe === record.serial) state.authProbe = undefined
+    if (kind === 'success') state.strikes = 0
     if (kind === 'rate-limited') {
-      const until =
-        now +
-        Math.min(outcome.retryAfterMs ?? this.rules.defaultCooldownMs, this.rules.maxCooldownMs)
+      const until = now + rateLimitCooldown(state, outcome, this.rules)
       if (until > state.cooldownUntil) {
         state.cooldownUntil = until
         this.tell(state, { state: 'cooling', reason: 'rate-limited', until })

@@ -14,7 +14,22 @@ import {
   type LeaseRecord,
   restore,
 } from './key-health.js'
-import { type AuthFailureWithoutLease, authFailedWithoutLease, tellKeyState } from './outcomes.js'
+import {
+  type AuthFailureWithoutLease,
+  authFailedWithoutLease,
+  spreadWake,
+  tellKeyState,
+  type WakeTold,
+} from './outcomes.js'
+import {
+  forgetPastBudgets,
+  type KeySelection,
+  KeySelector,
+  keySelections,
+  learnHeadroom,
+  learnLatency,
+  spend,
+} from './selection.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -29,12 +44,7 @@ import type {
 } from './types.js'
 import { countInWindow } from './window.js'
 
-/**
- * How the next key is chosen among the usable ones.
- *
- * @group Key pools
- */
-export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight' | 'headroom' | 'fastest'
+export type { KeySelection } from './selection.js'
 
 /**
  * Options of {@link createMemoryKeyPool}.
@@ -43,8 +53,11 @@ export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight' | 'head
  */
 export interface MemoryKeyPoolOptions {
   /**
-   * How the next key is chosen.
+   * How the next key is chosen (see {@link KeySelection}).
    * @default 'round-robin'
+   * @example
+   * // Spend no request on a key whose rate-limit headers say it is out.
+   * createMemoryKeyPool(keys, { selection: 'headroom' })
    */
   selection?: KeySelection
   /**
@@ -54,10 +67,36 @@ export interface MemoryKeyPoolOptions {
    */
   maxInflight?: number
   /**
-   * Cooldown after a rate limit that did not say how long.
+   * The longest cooldown of a rate limit that did not say how long. A key's first such 429
+   * cools it for `minCooldownMs`, each further one (until a success) for twice as long, up
+   * to this.
    * @default 10_000
    */
   defaultCooldownMs?: number
+  /**
+   * The shortest cooldown a rate limit sets: a `retry-after: 0`, a reset of `0s` or in the
+   * past still keeps the key out this long instead of leasing it again at once. Also the
+   * first cooldown of a bare 429 (see `defaultCooldownMs`).
+   * @default 1_000
+   * @example
+   * // Upstream resets are sub-second and honest: trust them down to 250 ms.
+   * createMemoryKeyPool(keys, { minCooldownMs: 250 })
+   */
+  minCooldownMs?: number
+  /**
+   * Under `headroom` selection, the longest a stated budget is believed: a reset further
+   * away (or none stated) is cut to this, after which the key's headroom is unknown again
+   * and it is tried as any unknown key is.
+   * @default 60_000
+   */
+  headroomHorizonMs?: number
+  /**
+   * Under `fastest` selection, how fast a key's time to first output is forgotten: without a
+   * new sample it counts half after this long (a third after twice this), so a key that was
+   * slow looks fast again after a while, is drawn and measured again.
+   * @default 10_000
+   */
+  latencyHalfLifeMs?: number
   /**
    * The longest cooldown a rate limit sets (1 hour by default), whatever the upstream said:
    * one bad header (`retry-after: 31536000`, a date a year away) must not take a key out for
@@ -126,6 +165,9 @@ export const memoryKeyPoolDefaults = Object.freeze({
   selection: 'round-robin' as KeySelection,
   maxInflight: Number.POSITIVE_INFINITY,
   defaultCooldownMs: 10_000,
+  minCooldownMs: 1_000,
+  headroomHorizonMs: 60_000,
+  latencyHalfLifeMs: 10_000,
   maxCooldownMs: 3_600_000,
   failureThreshold: 5,
   breakerWindowMs: 30_000,
@@ -135,7 +177,7 @@ export const memoryKeyPoolDefaults = Object.freeze({
 })
 
 interface Waiter {
-  readonly exclude: ReadonlySet<string> | undefined
+  readonly options: AcquireOptions
   readonly settle: (result: AcquireResult) => void
 }
 
@@ -144,6 +186,9 @@ const optionKeys = Object.keys({
   selection: true,
   maxInflight: true,
   defaultCooldownMs: true,
+  minCooldownMs: true,
+  headroomHorizonMs: true,
+  latencyHalfLifeMs: true,
   maxCooldownMs: true,
   failureThreshold: true,
   breakerWindowMs: true,
@@ -169,10 +214,9 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   }
   const d = memoryKeyPoolDefaults
   const selection = options.selection ?? d.selection
-  if (!['round-robin', 'weighted', 'least-inflight'].includes(selection)) {
-    // 'headroom' and 'fastest': #46, not built yet
+  if (!keySelections.includes(selection)) {
     throw new RangeError(
-      `selection must be 'round-robin', 'weighted' or 'least-inflight', got ${String(selection)}`,
+      `selection must be 'round-robin', 'weighted', 'least-inflight', 'headroom' or 'fastest', got ${String(selection)}`,
     )
   }
   const ratio = options.breakerFailureRatio ?? d.breakerFailureRatio
@@ -186,6 +230,15 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
       'defaultCooldownMs',
       options.defaultCooldownMs ?? d.defaultCooldownMs,
     ),
+    minCooldownMs: positive('minCooldownMs', options.minCooldownMs ?? d.minCooldownMs),
+    headroomHorizonMs: positive(
+      'headroomHorizonMs',
+      options.headroomHorizonMs ?? d.headroomHorizonMs,
+    ),
+    latencyHalfLifeMs: positive(
+      'latencyHalfLifeMs',
+      options.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
+    ),
     maxCooldownMs: positive('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
     failureThreshold: positive('failureThreshold', options.failureThreshold ?? d.failureThreshold),
     breakerWindowMs: positive('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
@@ -194,41 +247,6 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
     authDisableMs: positive('authDisableMs', options.authDisableMs ?? d.authDisableMs),
     onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
-  }
-}
-
-/** Which free key to lease: round-robin, weighted (smooth) or least-inflight. */
-class KeySelector {
-  #cursor = 0
-
-  constructor(
-    private readonly selection: KeySelection,
-    private readonly states: readonly KeyState[],
-  ) {}
-
-  pick(usable: KeyState[]): KeyState {
-    const { states } = this
-    if (this.selection === 'weighted') {
-      let total = 0
-      let best = usable[0] as KeyState
-      for (const state of usable) {
-        state.currentWeight += state.weight
-        total += state.weight
-        if (state.currentWeight > best.currentWeight) best = state
-      }
-      best.currentWeight -= total
-      return best
-    }
-    // Round-robin order from the cursor; least-inflight takes the least busy in that order.
-    const order = (state: KeyState) =>
-      (states.indexOf(state) - this.#cursor + states.length) % states.length
-    const ordered = [...usable].sort((a, b) => order(a) - order(b))
-    let chosen = ordered[0] as KeyState
-    if (this.selection === 'least-inflight') {
-      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
-    }
-    this.#cursor = (states.indexOf(chosen) + 1) % states.length
-    return chosen
   }
 }
 
@@ -241,11 +259,11 @@ class WaitQueue {
   }
 
   /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
-  serve(decide: (exclude: ReadonlySet<string> | undefined) => AcquireResult): void {
+  serve(decide: (options: AcquireOptions) => AcquireResult): void {
     const waiters = this.#waiters
     for (let i = 0; i < waiters.length; ) {
       const waiter = waiters[i] as Waiter
-      const result = decide(waiter.exclude)
+      const result = decide(waiter.options)
       if (result.kind === 'busy') {
         i++
         continue
@@ -258,13 +276,13 @@ class WaitQueue {
   wait(
     options: AcquireOptions,
     waitMs: number,
-    decide: (exclude: ReadonlySet<string> | undefined) => AcquireResult,
+    decide: (options: AcquireOptions) => AcquireResult,
   ): Promise<AcquireResult> {
-    const { exclude, signal } = options
+    const { signal } = options
     const waiters = this.#waiters
     return new Promise<AcquireResult>((resolve, reject) => {
       const waiter: Waiter = {
-        exclude,
+        options,
         settle(result) {
           clearTimeout(timer)
           signal?.removeEventListener('abort', onAbort)
@@ -284,7 +302,7 @@ class WaitQueue {
       const timer = setTimeout(() => {
         leave()
         signal?.removeEventListener('abort', onAbort)
-        resolve(decide(exclude))
+        resolve(decide(options))
       }, waitMs)
       signal?.addEventListener('abort', onAbort, { once: true })
       waiters.push(waiter)
@@ -292,14 +310,25 @@ class WaitQueue {
   }
 }
 
+/** The tokens a request states it needs (0 when it states nothing usable). */
+export function tokensOf(cost: AcquireOptions['cost']): number {
+  const tokens = cost?.tokens
+  return typeof tokens === 'number' && Number.isFinite(tokens) && tokens > 0 ? tokens : 0
+}
+
 /**
  * Creates an in-memory {@link KeyPool}.
  *
  * - A key at its in-flight cap is `busy`; with `waitMs`, `acquire` queues first come, first
  *   served and is woken by the `report` that frees a slot (no polling).
- * - `rate-limited` cools the key down for the time the upstream gave (else
- *   `defaultCooldownMs`), at most `maxCooldownMs`; `cooling` says `rateLimited: true` only
- *   when every candidate cools for that reason.
+ * - `rate-limited` cools the key down for the time the upstream gave (at least
+ *   `minCooldownMs`, at most `maxCooldownMs`); a 429 that gave none backs off per key from
+ *   `minCooldownMs`, doubling up to `defaultCooldownMs`, until a success. `cooling` says
+ *   `rateLimited: true` only when every candidate cools for that reason; callers told of
+ *   the same instant are told instants spread over a quarter of the wait (at most 1 s).
+ * - `headroom` and `fastest` selection learn from each lease: the budget its response's
+ *   headers stated (`success` and `rate-limited` reports), its time to first output
+ *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived.
  * - `auth-failed` holds the key for `authDisableMs`, then admits one probe lease: its
  *   `commit()` (or a `success`/`rejected` report) re-enables the key, another auth failure
  *   holds it again. `disable(id)` holds it until `enable(id)`.
@@ -330,7 +359,8 @@ export function createMemoryKeyPool(
     const state = byId.get(saved.id)
     if (state !== undefined) restore(state, saved, config.now())
   }
-  const selector = new KeySelector(config.selection, states)
+  const selector = new KeySelector(config, states)
+  const wake: WakeTold = { at: 0, told: 0 }
   let serials = 0
   const queue = new WaitQueue()
 
@@ -339,9 +369,10 @@ export function createMemoryKeyPool(
   const health = new KeyHealth(config, tell)
 
   /** The answer for one acquire now, leasing when a candidate is free. */
-  function decide(exclude: ReadonlySet<string> | undefined): AcquireResult {
+  function decide({ exclude, cost }: AcquireOptions): AcquireResult {
     if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
     const now = config.now()
+    const need = tokensOf(cost)
     const free: KeyState[] = []
     let busy = false
     let cooling = false
@@ -349,6 +380,7 @@ export function createMemoryKeyPool(
     let earliest = Number.POSITIVE_INFINITY
     for (const state of states) {
       health.refresh(state, now)
+      forgetPastBudgets(state, now)
       if (exclude?.has(state.key.id)) continue
       const found = health.availability(state, now)
       if (found.kind === 'free') free.push(state)
@@ -359,10 +391,14 @@ export function createMemoryKeyPool(
         if (found.kind === 'held' || !found.rateLimited) rateLimited = false
       }
     }
-    if (free.length > 0) return { kind: 'leased', lease: lease(selector.pick(free), now) }
+    if (free.length > 0) {
+      return { kind: 'leased', lease: lease(selector.pick(free, need, now), now, need) }
+    }
     const retryInMs = Number.isFinite(earliest) ? earliest : undefined
     if (busy) return { kind: 'busy', retryInMs }
-    if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
+    if (cooling) {
+      return { kind: 'cooling', retryInMs: spreadWake(wake, now, retryInMs ?? 0), rateLimited }
+    }
     if (states.every((state) => state.disabled)) {
       const rejectedKeyIds = states
         .filter((state) => state.disabledUntil > 0)
@@ -372,10 +408,12 @@ export function createMemoryKeyPool(
     return { kind: 'unavailable', reason: 'all-excluded' }
   }
 
-  function lease(state: KeyState, now: number): KeyLease {
+  function lease(state: KeyState, now: number, need: number): KeyLease {
     const record: LeaseRecord = {
       serial: ++serials,
       generation: state.generation,
+      acquiredAt: now,
+      spent: spend(state, need),
       committed: false,
       reported: false,
     }
@@ -391,6 +429,7 @@ export function createMemoryKeyPool(
       commit(): void {
         if (record.committed || record.reported) return
         record.committed = true
+        learnLatency(state, config.now() - record.acquiredAt, config.now())
         health.provenGood(state, record)
       },
       async report(outcome: KeyOutcome): Promise<void> {
@@ -398,7 +437,11 @@ export function createMemoryKeyPool(
         record.reported = true
         state.inflight--
         state.outcomes[outcome.kind]++
-        health.learn(state, record, outcome, config.now())
+        const now = config.now()
+        if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
+          learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
+        }
+        health.learn(state, record, outcome, now)
         queue.serve(decide)
       },
     }
@@ -422,7 +465,7 @@ export function createMemoryKeyPool(
       if (signal?.aborted) throw signal.reason
       // Capacity freed without a report (a cooldown ended) goes to the queue first.
       if (queue.length > 0) queue.serve(decide)
-      const result = decide(acquireOptions.exclude)
+      const result = decide(acquireOptions)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
       return queue.wait(acquireOptions, waitMs, decide)

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { KeyOutcome } from '../key-pool/types.js'
+import type { KeyHeadroom, KeyOutcome } from '../key-pool/types.js'
 import type { RedisLink } from './link.js'
 import type { AcquireReply, ReportReply, RowReply, RowsReply, SyncPayload } from './replies.js'
 import type { PoolSettings } from './settings.js'
@@ -28,8 +28,12 @@ export class PoolCommands {
     )
   }
 
-  /** Picks a key and takes lease `id` on it, skipping `exclude`. */
-  acquire(id: string, exclude: ReadonlySet<string> | undefined): Promise<AcquireReply> {
+  /** Picks a key and takes lease `id` on it for a request of `need` tokens, skipping `exclude`. */
+  acquire(
+    id: string,
+    exclude: ReadonlySet<string> | undefined,
+    need: number,
+  ): Promise<AcquireReply> {
     const { cursorKey, allKeys, clockArg, config, configJson, ids, perKeyArgs } = this.settings
     return this.link.script<AcquireReply>(
       'acquire',
@@ -41,6 +45,7 @@ export class PoolCommands {
         id,
         config.selection,
         configJson,
+        need,
         ...ids.flatMap((keyId, index) => {
           const [limit, weight] = perKeyArgs[index] as number[]
           return [
@@ -53,13 +58,17 @@ export class PoolCommands {
     )
   }
 
-  /** Ends lease `leaseId` of key `index` (taken at breaker generation `gen`) with `kind`. */
+  /**
+   * Ends lease `leaseId` of key `index` (taken at breaker generation `gen`, after which the
+   * key's spent counters stood at `spent`) with `kind`, and what its headers stated.
+   */
   report(
     index: number,
     leaseId: string,
-    gen: number,
+    lease: { readonly gen: number; readonly spent: readonly [string, string] },
     kind: KeyOutcome['kind'],
     retryAfterMs: number | undefined,
+    headroom: KeyHeadroom | undefined,
   ): Promise<ReportReply> {
     const { redisKeys, clockArg, config, configJson } = this.settings
     return this.link.script<ReportReply>('report', 'report', redisKeys[index] as string[], [
@@ -67,17 +76,22 @@ export class PoolCommands {
       config.leaseTtlMs,
       leaseId,
       kind,
-      retryAfterMs === undefined ? '' : String(retryAfterMs),
+      finite(retryAfterMs) ? String(retryAfterMs) : '',
       configJson,
-      gen,
+      lease.gen,
+      headroomArg(headroom, lease.spent),
     ])
   }
 
-  /** A probe lease's commit: closes the circuit or re-enables the key. */
-  commit(index: number, leaseId: string): Promise<RowReply> {
+  /**
+   * A lease's commit: a probe's closes the circuit or re-enables the key; with `acquiredAt`
+   * (the acquire's time), the time since joins the key's time to first output.
+   */
+  commit(index: number, leaseId: string, acquiredAt: string | undefined): Promise<RowReply> {
     return this.link.script<RowReply>('commit', 'commit', this.stateKeys(index), [
       this.settings.clockArg(),
       leaseId,
+      acquiredAt ?? '',
     ])
   }
 
@@ -116,4 +130,28 @@ export class PoolCommands {
     const [stateKey, leasesKey] = this.settings.redisKeys[index] as string[]
     return [stateKey as string, leasesKey as string]
   }
+}
+
+function finite(value: number | undefined): value is number {
+  return typeof value === 'number' && Number.isFinite(value)
+}
+
+/** The stated numbers (finite ones only: JSON has no NaN) and the lease's spent counters. */
+function headroomArg(
+  headroom: KeyHeadroom | undefined,
+  [sr, st]: readonly [string, string],
+): string {
+  if (headroom === undefined) return ''
+  const fields = [
+    'requestsRemaining',
+    'requestsResetMs',
+    'tokensRemaining',
+    'tokensResetMs',
+  ] as const
+  const stated: Record<string, number> = { sr: Number(sr), st: Number(st) }
+  for (const field of fields) {
+    const value = headroom[field]
+    if (finite(value)) stated[field] = value
+  }
+  return JSON.stringify(stated)
 }

@@ -90,7 +90,7 @@ export async function recordLocally(
     lease: lease.id,
     gen: lease.gen,
     kind: outcome.kind,
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    ...(retryAfterMs !== undefined && Number.isFinite(retryAfterMs) ? { retryAfterMs } : {}),
     at: now(),
   })
 }

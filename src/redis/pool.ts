@@ -5,6 +5,8 @@
  * @module
  */
 
+import { tokensOf } from '../key-pool/memory.js'
+import { spreadWake, type WakeTold } from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -142,6 +144,8 @@ class RedisPool {
   private probing = false
   private lastProbe = 0
   private closed = false
+  /** The instant `cooling` answers last told, to spread the callers told it. */
+  private readonly wake: WakeTold = { at: 0, told: 0 }
 
   constructor(
     private readonly keys: readonly PoolKey[],
@@ -254,12 +258,22 @@ class RedisPool {
   private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
     const id = this.nextId()
     try {
-      const [verdict, , rows, events] = await this.commands.acquire(id, options.exclude)
+      const [verdict, now, rows, events] = await this.commands.acquire(
+        id,
+        options.exclude,
+        tokensOf(options.cost),
+      )
       this.known.learnAll(rows, events)
-      if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)
+      if (verdict[0] !== 'leased') {
+        const refusal = refusalOf(verdict, this.settings.ids)
+        if (refusal.kind !== 'cooling') return refusal
+        return { ...refusal, retryInMs: spreadWake(this.wake, Number(now), refusal.retryInMs) }
+      }
       const lease = this.open(verdict[1] - 1, id, true, {
         gen: verdict[2],
         probe: verdict[3] === 1,
+        acquiredAt: now,
+        spent: [verdict[4], verdict[5]],
       })
       this.openLeases.startRenewal()
       return { kind: 'leased', lease }
@@ -272,14 +286,14 @@ class RedisPool {
   }
 
   private async acquireLocally(current: Fallback, options: AcquireOptions): Promise<AcquireResult> {
-    const result = await current.pool.acquire({ exclude: options.exclude })
+    const result = await current.pool.acquire({ exclude: options.exclude, cost: options.cost })
     if (result.kind !== 'leased') return result
     const index = this.settings.indexOf.get(result.lease.keyId) ?? 0
     const lease = this.open(
       index,
       this.nextId(),
       false,
-      { gen: 0, probe: false },
+      { gen: 0, probe: false, acquiredAt: '', spent: ['0', '0'] },
       { fallback: current, lease: result.lease },
     )
     return { kind: 'leased', lease }
@@ -382,7 +396,7 @@ class RedisPool {
     index: number,
     id: string,
     inRedis: boolean,
-    lease: { gen: number; probe: boolean },
+    lease: Pick<OpenLease, 'gen' | 'probe' | 'acquiredAt' | 'spent'>,
     local?: OpenLease['local'],
   ): KeyLease {
     const entry: OpenLease = { index, id, ...lease, inRedis, local, shadowing: undefined }
@@ -415,18 +429,27 @@ class RedisPool {
     }
   }
 
-  /** Only a probe's commit changes anything (it closes the circuit or re-enables the key). */
+  /**
+   * Only a probe's commit changes the key's health (it closes the circuit or re-enables the
+   * key); under `fastest` every commit measures the key's time to first output.
+   */
   private async commitLease(entry: OpenLease): Promise<void> {
     await entry.shadowing
     if (entry.local !== undefined) {
       entry.local.lease.commit()
       return
     }
-    if (!entry.probe || this.fallback !== undefined) return
+    // A lease taken locally during an outage has no acquire time on Redis's clock.
+    const timed = this.settings.config.selection === 'fastest' && entry.acquiredAt !== ''
+    if ((!entry.probe && !timed) || this.fallback !== undefined) return
     await this.viaRedis(
       'commit',
       async () => {
-        const [row, events] = await this.commands.commit(entry.index, entry.id)
+        const [row, events] = await this.commands.commit(
+          entry.index,
+          entry.id,
+          timed ? entry.acquiredAt : undefined,
+        )
         this.known.learn(entry.index, row, events)
       },
       // Redis failed it: the commit is not replayed on the local pool.
@@ -442,9 +465,12 @@ class RedisPool {
         const [, , row, events] = await this.commands.report(
           lease.index,
           lease.id,
-          lease.gen,
+          lease,
           outcome.kind,
           retryAfterOf(outcome),
+          outcome.kind === 'success' || outcome.kind === 'rate-limited'
+            ? outcome.headroom
+            : undefined,
         )
         this.known.learn(lease.index, row, events)
       },

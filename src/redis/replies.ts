@@ -44,7 +44,14 @@ export type EventRows = readonly (readonly [
 
 export type AcquireReply = readonly [
   verdict:
-    | readonly ['leased', index: number, generation: number, probe: 0 | 1]
+    | readonly [
+        'leased',
+        index: number,
+        generation: number,
+        probe: 0 | 1,
+        requestsSpent: string,
+        tokensSpent: string,
+      ]
     | readonly ['busy', retryInMs: string | number]
     | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
     | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]],
@@ -95,7 +102,10 @@ export interface SyncPayload {
 /** The options the scripts apply, sent as JSON. */
 export interface ScriptConfig {
   readonly defaultCooldownMs: number
+  readonly minCooldownMs: number
   readonly maxCooldownMs: number
+  readonly headroomHorizonMs: number
+  readonly latencyHalfLifeMs: number
   readonly failureThreshold: number
   readonly breakerWindowMs: number
   readonly breakerFailureRatio: number
@@ -134,6 +144,10 @@ export interface OpenLease {
   readonly gen: number
   /** Redis made it a probe (half-open circuit or auth hold): its commit must reach Redis. */
   readonly probe: boolean
+  /** The acquire's time (Redis's clock): under `fastest` its commit measures the latency. */
+  readonly acquiredAt: string
+  /** The key's spent counters after this lease (`headroom`: a statement is counted from them). */
+  readonly spent: readonly [requests: string, tokens: string]
   /** Redis counts this lease (it came from Redis, or was adopted after an outage). */
   inRedis: boolean
   local: { readonly fallback: Fallback; readonly lease: KeyLease } | undefined

@@ -1,3 +1,5 @@
+import { selectionLua } from './selection-scripts.js'
+
 /**
  * The Lua scripts of the Redis key pool. Each one runs atomically inside Redis, so replicas
  * never lease a key past its `maxInflight` or lose a cooldown to a race. They mirror
@@ -9,8 +11,8 @@
  * - `{prefix}:s:<id>` hash: `disabled`, `disabledUntil` (0: operator hold), `cooldownUntil`,
  *   `failures`, `circuit`, `circuitUntil`, `trial` (lease id of the half-open probe),
  *   `atrial` (lease id of the auth-hold probe), `gen` (bumped when the circuit opens or
- *   closes), `win` (the breaker window's buckets), `cw` (weighted selection), `leases`, and
- *   one `o:<outcome>` counter per outcome kind.
+ *   closes), `win` (the breaker window's buckets), `cw` (weighted selection), `leases`, the
+ *   selection fields of `selection-scripts.ts`, and one `o:<outcome>` counter per outcome kind.
  * - `{prefix}:l:<id>` sorted set: open lease ids scored by their expiry (the inflight count).
  * - `{prefix}:d:<id>` sorted set: reported lease ids, so a report replayed after an outage
  *   is applied once.
@@ -35,6 +37,7 @@ local function num(x)
   return string.format('%.17g', x)
 end
 
+${selectionLua}
 local OUTCOMES = {'success', 'rate-limited', 'auth-failed', 'server-error', 'overloaded',
   'protocol-fault', 'client-gone', 'rejected', 'cancelled'}
 local COUNTERS = {}
@@ -59,8 +62,16 @@ end
 
 local function load(key)
   local v = redis.call('HMGET', key, 'disabled', 'disabledUntil', 'cooldownUntil', 'failures',
-    'circuit', 'circuitUntil', 'trial', 'atrial', 'gen', 'win', 'cw', 'leases')
+    'circuit', 'circuitUntil', 'trial', 'atrial', 'gen', 'win', 'cw', 'leases', 'rb', 'tb', 'sr',
+    'st', 'lat', 'latAt', 'strikes')
   return {
+    rb = decodeBudget(v[13]),
+    tb = decodeBudget(v[14]),
+    sr = tonumber(v[15]) or 0,
+    st = tonumber(v[16]) or 0,
+    lat = tonumber(v[17]),
+    latAt = tonumber(v[18]) or 0,
+    strikes = tonumber(v[19]) or 0,
     disabled = v[1] == '1',
     disabledUntil = tonumber(v[2]) or 0,
     cooldownUntil = tonumber(v[3]) or 0,
@@ -81,7 +92,9 @@ local function save(key, s)
     'disabledUntil', num(s.disabledUntil), 'cooldownUntil', num(s.cooldownUntil),
     'failures', num(s.failures), 'circuit', s.circuit, 'circuitUntil', num(s.circuitUntil),
     'trial', s.trial, 'atrial', s.atrial, 'gen', num(s.gen), 'win', encodeWindow(s.win),
-    'cw', num(s.cw), 'leases', num(s.leases))
+    'cw', num(s.cw), 'leases', num(s.leases), 'rb', encodeBudget(s.rb), 'tb', encodeBudget(s.tb),
+    'sr', num(s.sr), 'st', num(s.st), 'latAt', num(s.latAt), 'strikes', num(s.strikes))
+  if s.lat ~= nil then redis.call('HSET', key, 'lat', num(s.lat)) end
 end
 
 local function live(leasesKey, now)
@@ -184,15 +197,18 @@ local function openCircuit(s, now, cfg, reason, events, i)
 end
 
 -- The memory pool's learn(): what an outcome does to its key.
-local function record(stateKey, s, leaseId, gen, kind, retryAfterMs, now, cfg, events, i)
+-- headroom: what the response's headers stated, with the lease's spent counters (sr, st).
+local function record(stateKey, s, leaseId, gen, kind, retryAfterMs, headroom, now, cfg, events, i)
   redis.call('HINCRBY', stateKey, 'o:' .. kind, 1)
   refresh(s, now, cfg, events, i)
+  if kind == 'success' or kind == 'rate-limited' then learnHeadroom(s, headroom, now, cfg) end
+  if kind == 'success' then s.strikes = 0 end
   if kind == 'success' or kind == 'rejected' then provenGood(s, leaseId, events, i) end
   local probe = s.trial ~= '' and s.trial == leaseId
   if probe then s.trial = '' end
   if s.atrial ~= '' and s.atrial == leaseId then s.atrial = '' end
   if kind == 'rate-limited' then
-    local untilMs = now + math.min(retryAfterMs or cfg.defaultCooldownMs, cfg.maxCooldownMs)
+    local untilMs = now + rateLimitCooldown(s, retryAfterMs, headroom, cfg)
     if untilMs > s.cooldownUntil then
       s.cooldownUntil = untilMs
       tell(events, i, 'cooling', 'rate-limited', untilMs)
@@ -221,9 +237,10 @@ end
 
 /**
  * KEYS: cursor, then state, leases, done of every key.
- * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), then per key:
- * excluded (1/0), maxInflight (-1: none), weight.
- * Returns `[[verdict, ...detail], now, rows, events]`: `['leased', index, generation, probe]`,
+ * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), tokens needed,
+ * then per key: excluded (1/0), maxInflight (-1: none), weight.
+ * Returns `[[verdict, ...detail], now, rows, events]`:
+ * `['leased', index, generation, probe, requests spent, tokens spent]`,
  * `['busy', retryInMs or -1]`, `['cooling', retryInMs, rateLimited]` or
  * `['unavailable', reason, rejected indexes]`.
  */
@@ -233,6 +250,7 @@ local ttl = tonumber(ARGV[2])
 local leaseId = ARGV[3]
 local selection = ARGV[4]
 local cfg = cjson.decode(ARGV[5])
+local need = tonumber(ARGV[6])
 local n = (#KEYS - 1) / 3
 local keys, usable, events = {}, {}, {}
 local busy, cooling, rateLimited, earliest = false, false, true, nil
@@ -254,8 +272,9 @@ for i = 1, n do
     changed = true
   end
   if refresh(s, now, cfg, events, i) then changed = true end
+  if forgetPastBudgets(s, now) then changed = true end
   if changed then save(sk, s) end
-  local a = 6 + 3 * (i - 1)
+  local a = 7 + 3 * (i - 1)
   s.max = tonumber(ARGV[a + 1])
   s.weight = tonumber(ARGV[a + 2])
   if ARGV[a] ~= '1' and not (s.disabled and s.disabledUntil == 0) then
@@ -283,19 +302,13 @@ end
 
 local verdict
 if #usable > 0 then
-  local chosen = usable[1]
+  local chosen
   if selection == 'weighted' then
-    local total = 0
-    for _, i in ipairs(usable) do
-      local s = keys[i]
-      s.cw = s.cw + s.weight
-      total = total + s.weight
-      if s.cw > keys[chosen].cw then chosen = i end
-    end
-    keys[chosen].cw = keys[chosen].cw - total
-    for _, i in ipairs(usable) do
-      if i ~= chosen then redis.call('HSET', keys[i].stateKey, 'cw', num(keys[i].cw)) end
-    end
+    chosen = smoothWeighted(keys, usable, function(i) return keys[i].weight end)
+  elseif selection == 'headroom' then
+    chosen = byHeadroom(keys, usable, need)
+  elseif selection == 'fastest' then
+    chosen = fastest(keys, usable, now, cfg, KEYS[1])
   else
     -- Round-robin order from the cursor; least-inflight takes the least busy in that order.
     local cursor = tonumber(redis.call('GET', KEYS[1])) or 0
@@ -314,6 +327,8 @@ if #usable > 0 then
   redis.call('ZADD', s.leasesKey, num(now + ttl), leaseId)
   s.inflight = s.inflight + 1
   s.leases = s.leases + 1
+  s.sr = s.sr + 1
+  s.st = s.st + need
   count(s, now, cfg.breakerWindowMs, 2)
   local probe = 0
   if s.circuit == 'half-open' then
@@ -325,7 +340,7 @@ if #usable > 0 then
     probe = 1
   end
   save(s.stateKey, s)
-  verdict = {'leased', chosen, s.gen, probe}
+  verdict = {'leased', chosen, s.gen, probe, num(s.sr), num(s.st)}
 elseif busy then
   verdict = {'busy', earliest and num(earliest) or -1}
 elseif cooling then
@@ -351,7 +366,8 @@ return cjson.encode({verdict, num(now), rows, events})
 /**
  * KEYS: state, leases, done of the leased key.
  * ARGV: now, leaseTtlMs, lease id, outcome kind, retryAfterMs ('' when none), config (JSON),
- * the lease's generation.
+ * the lease's generation, headroom ('' or JSON: the stated numbers, and `sr`/`st`, the key's
+ * spent counters after the lease).
  * Returns `[applied (1/0), now, row, events]`.
  */
 const report = `${prelude}
@@ -364,7 +380,9 @@ local s = load(KEYS[1])
 if not redis.call('ZSCORE', KEYS[3], leaseId) then
   redis.call('ZREM', KEYS[2], leaseId)
   redis.call('ZADD', KEYS[3], num(now + ttl), leaseId)
-  record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), now,
+  local headroom = nil
+  if ARGV[8] ~= '' then headroom = cjson.decode(ARGV[8]) end
+  record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), headroom, now,
     cjson.decode(ARGV[6]), events, 1)
   applied = 1
 end
@@ -372,14 +390,21 @@ return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1]), ev
 `
 
 /**
- * A probe lease's first output. KEYS: state, leases of the key. ARGV: now, lease id.
- * Returns `[row, events]`.
+ * A lease's first output: a probe's closes or re-enables, and under `fastest` its time since
+ * the acquire joins the key's average. KEYS: state, leases of the key. ARGV: now, lease id,
+ * the acquire's now ('' when the latency is not wanted). Returns `[row, events]`.
  */
 const commit = `${prelude}
 local now = clock(ARGV[1])
 local events = {}
 local s = load(KEYS[1])
-if provenGood(s, ARGV[2], events, 1) then save(KEYS[1], s) end
+local changed = false
+if ARGV[3] ~= '' then
+  learnLatency(s, now - tonumber(ARGV[3]), now)
+  changed = true
+end
+if provenGood(s, ARGV[2], events, 1) then changed = true end
+if changed then save(KEYS[1], s) end
 return cjson.encode({view(s, live(KEYS[2], now)), events})
 `
 
@@ -427,7 +452,8 @@ for i = 1, n do
     if seed[3] > 0 then win = {{now, 0, seed[3]}} end
     save(K(i, 1), { disabled = seed[1] == 1, disabledUntil = seed[6] or 0,
       cooldownUntil = seed[2], failures = seed[3], circuit = seed[4], circuitUntil = seed[5],
-      trial = '', atrial = '', gen = 0, win = win, cw = 0, leases = 0 })
+      trial = '', atrial = '', gen = 0, win = win, cw = 0, leases = 0, sr = 0, st = 0,
+      latAt = 0, strikes = 0 })
   end
 end
 
@@ -446,7 +472,7 @@ for _, r in ipairs(p.replay) do
   if not redis.call('ZSCORE', K(r.key, 3), r.lease) then
     redis.call('ZREM', K(r.key, 2), r.lease)
     redis.call('ZADD', K(r.key, 3), num(now + ttl), r.lease)
-    record(K(r.key, 1), load(K(r.key, 1)), r.lease, r.gen, r.kind, r.retryAfterMs, r.at,
+    record(K(r.key, 1), load(K(r.key, 1)), r.lease, r.gen, r.kind, r.retryAfterMs, nil, r.at,
       p.config, events, r.key)
   end
 end

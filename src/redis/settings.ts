@@ -80,7 +80,10 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
   const d = redisKeyPoolDefaults
   const scriptConfig: ScriptConfig = {
     defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
+    minCooldownMs: memoryOptions.minCooldownMs ?? d.minCooldownMs,
     maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
+    headroomHorizonMs: memoryOptions.headroomHorizonMs ?? d.headroomHorizonMs,
+    latencyHalfLifeMs: memoryOptions.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
     failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
     breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
     breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,

@@ -2,8 +2,12 @@ import { describe, expect, it } from 'vitest'
 import { memoryKeyPoolDefaults } from '../../src/advanced.js'
 import { createMemoryKeyPool } from '../../src/index.js'
 import { describePoolContract } from './pool-contract.js'
+import { describeSelectionContract } from './selection-contract.js'
 
 describePoolContract('memory pool', async (keys, options) => createMemoryKeyPool(keys, options))
+describeSelectionContract('memory pool', async (keys, options) =>
+  createMemoryKeyPool(keys, options),
+)
 
 describe('createMemoryKeyPool', () => {
   const keys = (entries: [string, number?][]) =>
@@ -83,7 +87,7 @@ describe('createMemoryKeyPool', () => {
       'failureThreshold must be a positive number, got 0',
     )
     expect(() => createMemoryKeyPool([], { selection: 'random' as never })).toThrow(
-      "selection must be 'round-robin', 'weighted' or 'least-inflight', got random",
+      "selection must be 'round-robin', 'weighted', 'least-inflight', 'headroom' or 'fastest', got random",
     )
   })
 

@@ -42,21 +42,91 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       })
     })
 
-    it('rate-limited cools the key for the time given, else the default', async () => {
+    it('rate-limited cools the key for the time given; bare 429s back off per key from minCooldownMs, doubling up to defaultCooldownMs, until a success', async () => {
       const p = await pool(['a', 'b'], { defaultCooldownMs: 7000 })
       const a = await leaseId(p)
       if (!('keyId' in a)) throw new Error('expected a lease')
       await a.report({ kind: 'rate-limited', retryAfterMs: 20_000 })
+      expect(p.toJSON().keys[0]?.cooldownUntil).toBe(clock + 20_000)
+      const cooldowns: number[] = []
+      for (let i = 0; i < 5; i++) {
+        const b = await leaseId(p)
+        if (!('keyId' in b)) throw new Error(`expected a lease, got ${JSON.stringify(b)}`)
+        expect(b.keyId).toBe('b')
+        await b.report({ kind: 'rate-limited' })
+        const until = p.toJSON().keys[1]?.cooldownUntil as number
+        cooldowns.push(until - clock)
+        clock = until
+      }
+      expect(cooldowns).toEqual([1000, 2000, 4000, 7000, 7000])
+      // A success resets the backoff: the next bare 429 cools for minCooldownMs again.
+      const good = await leaseId(p, ['a'])
+      if (!('keyId' in good)) throw new Error('expected a lease')
+      await good.report({ kind: 'success' })
+      const again = await leaseId(p, ['a'])
+      if (!('keyId' in again)) throw new Error('expected a lease')
+      await again.report({ kind: 'rate-limited' })
+      expect(p.toJSON().keys[1]?.cooldownUntil).toBe(clock + 1000)
+      expect(await p.acquire({ exclude: new Set(['a']) })).toEqual({
+        kind: 'cooling',
+        retryInMs: 1000,
+        rateLimited: true,
+      })
+    })
+
+    it('a zero, negative or not-finite wait cools the key for minCooldownMs, not ~0 ms', async () => {
+      const p = await pool(['a'], { minCooldownMs: 1500 })
+      for (const retryAfterMs of [0, -2000, Number.NaN]) {
+        const a = await leaseId(p)
+        if (!('keyId' in a)) throw new Error(`expected a lease, got ${JSON.stringify(a)}`)
+        await a.report({ kind: 'rate-limited', retryAfterMs })
+        expect(p.toJSON().keys[0]?.cooldownUntil, String(retryAfterMs)).toBe(clock + 1500)
+        expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 1500, rateLimited: true })
+        clock += 1500
+        // A success between them: each bare one starts the backoff afresh.
+        const good = await leaseId(p)
+        if (!('keyId' in good)) throw new Error('expected a lease')
+        await good.report({ kind: 'success' })
+      }
+      // A 429 whose headers say a budget is spent cools until that budget's reset.
+      const a = await leaseId(p)
+      if (!('keyId' in a)) throw new Error('expected a lease')
+      await a.report({
+        kind: 'rate-limited',
+        headroom: { requestsRemaining: 0, requestsResetMs: 4000, tokensRemaining: 900 },
+      })
+      expect(p.toJSON().keys[0]?.cooldownUntil).toBe(clock + 4000)
+    })
+
+    it('callers told of the same instant are told instants spread over a quarter of the wait, the first one the instant itself', async () => {
+      const p = await pool(['a'])
+      const a = await leaseId(p)
+      if (!('keyId' in a)) throw new Error('expected a lease')
+      await a.report({ kind: 'rate-limited', retryAfterMs: 2000 })
+      const waits: number[] = []
+      for (let i = 0; i < 8; i++) {
+        const answer = await p.acquire()
+        if (answer.kind !== 'cooling') throw new Error(answer.kind)
+        waits.push(answer.retryInMs)
+      }
+      expect(waits[0]).toBe(2000)
+      expect(new Set(waits).size).toBe(8)
+      expect(Math.min(...waits)).toBe(2000)
+      expect(Math.max(...waits)).toBeLessThan(2500)
+      // Spread evenly: no two of eight closer than 1/16 of the spread (500 ms).
+      const sorted = [...waits].sort((x, y) => x - y)
+      for (let i = 1; i < sorted.length; i++) {
+        expect((sorted[i] as number) - (sorted[i - 1] as number)).toBeGreaterThanOrEqual(25)
+      }
+      // The same instant, asked later, is still spread; a new instant starts afresh.
+      clock += 500
+      const later = await p.acquire()
+      expect(later.kind === 'cooling' && later.retryInMs).toBeGreaterThan(1500)
+      clock += 1500
       const b = await leaseId(p)
       if (!('keyId' in b)) throw new Error('expected a lease')
-      expect(b.keyId).toBe('b')
-      await b.report({ kind: 'rate-limited' })
-      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 7000, rateLimited: true })
-      clock += 7000
-      const again = await leaseId(p)
-      expect('keyId' in again && again.keyId).toBe('b')
-      const snapshot = p.toJSON().keys.find((k) => k.id === 'a')
-      expect(snapshot?.cooldownUntil).toBe(1_000_000 + 20_000)
+      await b.report({ kind: 'rate-limited', retryAfterMs: 3000 })
+      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 3000, rateLimited: true })
     })
 
     it('caps every rate-limit cooldown at maxCooldownMs (1 hour by default), however long the upstream asked for', async () => {
@@ -72,7 +142,11 @@ export function describePoolContract(name: string, make: PoolFactory): void {
         rateLimited: true,
       })
 
-      const capped = await pool(['a'], { maxCooldownMs: 60_000, defaultCooldownMs: 120_000 })
+      const capped = await pool(['a'], {
+        maxCooldownMs: 60_000,
+        minCooldownMs: 120_000,
+        defaultCooldownMs: 120_000,
+      })
       const first = await leaseId(capped)
       if (!('keyId' in first)) throw new Error('expected a lease')
       await first.report({ kind: 'rate-limited', retryAfterMs: year })
@@ -83,7 +157,8 @@ export function describePoolContract(name: string, make: PoolFactory): void {
         rateLimited: true,
       })
       clock += 60_000
-      // The cap holds for the default cooldown too; shorter cooldowns are kept as given.
+      // The cap holds for the bare 429's cooldown and the floor too; shorter cooldowns above
+      // the floor are kept as given.
       const second = await leaseId(capped)
       if (!('keyId' in second)) throw new Error('expected a lease after maxCooldownMs')
       await second.report({ kind: 'rate-limited' })
@@ -93,6 +168,15 @@ export function describePoolContract(name: string, make: PoolFactory): void {
       if (!('keyId' in third)) throw new Error('expected a lease after maxCooldownMs')
       await third.report({ kind: 'rate-limited', retryAfterMs: 5000 })
       expect(await capped.acquire()).toEqual({
+        kind: 'cooling',
+        retryInMs: 60_000,
+        rateLimited: true,
+      })
+      const floored = await pool(['a'], { maxCooldownMs: 60_000 })
+      const fourth = await leaseId(floored)
+      if (!('keyId' in fourth)) throw new Error('expected a lease')
+      await fourth.report({ kind: 'rate-limited', retryAfterMs: 5000 })
+      expect(await floored.acquire()).toEqual({
         kind: 'cooling',
         retryInMs: 5000,
         rateLimited: true,
@@ -223,8 +307,9 @@ export function describePoolContract(name: string, make: PoolFactory): void {
         rateLimited: true,
       })
       await b.report({ kind: 'server-error', status: 503 })
-      // b's circuit is open: not every candidate cools because of a rate limit.
-      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 3000, rateLimited: false })
+      // b's circuit is open: not every candidate cools because of a rate limit. The second
+      // caller told of the same instant is told a later one: 3000 + ⌊frac(φ) × 750⌋.
+      expect(await p.acquire()).toEqual({ kind: 'cooling', retryInMs: 3463, rateLimited: false })
       clock += 3000
       const again = await leaseId(p)
       expect('keyId' in again && again.keyId).toBe('a')

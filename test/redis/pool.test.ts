@@ -23,6 +23,7 @@ import {
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { describePoolContract } from '../key-pool/pool-contract.js'
+import { describeSelectionContract } from '../key-pool/selection-contract.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import {
   connect,
@@ -68,6 +69,7 @@ async function leased(pool: RedisKeyPool, exclude?: string[]): Promise<KeyLease>
 }
 
 describePoolContract('redis pool', async (poolKeys, options) => redisPool(poolKeys, options))
+describeSelectionContract('redis pool', async (poolKeys, options) => redisPool(poolKeys, options))
 
 describe('redis pool with Redis unreachable from the start', () => {
   let down: Redis
@@ -85,7 +87,7 @@ describe('redis pool with Redis unreachable from the start', () => {
     expect(degradedCalls).toBeGreaterThanOrEqual(8)
   })
 
-  describePoolContract('local fallback', async (poolKeys, options) =>
+  const fallback = async (poolKeys: readonly PoolKey[], options: RedisKeyPoolOptions | object) =>
     redisPool(poolKeys, {
       ...options,
       redis: down,
@@ -93,8 +95,9 @@ describe('redis pool with Redis unreachable from the start', () => {
         degradedCalls++
         expect(isRedisUnavailableError(error)).toBe(true)
       },
-    }),
-  )
+    })
+  describePoolContract('local fallback', fallback)
+  describeSelectionContract('local fallback', fallback)
 })
 
 describe('createRedisKeyPool', () => {
@@ -113,6 +116,25 @@ describe('createRedisKeyPool', () => {
     { kind: 'cancelled' },
     { kind: 'server-error', status: 503 },
     { kind: 'server-error', status: 504 },
+    { kind: 'rate-limited', retryAfterMs: 0 },
+    {
+      kind: 'rate-limited',
+      headroom: { requestsRemaining: 0, requestsResetMs: 0, tokensRemaining: 0 },
+    },
+    { kind: 'rate-limited', headroom: { tokensRemaining: 0, tokensResetMs: 1800 } },
+    { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 4000 } },
+    {
+      kind: 'success',
+      headroom: {
+        requestsRemaining: 9,
+        requestsResetMs: 2500,
+        tokensRemaining: 700,
+        tokensResetMs: 9000,
+      },
+    },
+    { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 1200 } },
+    { kind: 'success', headroom: { requestsRemaining: 1e12, tokensRemaining: 1e15 } },
+    { kind: 'success', headroom: { requestsRemaining: 5, requestsResetMs: -300 } },
   ]
 
   function mulberry32(seed: number) {
@@ -129,9 +151,11 @@ describe('createRedisKeyPool', () => {
     result.kind === 'leased' ? { kind: 'leased', keyId: result.lease.keyId } : result
 
   it.each<[KeySelection, number]>([
-    ['round-robin', 8],
+    ['round-robin', 5],
     ['weighted', 5],
-    ['least-inflight', 28],
+    ['least-inflight', 5],
+    ['headroom', 1],
+    ['fastest', 5],
   ])(
     '%s: matches the memory pool step for step, key-state events included (seed %i)',
     async (selection, seed) => {
@@ -166,7 +190,7 @@ describe('createRedisKeyPool', () => {
       const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
       const open: [KeyLease, KeyLease][] = []
       const kinds = new Set<string>()
-      for (let step = 0; step < 400; step++) {
+      for (let step = 0; step < 600; step++) {
         const roll = random()
         if (roll < 0.05 && open.length > 0) {
           const [expected, actual] = pick(open)
@@ -175,8 +199,9 @@ describe('createRedisKeyPool', () => {
           kinds.add('commit')
         } else if (roll < 0.45) {
           const exclude = random() < 0.25 ? new Set([pick(['a', 'b', 'c'])]) : undefined
-          const expected = await memory.acquire({ exclude })
-          const actual = await shared.acquire({ exclude })
+          const cost = pick([undefined, { tokens: 100 }, { tokens: 450 }, {}])
+          const expected = await memory.acquire({ exclude, cost })
+          const actual = await shared.acquire({ exclude, cost })
           expect(shape(actual), `step ${step}`).toEqual(shape(expected))
           kinds.add(expected.kind)
           if (expected.kind === 'leased' && actual.kind === 'leased') {

@@ -1,0 +1,276 @@
+/**
+ * Which free key an acquire leases: round-robin, weighted, least-inflight, headroom (the
+ * budget the upstream's rate-limit headers stated, less what was leased since) or fastest
+ * (time to first output, power of two choices). Pure arithmetic over each key's state, so the
+ * Redis pool's scripts (`redis/selection-scripts.ts`) mirror it operation for operation and
+ * both pools pick the same key from the same state.
+ *
+ * @module
+ */
+
+import type { KeyState } from './key-health.js'
+import type { KeyHeadroom } from './types.js'
+
+/**
+ * How the next key is chosen.
+ *
+ * - `round-robin`: in turn.
+ * - `weighted`: smooth weighted round-robin by each key's `weight`.
+ * - `least-inflight`: the key with the fewest open leases (round-robin among equals).
+ * - `headroom`: by the budget each key's rate-limit headers last stated, less what was
+ *   leased since; a key predicted to be out is passed over like a cooling key.
+ * - `fastest`: the lower time to first output (times open leases plus one) of two keys
+ *   drawn at random.
+ *
+ * @group Key pools
+ */
+export type KeySelection = 'round-robin' | 'weighted' | 'least-inflight' | 'headroom' | 'fastest'
+
+/** Every selection, in the order the option's message names them. */
+export const keySelections: readonly KeySelection[] = Object.freeze([
+  'round-robin',
+  'weighted',
+  'least-inflight',
+  'headroom',
+  'fastest',
+])
+
+/**
+ * One resource's stated budget: `left` as stated by the response to a lease taken when the
+ * key's spent counter stood at `base`; believed until `until` (the reset), then unknown.
+ */
+export interface Budget {
+  left: number
+  base: number
+  until: number
+}
+
+/** The smallest share of a pick a key with room gets under `headroom`, however big another's. */
+export const minHeadroomShare = 0.01
+
+/** What a lease spent of its key when it was taken (cumulative counters after it). */
+export interface Spent {
+  readonly requests: number
+  readonly tokens: number
+}
+
+/** The rules selection follows (the pool's options). */
+export interface SelectionRules {
+  readonly selection: KeySelection
+  readonly headroomHorizonMs: number
+  readonly latencyHalfLifeMs: number
+}
+
+/** The draw after `seed` of the Park–Miller generator (exact in doubles, so Lua agrees). */
+export function nextDraw(seed: number): number {
+  return (seed * 48_271) % 2_147_483_647
+}
+
+/** A budget's prediction now: what it stated, less what was leased after the statement. */
+function predicted(budget: Budget | undefined, spent: number): number | undefined {
+  return budget === undefined ? undefined : budget.left - (spent - budget.base)
+}
+
+/** A key's headroom for a request that needs `need` tokens: `[score, out]`. */
+export function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
+  const requests = predicted(state.requestBudget, state.spentRequests)
+  const tokens = predicted(state.tokenBudget, state.spentTokens)
+  const out =
+    (requests !== undefined && requests < 1) || (tokens !== undefined && tokens < Math.max(need, 1))
+  let score = Number.POSITIVE_INFINITY
+  if (requests !== undefined) score = requests
+  if (tokens !== undefined) score = Math.min(score, tokens / Math.max(need, 1))
+  return [score, out]
+}
+
+/** Statements whose reset has passed are forgotten: the key's headroom is unknown again. */
+export function forgetPastBudgets(state: KeyState, now: number): void {
+  if (state.requestBudget !== undefined && state.requestBudget.until <= now) {
+    state.requestBudget = undefined
+  }
+  if (state.tokenBudget !== undefined && state.tokenBudget.until <= now) {
+    state.tokenBudget = undefined
+  }
+}
+
+/** A lease's cost, counted at once so that concurrent acquires see it. */
+export function spend(state: KeyState, need: number): Spent {
+  state.spentRequests += 1
+  state.spentTokens += need
+  return { requests: state.spentRequests, tokens: state.spentTokens }
+}
+
+/** A valid stated number: finite and not negative. */
+function stated(value: number | undefined): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0
+}
+
+function budgetFrom(
+  current: Budget | undefined,
+  left: number | undefined,
+  resetMs: number | undefined,
+  base: number,
+  now: number,
+  horizonMs: number,
+): Budget | undefined {
+  if (!stated(left)) return current
+  // An older lease's statement does not overwrite a newer one's.
+  if (current !== undefined && current.base > base) return current
+  const reset = stated(resetMs) ? Math.min(resetMs, horizonMs) : horizonMs
+  return { left, base, until: now + reset }
+}
+
+/** What a response's rate-limit headers said of its key, stated after `spent`. */
+export function learnHeadroom(
+  state: KeyState,
+  headroom: KeyHeadroom | undefined,
+  spent: Spent,
+  now: number,
+  horizonMs: number,
+): void {
+  if (headroom === undefined) return
+  state.requestBudget = budgetFrom(
+    state.requestBudget,
+    headroom.requestsRemaining,
+    headroom.requestsResetMs,
+    spent.requests,
+    now,
+    horizonMs,
+  )
+  state.tokenBudget = budgetFrom(
+    state.tokenBudget,
+    headroom.tokensRemaining,
+    headroom.tokensResetMs,
+    spent.tokens,
+    now,
+    horizonMs,
+  )
+}
+
+/** The weight of one time-to-first-output sample in the key's average. */
+export const latencyAlpha = 0.3
+
+/** A committed lease's time to first output joins its key's decaying average. */
+export function learnLatency(state: KeyState, sampleMs: number, now: number): void {
+  const sample = Math.max(0, sampleMs)
+  state.latencyMs =
+    state.latencyMs === undefined
+      ? sample
+      : state.latencyMs + latencyAlpha * (sample - state.latencyMs)
+  state.latencyAt = now
+}
+
+/**
+ * A key's expected time to first output now: its average, forgotten as it ages (halved after
+ * `halfLifeMs` without a sample, a third after twice that), so a key that was slow looks
+ * fast again after a while and is drawn and measured again. Never measured: 0, tried first.
+ */
+function expectedLatency(state: KeyState, now: number, halfLifeMs: number): number {
+  if (state.latencyMs === undefined) return 0
+  return (state.latencyMs * halfLifeMs) / (halfLifeMs + Math.max(0, now - state.latencyAt))
+}
+
+/** Which free key to lease. Holds the round-robin cursor and the draws of `fastest`. */
+export class KeySelector {
+  #cursor = 0
+  #seed = 1
+
+  constructor(
+    private readonly rules: SelectionRules,
+    private readonly states: readonly KeyState[],
+  ) {}
+
+  pick(usable: KeyState[], need: number, now: number): KeyState {
+    switch (this.rules.selection) {
+      case 'weighted':
+        return smoothWeighted(usable, (state) => state.weight)
+      case 'headroom':
+        return this.byHeadroom(usable, need)
+      case 'fastest':
+        return this.fastest(usable, now)
+      case 'round-robin':
+      case 'least-inflight':
+        return this.inTurn(usable)
+    }
+  }
+
+  /** Round-robin order from the cursor; least-inflight takes the least busy in that order. */
+  private inTurn(usable: KeyState[]): KeyState {
+    const { states } = this
+    const order = (state: KeyState) =>
+      (states.indexOf(state) - this.#cursor + states.length) % states.length
+    const ordered = [...usable].sort((a, b) => order(a) - order(b))
+    let chosen = ordered[0] as KeyState
+    if (this.rules.selection === 'least-inflight') {
+      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
+    }
+    this.#cursor = (states.indexOf(chosen) + 1) % states.length
+    return chosen
+  }
+
+  /**
+   * Keys with room share the picks in proportion to their predicted headroom (at least
+   * {@link minHeadroomShare} of the best one's, an unknown one as much as the best); keys
+   * predicted out are passed over, and when every key is, the one that refills first serves.
+   */
+  private byHeadroom(usable: KeyState[], need: number): KeyState {
+    const room: [KeyState, number][] = []
+    let best = 0
+    let refillsFirst: KeyState | undefined
+    let refillAt = Number.POSITIVE_INFINITY
+    for (const state of usable) {
+      const [score, out] = headroomOf(state, need)
+      if (!out) {
+        room.push([state, score])
+        if (score !== Number.POSITIVE_INFINITY && score > best) best = score
+        continue
+      }
+      const at = Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
+      if (at < refillAt) {
+        refillAt = at
+        refillsFirst = state
+      }
+    }
+    if (room.length === 0) return refillsFirst ?? (usable[0] as KeyState)
+    const weights = new Map(
+      room.map(([state, score]) => [
+        state,
+        score === Number.POSITIVE_INFINITY || best === 0
+          ? 1
+          : Math.max(score / best, minHeadroomShare),
+      ]),
+    )
+    return smoothWeighted(
+      room.map(([state]) => state),
+      (state) => weights.get(state) as number,
+    )
+  }
+
+  /** Power of two choices: the lower expected latency times (open leases + 1) of two draws. */
+  private fastest(usable: KeyState[], now: number): KeyState {
+    if (usable.length === 1) return usable[0] as KeyState
+    this.#seed = nextDraw(this.#seed)
+    const first = this.#seed % usable.length
+    this.#seed = nextDraw(this.#seed)
+    const second = (first + 1 + (this.#seed % (usable.length - 1))) % usable.length
+    const a = usable[first] as KeyState
+    const b = usable[second] as KeyState
+    const cost = (state: KeyState) =>
+      expectedLatency(state, now, this.rules.latencyHalfLifeMs) * (state.inflight + 1)
+    return cost(b) < cost(a) ? b : a
+  }
+}
+
+/** Smooth weighted round-robin (nginx): the largest running weight wins and pays the total. */
+function smoothWeighted(usable: KeyState[], weightOf: (state: KeyState) => number): KeyState {
+  let total = 0
+  let best = usable[0] as KeyState
+  for (const state of usable) {
+    const weight = weightOf(state)
+    state.currentWeight += weight
+    total += weight
+    if (state.currentWeight > best.currentWeight) best = state
+  }
+  best.currentWeight -= total
+  return best
+}

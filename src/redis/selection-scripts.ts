@@ -1,0 +1,179 @@
+/**
+ * The Lua half of key selection, included in the pool's scripts (`scripts.ts`): the memory
+ * pool's `key-pool/selection.ts` (headroom budgets, time to first output, the draws of
+ * `fastest`, smooth weighted round-robin) and its rate-limit cooldown rule
+ * (`rateLimitCooldown` of `key-pool/key-health.ts`), operation for operation, so both pools
+ * pick the same key from the same state.
+ *
+ * Fields of a key's state hash used here: `rb` and `tb` (the request and token budgets the
+ * headers last stated, `left,base,until`, removed once `until` passes), `sr` and `st` (the
+ * requests and tokens leased so far), `lat` and `latAt` (the decaying time to first output
+ * and when it was sampled), `strikes` (bare 429s since the last success).
+ *
+ * @module
+ */
+
+import { latencyAlpha, minHeadroomShare } from '../key-pool/selection.js'
+
+/** Lua functions, defined after `num`, before `load` and `record`. */
+export const selectionLua = `
+local function decodeBudget(text)
+  if not text or text == '' then return nil end
+  local b = {}
+  for field in string.gmatch(text, '[^,]+') do b[#b + 1] = tonumber(field) end
+  return { left = b[1], base = b[2], untilMs = b[3] }
+end
+
+local function encodeBudget(b)
+  if b == nil then return '' end
+  return num(b.left) .. ',' .. num(b.base) .. ',' .. num(b.untilMs)
+end
+
+-- forgetPastBudgets(): a statement whose reset passed leaves the headroom unknown again.
+local function forgetPastBudgets(s, now)
+  local changed = false
+  if s.rb ~= nil and s.rb.untilMs <= now then
+    s.rb = nil
+    changed = true
+  end
+  if s.tb ~= nil and s.tb.untilMs <= now then
+    s.tb = nil
+    changed = true
+  end
+  return changed
+end
+
+local function predicted(b, spent)
+  if b == nil then return nil end
+  return b.left - (spent - b.base)
+end
+
+-- headroomOf(): the key's score for a request of need tokens, and whether it is out.
+local function headroomOf(s, need)
+  local requests = predicted(s.rb, s.sr)
+  local tokens = predicted(s.tb, s.st)
+  local out = (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < math.max(need, 1))
+  local score = math.huge
+  if requests ~= nil then score = requests end
+  if tokens ~= nil then score = math.min(score, tokens / math.max(need, 1)) end
+  return score, out
+end
+
+-- smoothWeighted(): the largest running weight wins and pays the total.
+local function smoothWeighted(keys, candidates, weightOf)
+  local total = 0
+  local best = candidates[1]
+  for _, i in ipairs(candidates) do
+    local w = weightOf(i)
+    keys[i].cw = keys[i].cw + w
+    total = total + w
+    if keys[i].cw > keys[best].cw then best = i end
+  end
+  keys[best].cw = keys[best].cw - total
+  for _, i in ipairs(candidates) do
+    if i ~= best then redis.call('HSET', keys[i].stateKey, 'cw', num(keys[i].cw)) end
+  end
+  return best
+end
+
+-- byHeadroom(): shares in proportion to predicted headroom; out keys are passed over.
+local function byHeadroom(keys, usable, need)
+  local room, scores = {}, {}
+  local best = 0
+  local refillsFirst, refillAt = nil, math.huge
+  for _, i in ipairs(usable) do
+    local score, out = headroomOf(keys[i], need)
+    if not out then
+      room[#room + 1] = i
+      scores[i] = score
+      if score ~= math.huge and score > best then best = score end
+    else
+      local s = keys[i]
+      local at = math.max(s.rb and s.rb.untilMs or 0, s.tb and s.tb.untilMs or 0)
+      if at < refillAt then
+        refillAt = at
+        refillsFirst = i
+      end
+    end
+  end
+  if #room == 0 then return refillsFirst or usable[1] end
+  return smoothWeighted(keys, room, function(i)
+    local score = scores[i]
+    if score == math.huge or best == 0 then return 1 end
+    return math.max(score / best, ${minHeadroomShare})
+  end)
+end
+
+local function nextDraw(seed)
+  return math.fmod(seed * 48271, 2147483647)
+end
+
+-- fastest(): power of two choices on expected latency times (open leases + 1).
+local function fastest(keys, usable, now, cfg, cursorKey)
+  if #usable == 1 then return usable[1] end
+  local seed = nextDraw(tonumber(redis.call('GET', cursorKey)) or 1)
+  local first = math.fmod(seed, #usable)
+  seed = nextDraw(seed)
+  local second = math.fmod(first + 1 + math.fmod(seed, #usable - 1), #usable)
+  redis.call('SET', cursorKey, num(seed))
+  local a, b = usable[first + 1], usable[second + 1]
+  local function cost(i)
+    local s = keys[i]
+    local expected = 0
+    if s.lat ~= nil then
+      expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + math.max(0, now - s.latAt))
+    end
+    return expected * (s.inflight + 1)
+  end
+  if cost(b) < cost(a) then return b end
+  return a
+end
+
+local function given(x)
+  if x ~= nil and x == x and x >= 0 and x ~= math.huge then return x end
+  return nil
+end
+
+-- learnHeadroom(): a statement counted from its lease's spent counter; older ones lose.
+local function budgetFrom(current, left, resetMs, base, now, horizonMs)
+  if given(left) == nil then return current end
+  if current ~= nil and current.base > base then return current end
+  local reset = horizonMs
+  if given(resetMs) ~= nil then reset = math.min(resetMs, horizonMs) end
+  return { left = left, base = base, untilMs = now + reset }
+end
+
+local function learnHeadroom(s, h, now, cfg)
+  if h == nil then return end
+  s.rb = budgetFrom(s.rb, h.requestsRemaining, h.requestsResetMs, h.sr, now, cfg.headroomHorizonMs)
+  s.tb = budgetFrom(s.tb, h.tokensRemaining, h.tokensResetMs, h.st, now, cfg.headroomHorizonMs)
+end
+
+-- learnLatency(): a committed lease's time to first output joins the decaying average.
+local function learnLatency(s, sampleMs, now)
+  local sample = math.max(0, sampleMs)
+  if s.lat == nil then s.lat = sample else s.lat = s.lat + ${latencyAlpha} * (sample - s.lat) end
+  s.latAt = now
+end
+
+-- rateLimitCooldown(): the wait given (or a spent budget's reset), floored; bare 429s back off.
+local function rateLimitCooldown(s, retryAfterMs, h, cfg)
+  local wait = given(retryAfterMs)
+  if wait == nil and h ~= nil then
+    local function take(remaining, resetMs)
+      if given(resetMs) ~= nil and given(remaining) ~= nil and remaining < 1 then
+        wait = math.max(wait or 0, resetMs)
+      end
+    end
+    take(h.requestsRemaining, h.requestsResetMs)
+    take(h.tokensRemaining, h.tokensResetMs)
+  end
+  if wait == nil then
+    s.strikes = s.strikes + 1
+    wait = math.min(cfg.minCooldownMs * 2 ^ math.min(s.strikes - 1, 30), cfg.defaultCooldownMs)
+  else
+    wait = math.max(wait, cfg.minCooldownMs)
+  end
+  return math.min(wait, cfg.maxCooldownMs)
+end
+`

@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest'
+import type { KeyLease, KeyPool, MemoryKeyPoolOptions, PoolKey } from '../../src/index.js'
+import type { PoolFactory } from './pool-contract.js'
+
+const keys = (...ids: string[]): PoolKey[] =>
+  ids.map((id) => ({ id, secret: `sk-${id}-abcdefghijklmnop` }))
+
+async function lease(pool: KeyPool, options: Parameters<KeyPool['acquire']>[0] = {}) {
+  const result = await pool.acquire(options)
+  if (result.kind !== 'leased') throw new Error(`expected a lease, got ${JSON.stringify(result)}`)
+  return result.lease
+}
+
+/** The selection table every KeyPool implementation passes (memory, Redis, its fallback). */
+export function describeSelectionContract(name: string, make: PoolFactory): void {
+  describe(`${name}: headroom and fastest selection`, () => {
+    let clock = 2_000_000
+    const now = () => clock
+    const pool = (ids: string[], options: MemoryKeyPoolOptions = {}) =>
+      make(keys(...ids), { ...options, now })
+
+    /** Leases each key once, reporting what its headers said. */
+    async function state(p: KeyPool, said: Record<string, Parameters<KeyLease['report']>[0]>) {
+      const ids = Object.keys(said)
+      for (let i = 0; i < ids.length; i++) {
+        const held = await lease(p, { exclude: new Set(ids.filter((id) => id !== ids[i])) })
+        await held.report(said[held.keyId] as Parameters<KeyLease['report']>[0])
+      }
+    }
+
+    it('headroom: unknown headroom is round-robin, as by default', async () => {
+      const p = await pool(['a', 'b', 'c'], { selection: 'headroom' })
+      const order: string[] = []
+      for (let i = 0; i < 6; i++) {
+        const held = await lease(p)
+        order.push(held.keyId)
+        await held.report({ kind: 'success' })
+      }
+      expect(order).toEqual(['a', 'b', 'c', 'a', 'b', 'c'])
+    })
+
+    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset, never refused', async () => {
+      const p = await pool(['a', 'b', 'c'], { selection: 'headroom' })
+      await state(p, {
+        a: { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 10_000 } },
+        b: { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 10_000 } },
+        c: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 5000 } },
+      })
+      const held: string[] = []
+      for (let i = 0; i < 4; i++) held.push((await lease(p)).keyId)
+      expect(held.sort()).toEqual(['a', 'a', 'b', 'b'])
+      // Every key is predicted out: the one that refills first serves, no refusal.
+      expect((await lease(p)).keyId).toBe('c')
+      clock += 5000
+      // c's reset passed: its headroom is unknown again and it is tried.
+      expect((await lease(p)).keyId).toBe('c')
+    })
+
+    it('headroom: a key lacking the tokens a request states is passed over for one that has them', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom' })
+      await state(p, {
+        a: { kind: 'success', headroom: { tokensRemaining: 400, tokensResetMs: 30_000 } },
+        b: { kind: 'success', headroom: { tokensRemaining: 5000, tokensResetMs: 30_000 } },
+      })
+      for (let i = 0; i < 5; i++) {
+        const held = await lease(p, { cost: { tokens: 500 } })
+        expect(held.keyId).toBe('b')
+        await held.report({ kind: 'success' })
+      }
+      // 2500 of b's 5000 tokens are spent: a small request may go to either, by headroom.
+      const ids = new Set<string>()
+      for (let i = 0; i < 6; i++) ids.add((await lease(p, { cost: { tokens: 50 } })).keyId)
+      expect([...ids].sort()).toEqual(['a', 'b'])
+    })
+
+    it('headroom: picks in proportion to predicted headroom; an older lease cannot overwrite a newer statement', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom' })
+      await state(p, {
+        a: { kind: 'success', headroom: { requestsRemaining: 300, requestsResetMs: 60_000 } },
+        b: { kind: 'success', headroom: { requestsRemaining: 100, requestsResetMs: 60_000 } },
+      })
+      const count = { a: 0, b: 0 }
+      const open: KeyLease[] = []
+      for (let i = 0; i < 40; i++) {
+        const held = await lease(p)
+        count[held.keyId as 'a' | 'b']++
+        open.push(held)
+      }
+      expect(count.a).toBeGreaterThanOrEqual(28)
+      expect(count.b).toBeGreaterThanOrEqual(6)
+      // The newest lease of b says it has plenty; an older one's "0 left" arrives after it.
+      const bs = open.filter((held) => held.keyId === 'b')
+      await (bs.at(-1) as KeyLease).report({
+        kind: 'success',
+        headroom: { requestsRemaining: 5000, requestsResetMs: 60_000 },
+      })
+      await (bs[0] as KeyLease).report({
+        kind: 'success',
+        headroom: { requestsRemaining: 0, requestsResetMs: 60_000 },
+      })
+      const after = { a: 0, b: 0 }
+      for (let i = 0; i < 20; i++) after[(await lease(p)).keyId as 'a' | 'b']++
+      expect(after.b).toBeGreaterThan(after.a)
+    })
+
+    it('headroom: a cooling key is not picked, whatever headroom it stated', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom' })
+      await state(p, {
+        a: {
+          kind: 'rate-limited',
+          retryAfterMs: 3000,
+          headroom: { requestsRemaining: 1e9, requestsResetMs: 60_000 },
+        },
+        b: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 60_000 } },
+      })
+      for (let i = 0; i < 3; i++) expect((await lease(p)).keyId).toBe('b')
+    })
+
+    it('fastest: a slow key gets the fewest leases, is still probed, and recovers once fast', async () => {
+      const p = await pool(['a', 'b', 'c'], { selection: 'fastest', latencyHalfLifeMs: 2000 })
+      let latency: Record<string, number> = { a: 100, b: 100, c: 300 }
+      const run = async (requests: number) => {
+        const count: Record<string, number> = { a: 0, b: 0, c: 0 }
+        for (let i = 0; i < requests; i++) {
+          const held = await lease(p)
+          count[held.keyId] = (count[held.keyId] ?? 0) + 1
+          clock += latency[held.keyId] as number
+          held.commit()
+          await held.report({ kind: 'success' })
+        }
+        return count
+      }
+      const slow = await run(150)
+      expect(slow.c).toBeGreaterThan(0)
+      expect(slow.c).toBeLessThan(Math.min(slow.a as number, slow.b as number) / 2)
+      latency = { a: 100, b: 100, c: 100 }
+      await run(100)
+      const recovered = await run(150)
+      expect(recovered.c).toBeGreaterThan(30)
+    })
+
+    it('fastest: open leases count, so a fast key at load shares with a slower idle one', async () => {
+      const p = await pool(['a', 'b'], { selection: 'fastest' })
+      for (const [id, ms] of [
+        ['a', 100],
+        ['b', 250],
+      ] as const) {
+        const held = await lease(p, { exclude: new Set([id === 'a' ? 'b' : 'a']) })
+        clock += ms
+        held.commit()
+        await held.report({ kind: 'success' })
+      }
+      const held: string[] = []
+      for (let i = 0; i < 7; i++) held.push((await lease(p)).keyId)
+      // a costs 100 × (open + 1), b 250: a takes two, b one, in turn.
+      expect(held.filter((id) => id === 'b').length).toBeGreaterThanOrEqual(2)
+      expect(held.filter((id) => id === 'a').length).toBeGreaterThanOrEqual(4)
+    })
+  })
+}

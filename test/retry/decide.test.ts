@@ -207,6 +207,37 @@ describe('decideNext: one row per verdict kind and state', () => {
   })
 })
 
+describe("one key's rate limit past maxAttempts", () => {
+  const limited = status(429)
+
+  it('over a pool: a retry on an untried key only, with what maxAttempts decides when none is left', () => {
+    const at = { attempts: 3, maxAttempts: 3, pooled: true }
+    expect(decideNext(state(at), limited, backoff)).toEqual({
+      kind: 'retry',
+      reuseDelayMs: 0,
+      onlyUntried: { kind: 'give-up', verdict: limited },
+    })
+    expect(
+      decideNext(state({ ...at, hasNextRoute: true, overloads: 1 }), limited, backoff),
+    ).toEqual({ kind: 'retry', reuseDelayMs: 0, onlyUntried: { kind: 'next-route' } })
+    expect(decideNext(state({ ...at, fallbackAvailable: true }), limited, backoff)).toEqual({
+      kind: 'retry',
+      reuseDelayMs: 0,
+      onlyUntried: { kind: 'fallback' },
+    })
+  })
+
+  it('without a pool, or after another failure, maxAttempts ends the route as before', () => {
+    const at = { attempts: 3, maxAttempts: 3 }
+    expect(decideNext(state(at), limited, backoff)).toEqual({ kind: 'give-up', verdict: limited })
+    const failed = status(500)
+    expect(decideNext(state({ ...at, pooled: true }), failed, backoff)).toEqual({
+      kind: 'give-up',
+      verdict: failed,
+    })
+  })
+})
+
 describe('recovery: how soon a retry follows, by what the fault says about load', () => {
   const classified: readonly [string, FailureVerdict, 'at-once' | 'backoff'][] = [
     ['empty stream', classifyAttemptFailure({ kind: 'peek', outcome: peek('empty') }), 'at-once'],
@@ -286,6 +317,7 @@ const routeStates = fc.record({
   mode: fc.constantFrom('stream' as const, 'whole' as const, 'non-streaming' as const),
   reuses: fc.integer({ min: 0, max: 10 }),
   stopped: fc.constantFrom(undefined, 'client-gone' as const, 'deadline' as const),
+  pooled: fc.boolean(),
 })
 
 const verdicts = fc.record({
@@ -309,8 +341,17 @@ describe('decideNext properties', () => {
     fc.assert(
       fc.property(routeStates, verdicts, (routeState, failure) => {
         const decision = decideNext(routeState, failure, backoff)
+        if (decision.kind === 'retry' && routeState.attempts >= routeState.maxAttempts) {
+          // Past maxAttempts only one key's rate limit over a pool, only on an untried key,
+          // and with what maxAttempts decides when there is none.
+          expect(failure.key.kind).toBe('rate-limited')
+          expect(routeState.pooled).toBe(true)
+          const instead = decideNext({ ...routeState, pooled: false }, failure, backoff)
+          expect(decision.onlyUntried).toEqual(instead)
+        } else if (decision.kind === 'retry') {
+          expect(decision.onlyUntried).toBeUndefined()
+        }
         if (decision.kind === 'retry') {
-          expect(routeState.attempts).toBeLessThan(routeState.maxAttempts)
           expect(routeState.stopped).toBeUndefined()
           expect(failure.retryable).toBe(true)
           // A provider at capacity too often in a row is never asked again.

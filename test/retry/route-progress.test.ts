@@ -50,6 +50,22 @@ describe('nextRouteProgress: a route advances only by events, never in place', (
       { attempts: 1, fallbackAttempts: 1 },
     ],
     [
+      "after one key's 429 the attempt on an untried key is free; on a tried key, after another failure or as a hedge it counts",
+      [
+        { kind: 'started', keyId: 'a', as: 'attempt' },
+        { kind: 'failed', verdict: rateLimited },
+        { kind: 'started', keyId: 'x', as: 'hedge' },
+        { kind: 'started', keyId: 'b', as: 'attempt' },
+        { kind: 'failed', verdict: rateLimited },
+        { kind: 'started', keyId: 'a', as: 'attempt' },
+        { kind: 'failed', verdict: verdict(false) },
+        { kind: 'started', keyId: 'c', as: 'attempt' },
+        { kind: 'failed', verdict: rateLimited },
+        { kind: 'started', keyId: 'd', as: 'fallback' },
+      ],
+      { attempts: 3, fallbackAttempts: 0, rateLimited: false },
+    ],
+    [
       'consecutive overloads count up; any other failure resets them',
       [
         { kind: 'failed', verdict: verdict(true) },

@@ -27,6 +27,7 @@ import {
   wholeAnswerVerdict,
 } from '../decisions/classify.js'
 import { declaresMoreThan, errorFromBody, readBounded, readWhole } from '../decisions/error-body.js'
+import { withHeadroom } from '../decisions/headroom.js'
 import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
 import type { AttemptMode, UpstreamHttpError } from '../shared/attempt-types.js'
 import { neverAborted } from '../shared/hooks.js'
@@ -85,6 +86,8 @@ class AttemptSignals {
    * body reads get its real `AbortSignal` (`stop.real`).
    */
   readonly stop = new Stop()
+  /** The upstream response's headers, once it answered: the key's headroom is read from them. */
+  headers: Headers | undefined
   readonly #input: AttemptInput
   readonly #timers: ReturnType<typeof setTimeout>[] = []
   readonly #onStop = () => this.stop.abort(this.#input.stop.reason)
@@ -238,7 +241,10 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   const signals = new AttemptSignals(input)
   try {
     const result = await attemptOnce(input, signals)
-    outcome = result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end)
+    outcome = withHeadroom(
+      result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end),
+      signals.headers,
+    )
     await input.continuation?.close(result.kind === 'committed' ? result.end : undefined)
     return result
   } finally {
@@ -280,6 +286,7 @@ async function send(
     await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
     return { failure: failed(invalidResultVerdict(response), null) }
   }
+  signals.headers = response.headers
   return { response, clear }
 }
 

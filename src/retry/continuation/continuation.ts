@@ -22,6 +22,8 @@ import { callAttemptFunction, leasedKeyOf } from '../attempt/call-attempt.js'
 import { classifyAttemptFailure, type FailureVerdict } from '../decisions/classify.js'
 import { type Held, type HoldBounds, holdRepeats } from '../decisions/continuation-restart.js'
 import { errorFromBody, readBounded } from '../decisions/error-body.js'
+import { withHeadroom } from '../decisions/headroom.js'
+import { estimateRequestCost } from '../request/request-cost.js'
 import type { Route } from '../shared/attempt-types.js'
 import type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
 import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
@@ -109,7 +111,13 @@ function snapshot(state: RenderState): RenderState {
 }
 
 type Tried =
-  | { kind: 'output'; stream: ContinuedStream; usage: () => TokenUsage | null }
+  | {
+      kind: 'output'
+      stream: ContinuedStream
+      usage: () => TokenUsage | null
+      /** The response's headers: the key's headroom is read from them when it is reported. */
+      headers: Headers
+    }
   | { kind: 'failed'; verdict: FailureVerdict | undefined }
   /** Its answer began again with the received text (see `continuation-restart.ts`). */
   | { kind: 'restarted'; usage: TokenUsage | null }
@@ -128,7 +136,12 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
   const records: ContinuationRecord[] = []
   /** The running continuation's lease and its own tracker's usage. */
   let current:
-    | { lease: KeyLease | undefined; usage: () => TokenUsage | null; record: number }
+    | {
+        lease: KeyLease | undefined
+        usage: () => TokenUsage | null
+        record: number
+        headers: Headers
+      }
     | undefined
   let usageAtCut: TokenUsage | undefined
   let cutSeen = false
@@ -142,7 +155,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const usage = running.usage()
     const record = records[running.record]
     if (usage !== null && record !== undefined) records[running.record] = { ...record, usage }
-    await running.lease?.report(outcome).catch(() => {})
+    await running.lease?.report(withHeadroom(outcome, running.headers)).catch(() => {})
   }
 
   /** Keeps a continuation's record and tells the hook (its result is final, or its output began). */
@@ -176,7 +189,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     }
     const { tried, lease, keyId, attempts } = await attemptAll(input, parts, cut.signal)
     if (tried.kind === 'output') {
-      current = { lease, usage: tried.usage, record: records.length }
+      current = { lease, usage: tried.usage, record: records.length, headers: tried.headers }
       continued.push(current.usage)
       tell({ ...base, keyId, result: 'spliced', attempts })
       return tried.stream
@@ -250,7 +263,7 @@ async function attemptAll(
   let tried: Tried = { kind: 'failed', verdict: undefined }
   try {
     while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
-      const lease = await leaseFor(input, budget.controller.signal)
+      const lease = await leaseFor(input, parts, budget.controller.signal)
       if (lease === null) break
       attempts++
       keyId = lease?.keyId ?? null
@@ -276,15 +289,17 @@ async function attemptAll(
  */
 async function leaseFor(
   input: ContinuationInput,
+  parts: Parts,
   signal: AbortSignal,
 ): Promise<KeyLease | undefined | null> {
   const pool: KeyPool | undefined = input.route.pool
   if (pool === undefined) return undefined
   try {
     const exclude = input.keyId === null ? undefined : new Set([input.keyId])
-    const other = await pool.acquire({ exclude })
+    const cost = estimateRequestCost(parts.request)
+    const other = await pool.acquire({ exclude, cost })
     if (other.kind === 'leased') return other.lease
-    const any = await pool.acquire({ waitMs: input.policy.maxWaitMs, signal })
+    const any = await pool.acquire({ waitMs: input.policy.maxWaitMs, signal, cost })
     return any.kind === 'leased' ? any.lease : null
   } catch {
     return null
@@ -396,7 +411,12 @@ async function tryOnce(
         if (!seen.has(frame)) tracker.observe(frame)
       },
     }
-    return { kind: 'output', stream, usage: () => tracker.state.usage }
+    return {
+      kind: 'output',
+      stream,
+      usage: () => tracker.state.usage,
+      headers: response.headers,
+    }
   } finally {
     attempt.release()
   }

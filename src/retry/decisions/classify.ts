@@ -11,6 +11,7 @@ import type { RenderableError, UpstreamErrorInfo } from '../../protocols/types.j
 import type { AttemptFailure, FailureVerdict } from '../shared/verdict.js'
 import { classifyConnectionError, staleConnectionCodes } from './connection-errors.js'
 import { errorTypeForStatus } from './error-body.js'
+import { parseHeadroom } from './headroom.js'
 import { credentialsRejectedCode, giveUpStatus } from './pool-verdicts.js'
 import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
@@ -96,6 +97,7 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
   const verdict = ((): FailureVerdict => {
     if (status === 429) {
       const retryAfterMs = rateLimitDelay(headers)
+      const headroom = parseHeadroom(headers)
       const window = unifiedRateLimitMessage(headers)
       return {
         ...base,
@@ -103,7 +105,11 @@ function fromStatus(failure: Extract<AttemptFailure, { kind: 'status' }>): Failu
           ? {}
           : { error: { ...base.error, message: `${base.error.message} (${window})` } }),
         retryable: true,
-        key: { kind: 'rate-limited', retryAfterMs },
+        key: {
+          kind: 'rate-limited',
+          retryAfterMs,
+          ...(headroom === undefined ? {} : { headroom }),
+        },
         overload: true,
         status: 429,
         retryAfterMs,
@@ -236,9 +242,13 @@ function fromNotSse(failure: Extract<AttemptFailure, { kind: 'not-sse' }>): Fail
   const { error } = failure
   if (error !== undefined && (isOverloaded(error) || isRateLimit(error))) {
     const verdict: FailureVerdict = { ...fromErrorFrame(error), reason: 'not-sse' }
-    const retryAfterMs = failure.headers === undefined ? undefined : rateLimitDelay(failure.headers)
-    if (retryAfterMs === undefined || verdict.key.kind !== 'rate-limited') return verdict
-    return { ...verdict, key: { kind: 'rate-limited', retryAfterMs }, retryAfterMs }
+    const { headers } = failure
+    const retryAfterMs = headers === undefined ? undefined : rateLimitDelay(headers)
+    const headroom = headers === undefined ? undefined : parseHeadroom(headers)
+    if (verdict.key.kind !== 'rate-limited') return verdict
+    if (retryAfterMs === undefined && headroom === undefined) return verdict
+    const key = { kind: 'rate-limited' as const, retryAfterMs, ...(headroom && { headroom }) }
+    return { ...verdict, key, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) }
   }
   const message =
     error === undefined || error.code === 'MALFORMED_FRAME'

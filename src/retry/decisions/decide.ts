@@ -50,12 +50,22 @@ export interface RouteState {
   readonly reuses: number
   /** Why the request cannot go on, if it cannot: the client left, or the deadline passed. */
   readonly stopped?: 'client-gone' | 'deadline' | undefined
+  /** The route leases its keys from a pool (a rate limit then belongs to one key of many). */
+  readonly pooled?: boolean | undefined
 }
 
 /** What to do after a failed attempt. A discriminated union on `kind`. */
 export type Decision =
-  /** Try again on this route: a free untried key now, or a tried key after `reuseDelayMs`. */
-  | { readonly kind: 'retry'; readonly reuseDelayMs: number }
+  /**
+   * Try again on this route: a free untried key now, or a tried key after `reuseDelayMs`.
+   * With `onlyUntried` (one key's rate limit after `maxAttempts`): only on a key the route has
+   * not tried that is not cooling; when there is none, `onlyUntried` is what follows instead.
+   */
+  | {
+      readonly kind: 'retry'
+      readonly reuseDelayMs: number
+      readonly onlyUntried?: Exclude<Decision, { kind: 'retry' }> | undefined
+    }
   /** Send the non-streaming fallback on this route. */
   | { readonly kind: 'fallback' }
   /** Go on with the next route. */
@@ -138,7 +148,11 @@ export function decideNext(
     return nextRoute
   }
   if (state.attempts >= state.maxAttempts) {
-    return fallbackAvailable ? { kind: 'fallback' } : nextRoute
+    const exhausted = fallbackAvailable ? { kind: 'fallback' as const } : nextRoute
+    // A 429 belongs to one key: it uses no attempt while an untried key that is not cooling
+    // remains (the route's progress does not count the attempt on it).
+    if (verdict.key.kind !== 'rate-limited' || state.pooled !== true) return exhausted
+    return { kind: 'retry', reuseDelayMs: 0, onlyUntried: exhausted }
   }
   return { kind: 'retry', reuseDelayMs: reuseDelay(verdict, backoff, state.reuses, random) }
 }

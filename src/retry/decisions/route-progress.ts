@@ -37,6 +37,12 @@ export interface RouteProgress {
   readonly fitted: boolean
   /** Why the previous attempt failed, told to `onRetry` once the next key is leased. */
   readonly retryReason: string | undefined
+  /**
+   * The last failure was one key's rate limit: the next attempt, when it starts on a key this
+   * route has not tried, does not count toward `maxAttempts` (a 429 belongs to one key, so it
+   * uses no attempt while an untried key remains). At most once per key: bounded by the pool.
+   */
+  readonly rateLimited: boolean
 }
 
 /** What happened on a route. A discriminated union on `kind`. */
@@ -82,6 +88,7 @@ export function initialRouteProgress(request: UpstreamRequest | undefined): Rout
     fallbackUsed: false,
     fitted: false,
     retryReason: undefined,
+    rateLimited: false,
   }
 }
 
@@ -89,15 +96,17 @@ export function initialRouteProgress(request: UpstreamRequest | undefined): Rout
 export function nextRouteProgress(state: RouteProgress, event: RouteEvent): RouteProgress {
   switch (event.kind) {
     case 'started': {
-      const tried =
-        event.keyId === null || state.tried.has(event.keyId)
-          ? state.tried
-          : new Set([...state.tried, event.keyId])
+      const untried = event.keyId !== null && !state.tried.has(event.keyId)
+      const tried = untried ? new Set([...state.tried, event.keyId as string]) : state.tried
+      if (event.as === 'hedge') return { ...state, tried }
+      // An untried key after one key's rate limit: this attempt is free (see `rateLimited`).
+      const counted = state.rateLimited && untried ? 0 : 1
       return {
         ...state,
         tried,
-        attempts: state.attempts + (event.as === 'attempt' ? 1 : 0),
-        fallbackAttempts: state.fallbackAttempts + (event.as === 'fallback' ? 1 : 0),
+        attempts: state.attempts + (event.as === 'attempt' ? counted : 0),
+        fallbackAttempts: state.fallbackAttempts + (event.as === 'fallback' ? counted : 0),
+        rateLimited: false,
       }
     }
     case 'adjusted':
@@ -112,6 +121,7 @@ export function nextRouteProgress(state: RouteProgress, event: RouteEvent): Rout
         overloads: event.verdict.overload ? state.overloads + 1 : 0,
         capacityOverloads:
           event.verdict.key.kind === 'overloaded' ? state.capacityOverloads + 1 : 0,
+        rateLimited: event.verdict.key.kind === 'rate-limited',
       }
     case 'retry':
       return {

@@ -10,6 +10,7 @@ import { UserCodeError } from '../../errors.js'
 import type { KeyLease, KeyPool } from '../../key-pool/types.js'
 import type { FailureVerdict } from '../decisions/classify.js'
 import { deadlineVerdict, type NotLeased, planKeyWait } from '../decisions/decide.js'
+import { estimateRequestCost } from '../request/request-cost.js'
 import { sleep } from '../shared/sleep.js'
 import type { RouteRun, Run } from './run.js'
 
@@ -28,11 +29,12 @@ export async function leaseNext(
   const waitStarted = now()
   for (;;) {
     const { tried } = route.progress
-    const untried = await pool.acquire({ exclude: tried })
+    const cost = estimateRequestCost(route.progress.request)
+    const untried = await pool.acquire({ exclude: tried, cost })
     if (untried.kind === 'leased') return untried
     let all: NotLeased | undefined
     if (tried.size > 0) {
-      const any = await pool.acquire()
+      const any = await pool.acquire({ cost })
       if (any.kind === 'leased') return backOff(run, route, any.lease)
       all = any
     }
@@ -52,6 +54,7 @@ export async function leaseNext(
       exclude: plan.includeTried ? undefined : tried,
       waitMs: plan.ms,
       signal: run.waits,
+      cost,
     })
     if (woken.kind === 'leased') {
       return tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
@@ -60,6 +63,25 @@ export async function leaseNext(
 }
 
 export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
+
+/**
+ * Leases a key the route has not tried and that is not cooling, for the free attempt after one
+ * key's rate limit: a free one now, else a busy one's release within the wait budget; `null`
+ * when there is none (every untried key cools, is disabled, or none is left).
+ */
+export async function leaseUntried(run: Run, route: RouteRun): Promise<Leased | null> {
+  const given = route.route.pool
+  if (given === undefined) return null
+  const pool = guardedPool(given)
+  const { tried, request } = route.progress
+  const cost = estimateRequestCost(request)
+  const untried = await pool.acquire({ exclude: tried, cost })
+  if (untried.kind === 'leased') return untried
+  const budgetMs = waitBudget(run, route, 0)
+  if (untried.kind !== 'busy' || budgetMs <= 0) return null
+  const woken = await pool.acquire({ exclude: tried, waitMs: budgetMs, signal: run.waits, cost })
+  return woken.kind === 'leased' ? woken : null
+}
 
 /**
  * How much longer a route may wait for a key, `waited` milliseconds into the wait: the

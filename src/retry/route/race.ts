@@ -9,6 +9,7 @@
 
 import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
+import { estimateRequestCost } from '../request/request-cost.js'
 import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
 import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
@@ -133,10 +134,12 @@ class Race {
     const { sameKey } = this.state.options
     if (pool === undefined) return sameKey ? { lease: undefined } : null
     try {
-      const other = await pool.acquire({ exclude: this.route.progress.tried })
+      const { tried, request } = this.route.progress
+      const cost = estimateRequestCost(request)
+      const other = await pool.acquire({ exclude: tried, cost })
       if (other.kind === 'leased') return { lease: other.lease }
       if (!sameKey) return null
-      const any = await pool.acquire()
+      const any = await pool.acquire({ cost })
       return any.kind === 'leased' ? { lease: any.lease } : null
     } catch {
       return null // A hedge is optional: a pool that cannot answer now just means none.

@@ -13,7 +13,7 @@ import { fitContextWindow } from '../decisions/context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from '../decisions/decide.js'
 import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
-import { leaseNext } from './lease.js'
+import { leaseNext, leaseUntried } from './lease.js'
 import { type RaceEnd, raceAttempts } from './race.js'
 import { advance, noteFailure, type RouteEnd, type RouteRun, type Run } from './run.js'
 import { startAttempt } from './start.js'
@@ -86,6 +86,7 @@ function afterFailure(
         route.route.adapter.renderFromMessage !== undefined,
       mode,
       reuses: route.progress.reuses,
+      pooled: route.route.pool !== undefined,
       stopped: run.stop.aborted
         ? 'client-gone'
         : result.stopped === 'hedge-lost'
@@ -133,18 +134,30 @@ function addHedgeReports(sum: HedgeReport | undefined, next: HedgeReport): Hedge
 export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
   const asked: AttemptMode = run.whole ? 'whole' : 'stream'
   let mode: AttemptMode = asked
+  // After one key's rate limit past `maxAttempts`: an untried key, else this decision.
+  let onlyUntried: Exclude<Decision, { kind: 'retry' }> | undefined
   for (;;) {
     if (run.stop.aborted) return { kind: 'client-gone' }
     const waitStarted = now()
-    let leased: Awaited<ReturnType<typeof leaseNext>>
+    let leased: Awaited<ReturnType<typeof leaseNext>> | null
     try {
-      leased = await leaseNext(run, route)
+      leased =
+        onlyUntried === undefined ? await leaseNext(run, route) : await leaseUntried(run, route)
     } catch (error) {
       // A wait ended by the client leaving or the deadline: nothing was leased.
       if (run.stop.aborted) return { kind: 'client-gone' }
       if (run.deadline.aborted)
         return { kind: 'give-up', verdict: deadlineVerdict(run.last?.verdict) }
       throw error
+    }
+    if (leased === null) {
+      // No untried key for the rate limit's free pass: what `maxAttempts` decided instead.
+      const instead = onlyUntried as Exclude<Decision, { kind: 'retry' }>
+      onlyUntried = undefined
+      if (instead.kind !== 'fallback') return instead
+      advance(route, { kind: 'fallback', reason: route.progress.retryReason ?? 'rate-limited' })
+      mode = 'non-streaming'
+      continue
     }
     if (leased.kind === 'give-up') {
       // No key of this route within its wait: the next route is tried, as after any
@@ -206,6 +219,7 @@ export async function runRoute(run: Run, route: RouteRun): Promise<RouteEnd> {
       case 'retry':
         // A failed fallback is retried as the fallback; anything else as the client asked.
         if (mode !== 'non-streaming') mode = asked
+        onlyUntried = decision.onlyUntried
         break
       case 'fallback':
         advance(route, { kind: 'fallback', reason: result.verdict.reason })

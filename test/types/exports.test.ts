@@ -115,6 +115,7 @@ const publicNames = {
       'HedgingOptions',
       'HedgingSnapshot',
       'KeepaliveVerdict',
+      'KeyHeadroom',
       'KeyLease',
       'KeyOutcome',
       'KeyPool',

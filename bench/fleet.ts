@@ -56,7 +56,7 @@ export interface FleetBenchOptions {
   readonly transport: 'http' | 'in-process'
 }
 
-export interface FleetRow {
+interface FleetRow {
   readonly scenario: 'honest' | 'bare' | 'slow-key'
   readonly pool: 'memory' | 'redis, 2 replicas'
   readonly selection: string

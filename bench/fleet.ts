@@ -8,7 +8,7 @@
  *
  * Rows: each selection the pools accept (memory pool, then two pools on one Redis as two
  * replicas, requests alternating), a reference told the true limits, the same fleet with bare
- * 429s, and one key in four 3× slower to its first token.
+ * 429s and with lying headers, and one key in four 3× slower to its first token.
  */
 
 import { spawn, spawnSync } from 'node:child_process'
@@ -57,7 +57,7 @@ export interface FleetBenchOptions {
 }
 
 interface FleetRow {
-  readonly scenario: 'honest' | 'bare' | 'slow-key'
+  readonly scenario: 'honest' | 'bare' | 'lying' | 'slow-key'
   readonly pool: 'memory' | 'redis, 2 replicas'
   readonly selection: string
   readonly requests: number
@@ -235,7 +235,7 @@ async function runRow(
   all: readonly Body[],
   costPerRequest: number,
 ): Promise<FleetRow> {
-  const headers = spec.scenario === 'bare' ? 'none' : 'honest'
+  const headers = spec.scenario === 'bare' ? 'none' : spec.scenario === 'lying' ? 'lying' : 'honest'
   const fleet = fleetOf(options, costPerRequest, headers, spec.scenario === 'slow-key')
   const upstream = createSimulatedFleet({
     keys: fleet.keys,
@@ -421,7 +421,11 @@ function plan(redis: Redis | undefined, redisMissing: string | undefined) {
     if (accepted.includes(selection))
       specs.push({ scenario: 'bare', pool: 'memory', selection, pools: memory(selection) })
   }
-  for (const selection of ['round-robin', 'least-inflight', 'fastest'] as const) {
+  for (const selection of ['least-inflight', 'headroom'] as const) {
+    if (accepted.includes(selection))
+      specs.push({ scenario: 'lying', pool: 'memory', selection, pools: memory(selection) })
+  }
+  for (const selection of ['round-robin', 'fastest'] as const) {
     if (accepted.includes(selection))
       specs.push({ scenario: 'slow-key', pool: 'memory', selection, pools: memory(selection) })
   }
@@ -451,6 +455,7 @@ export function printFleet(result: FleetBenchResult): void {
   const honest = result.rows.filter((row) => row.scenario === 'honest')
   const bare = result.rows.filter((row) => row.scenario === 'bare')
   const slow = result.rows.filter((row) => row.scenario === 'slow-key')
+  const lying = result.rows.filter((row) => row.scenario === 'lying')
   console.log(
     `\n### Key selection on a simulated fleet (4 keys, request and token buckets 1:2:4:8 per second, honest headers; a 429 takes ${result.rateLimitedMs} ms; ${result.requests} requests at ${pct(result.load)} of ${result.capacityPerSecond} req/s, ${result.concurrency} at a time; relay() with the default policy; attempts ${result.transport === 'http' ? 'over HTTP on 127.0.0.1' : "through the fleet's in-process fetch"})\n`,
   )
@@ -474,6 +479,20 @@ export function printFleet(result: FleetBenchResult): void {
     for (const row of bare) {
       console.log(
         `| ${row.selection} | ${pct(row.capacityServed)} | ${fmt(row.upstream429PerThousand)} | ${row.clientErrors} | ${row.unfinished} | ${fmt(row.ttftP95Ms)} | ${fmt(row.seconds, 1)} |`,
+      )
+    }
+  }
+  if (lying.length > 0) {
+    console.log(
+      '\n### The same fleet with lying headers (every answer says the key is full and resets at once; a 429 has no retry-after)\n',
+    )
+    console.log(
+      "| selection | upstream 429s per 1,000 | client errors | p95 TTFT ms | biggest key's share | capacity served |",
+    )
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
+    for (const row of lying) {
+      console.log(
+        `| ${row.selection} | ${fmt(row.upstream429PerThousand)} | ${row.clientErrors}${row.unfinished > 0 ? ` (+${row.unfinished} unfinished)` : ''} | ${fmt(row.ttftP95Ms)} | ${pct(row.biggestShare)} | ${pct(row.capacityServed)} |`,
       )
     }
   }

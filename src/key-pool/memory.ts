@@ -92,8 +92,9 @@ export interface MemoryKeyPoolOptions {
   headroomHorizonMs?: number
   /**
    * Under `fastest` selection, how fast a key's time to first output is forgotten: without a
-   * new sample it counts half after this long (a third after twice this), so a key that was
-   * slow looks fast again after a while, is drawn and measured again.
+   * new sample it counts half after this long (a third after twice this, nothing after four
+   * times this), so a key that was slow looks fast again after a while, is drawn and
+   * measured again.
    * @default 10_000
    */
   latencyHalfLifeMs?: number

@@ -160,14 +160,19 @@ export function learnLatency(state: KeyState, sampleMs: number, now: number): vo
   state.latencyAt = now
 }
 
+/** After this many half-lives without a sample, a key's latency is unknown again. */
+export const latencyForgetHalfLives = 4
+
 /**
  * A key's expected time to first output now: its average, forgotten as it ages (halved after
- * `halfLifeMs` without a sample, a third after twice that), so a key that was slow looks
- * fast again after a while and is drawn and measured again. Never measured: 0, tried first.
+ * `halfLifeMs` without a sample, a third after twice that, unknown after
+ * {@link latencyForgetHalfLives}), so a key that was slow looks fast again after a while and
+ * is drawn and measured again. Unknown: 0, tried first.
  */
 function expectedLatency(state: KeyState, now: number, halfLifeMs: number): number {
-  if (state.latencyMs === undefined) return 0
-  return (state.latencyMs * halfLifeMs) / (halfLifeMs + Math.max(0, now - state.latencyAt))
+  const age = Math.max(0, now - state.latencyAt)
+  if (state.latencyMs === undefined || age >= latencyForgetHalfLives * halfLifeMs) return 0
+  return (state.latencyMs * halfLifeMs) / (halfLifeMs + age)
 }
 
 /** Which free key to lease. Holds the round-robin cursor and the draws of `fastest`. */

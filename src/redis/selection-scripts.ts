@@ -13,7 +13,7 @@
  * @module
  */
 
-import { latencyAlpha, minHeadroomShare } from '../key-pool/selection.js'
+import { latencyAlpha, latencyForgetHalfLives, minHeadroomShare } from '../key-pool/selection.js'
 
 /** Lua functions, defined after `num`, before `load` and `record`. */
 export const selectionLua = `
@@ -120,8 +120,9 @@ local function fastest(keys, usable, now, cfg, cursorKey)
   local function cost(i)
     local s = keys[i]
     local expected = 0
-    if s.lat ~= nil then
-      expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + math.max(0, now - s.latAt))
+    local age = math.max(0, now - s.latAt)
+    if s.lat ~= nil and age < ${latencyForgetHalfLives} * cfg.latencyHalfLifeMs then
+      expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + age)
     end
     return expected * (s.inflight + 1)
   end

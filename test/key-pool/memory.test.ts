@@ -58,7 +58,21 @@ describe('createMemoryKeyPool', () => {
       breakerFailureRatio: 0.5,
       circuitOpenMs: 30_000,
       authDisableMs: 300_000,
+      minCooldownMs: 1_000,
+      headroomHorizonMs: 60_000,
+      latencyHalfLifeMs: 10_000,
     })
+    for (const option of ['minCooldownMs', 'headroomHorizonMs', 'latencyHalfLifeMs'] as const) {
+      expect(() => createMemoryKeyPool([], { [option]: 0 })).toThrow(
+        `${option} must be a positive number, got 0`,
+      )
+      expect(() => createMemoryKeyPool([], { [option]: Number.POSITIVE_INFINITY })).toThrow(
+        `${option} must be a positive number, got Infinity`,
+      )
+    }
+    for (const selection of ['headroom', 'fastest'] as const) {
+      expect(() => createMemoryKeyPool([], { selection })).not.toThrow()
+    }
     expect(() => createMemoryKeyPool([], { breakerFailureRatio: 1.5 })).toThrow(
       'breakerFailureRatio must be a number in (0, 1], got 1.5',
     )
@@ -89,6 +103,51 @@ describe('createMemoryKeyPool', () => {
     expect(() => createMemoryKeyPool([], { selection: 'random' as never })).toThrow(
       "selection must be 'round-robin', 'weighted', 'least-inflight', 'headroom' or 'fastest', got random",
     )
+  })
+
+  it('loads a version 1 snapshot written before headroom and fastest selection existed; its own snapshot is still version 1 with the same fields', async () => {
+    const saved = {
+      version: 1 as const,
+      keys: [
+        {
+          id: 'a',
+          disabled: false,
+          disabledUntil: 0,
+          cooldownUntil: 5_000,
+          failures: 0,
+          circuit: 'closed' as const,
+          circuitUntil: 0,
+        },
+        {
+          id: 'b',
+          disabled: false,
+          cooldownUntil: 0,
+          failures: 0,
+          circuit: 'closed' as const,
+          circuitUntil: 0,
+        },
+      ],
+    }
+    for (const selection of ['headroom', 'fastest'] as const) {
+      const pool = createMemoryKeyPool(keys([['a'], ['b']]), {
+        selection,
+        initialState: saved,
+        now: () => 1_000,
+      })
+      const first = await pool.acquire()
+      expect(first.kind === 'leased' && first.lease.keyId).toBe('b')
+      if (first.kind === 'leased') {
+        first.lease.commit()
+        await first.lease.report({ kind: 'success', headroom: { requestsRemaining: 3 } })
+      }
+      const snapshot = pool.toJSON()
+      expect(snapshot.version).toBe(1)
+      expect(snapshot.keys.map((key) => Object.keys(key).sort())).toEqual([
+        ['circuit', 'circuitUntil', 'cooldownUntil', 'disabled', 'disabledUntil', 'failures', 'id'],
+        ['circuit', 'circuitUntil', 'cooldownUntil', 'disabled', 'disabledUntil', 'failures', 'id'],
+      ])
+      expect(snapshot.keys[0]?.cooldownUntil).toBe(5_000)
+    }
   })
 
   it('never puts a secret in an error message', () => {

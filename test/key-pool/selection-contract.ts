@@ -103,6 +103,24 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(after.b).toBeGreaterThan(after.a)
     })
 
+    it('headroom: a reset further away than headroomHorizonMs (or none) is believed only that long', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom', headroomHorizonMs: 5000 })
+      await state(p, {
+        a: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 1e12 } },
+        b: { kind: 'success' },
+      })
+      for (let i = 0; i < 3; i++) {
+        const held = await lease(p)
+        expect(held.keyId).toBe('b')
+        await held.report({ kind: 'success' })
+      }
+      clock += 4999
+      expect((await lease(p)).keyId).toBe('b')
+      clock += 1
+      const next = [(await lease(p)).keyId, (await lease(p)).keyId]
+      expect(next).toContain('a')
+    })
+
     it('headroom: a cooling key is not picked, whatever headroom it stated', async () => {
       const p = await pool(['a', 'b'], { selection: 'headroom' })
       await state(p, {

@@ -15,6 +15,7 @@ import fc from 'fast-check'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import {
+  type AttemptFunction,
   anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
@@ -217,6 +218,7 @@ function gateway(
   upstream: ReturnType<typeof scripted>,
   sends: Sends,
   continueAfterCut: boolean,
+  onNextRoute = false,
 ) {
   const pool = createMemoryKeyPool([
     { id: 'a', secret: 'sk-prop-a-1234567890' },
@@ -226,21 +228,29 @@ function gateway(
   const fetch = async (input: string | URL | Request, init?: RequestInit) => {
     const original = typeof init?.body === 'string' ? init.body : '{}'
     const { sink, response } = webSink()
+    const attempt: AttemptFunction =
+      sends === 'the ready attempt'
+        ? fetchAttempt({ fetch: (url, init) => upstream.fetch(url, init) })
+        : ({ signal, request }) =>
+            upstream.fetch(String(input), {
+              method: 'POST',
+              body: sends === 'context.request' ? JSON.stringify(request?.body) : original,
+              signal,
+            })
+    // With `onNextRoute` the cut's own adapter cannot continue: the next route (the same
+    // protocol, the same upstream and pool) continues it.
+    const { buildContinuation: _b, spliceContinuation: _s, ...cannotContinue } = adapter
     void relay({
       sink,
       pool,
-      adapter,
+      adapter: onNextRoute ? cannotContinue : adapter,
       request: { url: String(input), body: JSON.parse(original) },
-      policy: { continueAfterCut, backoff: { baseMs: 1 } },
-      attempt:
-        sends === 'the ready attempt'
-          ? fetchAttempt({ fetch: (url, init) => upstream.fetch(url, init) })
-          : ({ signal, request }) =>
-              upstream.fetch(String(input), {
-                method: 'POST',
-                body: sends === 'context.request' ? JSON.stringify(request?.body) : original,
-                signal,
-              }),
+      policy: {
+        continueAfterCut: continueAfterCut && onNextRoute ? { nextRoute: true } : continueAfterCut,
+        backoff: { baseMs: 1 },
+        ...(onNextRoute ? { routes: [{ name: 'next', adapter, pool, attempt }] } : {}),
+      },
+      attempt,
     }).then((outcome) => outcomes.push(outcome))
     return response
   }
@@ -300,34 +310,45 @@ describe('invariant 20: a continuation whose answer restarts is never appended',
     ['vllm-continue', openaiChatWith({ continuation: 'vllm-continue' })],
   )
   const sends = fc.constantFrom<Sends>('context.request', 'the original body', 'the ready attempt')
-  it('a continuation whose answer restarts (it repeats what the client already has) is never appended, whatever the attempt function sent: Anthropic and the three Chat dialects, read through the official SDK, get the whole answer or the received text and the honest error; every lease reported once', async () => {
+  it('a continuation whose answer restarts (it repeats what the client already has) is never appended, whatever the attempt function sent, on its own route or the next one (`nextRoute`): Anthropic and the three Chat dialects, read through the official SDK, get the whole answer or the received text and the honest error; every lease reported once', async () => {
     await fc.assert(
-      fc.asyncProperty(cases, adapters, sends, async (given, [, adapter], sent) => {
-        const view = adapter === anthropicMessages ? anthropicView : chatView
-        // The same cut without continuation: the honest error a restart must end with.
-        const told = await view(gateway(adapter, scripted(adapter, given), sent, false).fetch)
-        const upstream = scripted(adapter, given)
-        const { fetch, pool, outcomes } = gateway(adapter, upstream, sent, true)
-        const got = await view(fetch)
-        expect(upstream.answer.startsWith(got.text)).toBe(true)
-        const own = sent !== 'the original body'
-        if (own) {
-          expect(got).toEqual({ text: upstream.answer, error: undefined })
-        } else {
-          expect(got).toEqual(told)
-          expect(got.error).toBeDefined()
-        }
-        const totals = await leasesSettle(pool)
-        expect(totals.inflight).toBe(0)
-        expect(totals.reported).toBe(totals.leased)
-        await until(() => outcomes.length > 0)
-        expect(outcomes).toHaveLength(1)
-        expect(outcomes[0]).toMatchObject({
-          kind: 'committed',
-          end: { kind: own ? 'completed' : 'error-written' },
-          continuations: [{ result: own ? 'spliced' : 'restarted' }],
-        })
-      }),
+      fc.asyncProperty(
+        cases,
+        adapters,
+        sends,
+        fc.boolean(),
+        async (given, [, adapter], sent, onNext) => {
+          const view = adapter === anthropicMessages ? anthropicView : chatView
+          // The same cut without continuation: the honest error a restart must end with.
+          const told = await view(gateway(adapter, scripted(adapter, given), sent, false).fetch)
+          const upstream = scripted(adapter, given)
+          const { fetch, pool, outcomes } = gateway(adapter, upstream, sent, true, onNext)
+          const got = await view(fetch)
+          expect(upstream.answer.startsWith(got.text)).toBe(true)
+          const own = sent !== 'the original body'
+          if (own) {
+            expect(got).toEqual({ text: upstream.answer, error: undefined })
+          } else {
+            expect(got).toEqual(told)
+            expect(got.error).toBeDefined()
+          }
+          const totals = await leasesSettle(pool)
+          expect(totals.inflight).toBe(0)
+          expect(totals.reported).toBe(totals.leased)
+          await until(() => outcomes.length > 0)
+          expect(outcomes).toHaveLength(1)
+          expect(outcomes[0]).toMatchObject({
+            kind: 'committed',
+            end: { kind: own ? 'completed' : 'error-written' },
+            continuations: [
+              {
+                result: own ? 'spliced' : 'restarted',
+                continuedOn: { route: onNext ? 'next' : 'primary' },
+              },
+            ],
+          })
+        },
+      ),
       { numRuns: runs(40) },
     )
   })

@@ -200,6 +200,7 @@ describe('continueAfterCut options', () => {
       maxAttempts: 2,
       timeoutMs: 30_000,
       maxReceivedChars: 262_144,
+      nextRoute: false,
     })
     expect(Object.isFrozen(continueAfterCutDefaults)).toBe(true)
   })
@@ -225,6 +226,7 @@ describe('continueAfterCut options', () => {
       RangeError,
       'continueAfterCut.timeoutMs must be a positive number of milliseconds up to 2147483647, or Infinity to turn it off; got 0',
     ],
+    [{ nextRoute: 'yes' }, TypeError, 'continueAfterCut.nextRoute must be a boolean, got string'],
     ['yes', TypeError, 'continueAfterCut must be a boolean or an object, got string'],
     [null, TypeError, 'continueAfterCut must be a boolean or an object, got null'],
   ])('%j is refused up front: %s', async (given, kind, message) => {

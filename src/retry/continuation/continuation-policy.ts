@@ -20,6 +20,7 @@ export const continueAfterCutDefaults = Object.freeze({
   maxAttempts: 2,
   timeoutMs: 30_000,
   maxReceivedChars: 262_144,
+  nextRoute: false,
 })
 
 const continuationKeys = Object.keys({
@@ -27,6 +28,7 @@ const continuationKeys = Object.keys({
   maxAttempts: true,
   timeoutMs: true,
   maxReceivedChars: true,
+  nextRoute: true,
 } satisfies Record<keyof ContinueAfterCutOptions, true>)
 
 export function normalizeContinuation(
@@ -41,7 +43,12 @@ export function normalizeContinuation(
     )
   }
   rejectUnknownKeys('policy.continueAfterCut', given, continuationKeys)
+  const nextRoute = given.nextRoute ?? defaults.nextRoute
+  if (typeof nextRoute !== 'boolean') {
+    throw new TypeError(`continueAfterCut.nextRoute must be a boolean, got ${typeof nextRoute}`)
+  }
   return {
+    nextRoute,
     maxContinuations: positiveInteger(
       'continueAfterCut.maxContinuations',
       given.maxContinuations ?? defaults.maxContinuations,

@@ -55,6 +55,36 @@ export interface ContinuationInput {
   addSecret(secret: string): void
   /** Called once per continuation, when its record is final or its output began. */
   onRecord(record: ContinuationRecord): void
+  /**
+   * Where a continuation may be sent, in order: the cut's own route when its adapter can
+   * continue, then (with `nextRoute`) later routes of the same protocol that can. A later one
+   * is asked only when the ones before could not continue (declined, or refused a prefill).
+   */
+  readonly candidates: readonly ContinuationRoute[]
+}
+
+/** A route a continuation may be sent on. */
+export interface ContinuationRoute {
+  readonly route: Route
+  readonly name: string
+  readonly adapter: StreamAdapter
+  /** The request that route sends (the cut attempt's, on the cut's own route). */
+  readonly request: UpstreamRequest
+  /** The cut's own route (its key is tried elsewhere first). */
+  readonly own: boolean
+}
+
+/** The model a request names, if its body does. */
+function modelOf(request: UpstreamRequest): string | undefined {
+  const { model } = request.body
+  return typeof model === 'string' ? model : undefined
+}
+
+/** The continuation's input on `candidate`: its route, adapter and request. */
+function inputOn(input: ContinuationInput, candidate: ContinuationRoute): ContinuationInput {
+  if (candidate.own) return input
+  const { route, name, adapter, request } = candidate
+  return { ...input, route, routeName: name, adapter, request, keyId: null }
 }
 
 /** Why the client's answer cannot be continued, or the text to continue; `undefined` when sound. */
@@ -175,35 +205,69 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const atMs = now() - input.requestStarted
     const text = receivedText(cut.state, input.config.maxReceivedChars)
     const received = text === undefined ? undefined : Object.freeze({ text })
-    const parts =
-      received === undefined
-        ? undefined
-        : adapterParts(input.adapter, input.request, received, snapshot(cut.state))
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
-    if (records.length >= input.config.maxContinuations || parts === undefined) {
+    if (records.length >= input.config.maxContinuations || received === undefined) {
       return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
-    const refusal = refusalKey(input.routeName, parts.request)
-    if (prefillRefused(refusal)) {
-      return tell({ ...base, keyId: null, result: 'prefill-refused', attempts: 0 })
+    return continueOn(base, received, snapshot(cut.state), cut.signal)
+  }
+
+  /**
+   * Sends the continuation to the first candidate route that can take it: one whose adapter
+   * declines, or whose model refuses a prefill (now, or within the hour), passes it on; any
+   * other end is told as it is (another route would meet the same).
+   */
+  async function continueOn(
+    base: Pick<ContinuationRecord, 'atMs' | 'cause' | 'receivedChars'>,
+    received: ContinuationReceived,
+    client: RenderState,
+    signal: CutContext['signal'],
+  ): Promise<ContinuedStream | null> {
+    let told: ContinuationRecord = { ...base, keyId: null, result: 'not-sound', attempts: 0 }
+    let attempts = 0
+    const refusedModels = new Set<string | undefined>()
+    for (const candidate of input.candidates) {
+      const parts = adapterParts(candidate.adapter, candidate.request, received, client)
+      if (parts === undefined) continue
+      const continuedOn = { route: candidate.name, model: modelOf(parts.request) }
+      const refusal = refusalKey(candidate.name, parts.request)
+      if (prefillRefused(refusal) || refusedModels.has(continuedOn.model)) {
+        told = { ...base, keyId: null, result: 'prefill-refused', attempts, continuedOn }
+        continue
+      }
+      const tried = await attemptAll(inputOn(input, candidate), parts, signal)
+      attempts += tried.attempts
+      const { keyId } = tried
+      if (tried.tried.kind === 'output') {
+        current = {
+          lease: tried.lease,
+          usage: tried.tried.usage,
+          record: records.length,
+          headers: tried.tried.headers,
+        }
+        continued.push(current.usage)
+        tell({ ...base, keyId, result: 'spliced', attempts, continuedOn })
+        return tried.tried.stream
+      }
+      const { kind } = tried.tried
+      if (kind === 'refused') {
+        // The key worked: the model refuses the request's shape. Not asked again for a while.
+        rememberPrefillRefusal(refusal)
+        if (continuedOn.model !== undefined) refusedModels.add(continuedOn.model)
+        told = { ...base, keyId, result: 'prefill-refused', attempts, continuedOn }
+        continue
+      }
+      const usage = kind === 'restarted' ? tried.tried.usage : null
+      return tell({
+        ...base,
+        keyId,
+        result: resultOf[kind],
+        attempts,
+        continuedOn,
+        ...(usage === null ? {} : { usage }),
+      })
     }
-    const { tried, lease, keyId, attempts } = await attemptAll(input, parts, cut.signal)
-    if (tried.kind === 'output') {
-      current = { lease, usage: tried.usage, record: records.length, headers: tried.headers }
-      continued.push(current.usage)
-      tell({ ...base, keyId, result: 'spliced', attempts })
-      return tried.stream
-    }
-    // The key worked: the model refuses the request's shape. Not asked again for a while.
-    if (tried.kind === 'refused') rememberPrefillRefusal(refusal)
-    const usage = tried.kind === 'restarted' ? tried.usage : null
-    return tell({
-      ...base,
-      keyId,
-      result: resultOf[tried.kind],
-      attempts,
-      ...(usage === null ? {} : { usage }),
-    })
+    return tell(told)
   }
 
   return {

@@ -9,9 +9,14 @@ import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
 import { redactText, redactValues } from '../../protocols/sanitize.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import type { TokenUsage } from '../../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
-import { createRelayContinuation, type RelayContinuation } from '../continuation/continuation.js'
+import {
+  type ContinuationRoute,
+  createRelayContinuation,
+  type RelayContinuation,
+} from '../continuation/continuation.js'
 import type { FailureReason } from '../decisions/classify.js'
 import { callHook } from '../shared/hooks.js'
 import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
@@ -41,9 +46,48 @@ async function requestOrRelease(
   }
 }
 
+/** Whether `adapter` can continue a cut answer. */
+function canContinue(adapter: StreamAdapter): boolean {
+  return adapter.buildContinuation !== undefined && adapter.spliceContinuation !== undefined
+}
+
+/**
+ * Where a continuation of this route's attempt may be sent: the route itself when its adapter
+ * can continue, then with `nextRoute` the later routes of the same protocol that can.
+ */
+function continuationRoutes(
+  run: Run,
+  route: RouteRun,
+  request: UpstreamRequest,
+  nextRoute: boolean,
+): ContinuationRoute[] {
+  const { adapter } = route.route
+  const candidates: ContinuationRoute[] = canContinue(adapter)
+    ? [{ route: route.route, name: route.name, adapter, request, own: true }]
+    : []
+  if (!nextRoute) return candidates
+  const index = run.routes.indexOf(route.route)
+  for (const [at, each] of run.routes.entries()) {
+    const sent = each.request ?? run.options.request
+    if (at <= index || sent === undefined) continue
+    if (each.adapter.name !== adapter.name || !canContinue(each.adapter)) continue
+    const name = each.name ?? `route-${at + 1}`
+    const { url, body } = sent
+    candidates.push({
+      route: each,
+      name,
+      adapter: each.adapter,
+      request: { url, body },
+      own: false,
+    })
+  }
+  return candidates
+}
+
 /**
  * The continuation of a streaming attempt, when `continueAfterCut` is on, the request is
- * known and the route's adapter supports it.
+ * known and its route's adapter (or, with `nextRoute`, a later route's of the same protocol)
+ * supports it.
  */
 function continuationOf(
   run: Run,
@@ -56,15 +100,15 @@ function continuationOf(
   const config = run.config.continuation
   const { adapter } = route.route
   if (config === undefined || mode !== 'stream' || request === undefined) return undefined
-  if (adapter.buildContinuation === undefined || adapter.spliceContinuation === undefined) {
-    return undefined
-  }
   const { stream: _stream, ...sent } = request
+  const candidates = continuationRoutes(run, route, sent, config.nextRoute)
+  if (candidates.length === 0) return undefined
   return createRelayContinuation({
     route: route.route,
     routeName: route.name,
     adapter,
     request: sent,
+    candidates,
     policy: run.config,
     config,
     keyId,

@@ -38,6 +38,11 @@ export interface ContinuationRecord {
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */
   readonly usage?: TokenUsage | undefined
+  /**
+   * The route the continuation was sent on and the model its request named: the cut's own
+   * route, or a later one with `continueAfterCut.nextRoute`. Absent when none was sent.
+   */
+  readonly continuedOn?: { readonly route: string; readonly model: string | undefined } | undefined
 }
 
 /** The relay's continuation of one attempt: the pump asks it; the attempt closes it. */

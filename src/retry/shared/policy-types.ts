@@ -285,6 +285,17 @@ export interface ContinueAfterCutOptions {
    * @default 262_144
    */
   readonly maxReceivedChars?: number
+  /**
+   * When a cut cannot be continued on its own route (its adapter cannot continue, or its model
+   * refused a prefill), continue it on the next route, in `routes` order, whose adapter speaks
+   * the same protocol and can continue, and whose model has not refused a prefill. The
+   * continuation record and `onContinuation` say the route and model it ran on
+   * (`continuedOn`). Off by default: the next route is another model (or provider) finishing
+   * an answer another began, billed there.
+   * @default false
+   * @example { continueAfterCut: { nextRoute: true }, routes: [{ name: 'no-prefill', … }] }
+   */
+  readonly nextRoute?: boolean
 }
 
 /**

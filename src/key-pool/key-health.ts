@@ -9,9 +9,24 @@
 
 import { positiveNumber as positive } from '../options.js'
 import { outcomeKinds } from './outcomes.js'
-import type { Budget, Spent } from './selection.js'
 import type { KeyHeadroom, KeyOutcome, KeyStateEvent, KeyStateSnapshot, PoolKey } from './types.js'
 import { countInWindow, pruneWindow, type WindowBucket, windowTotals } from './window.js'
+
+/**
+ * One resource's stated budget: `left` as stated by the response to a lease taken when the
+ * key's spent counter stood at `base`; believed until `until` (the reset), then unknown.
+ */
+export interface Budget {
+  left: number
+  base: number
+  until: number
+}
+
+/** What a lease spent of its key when it was taken (cumulative counters after it). */
+export interface Spent {
+  readonly requests: number
+  readonly tokens: number
+}
 
 /** What a key is doing, mutable, one per key of a pool. */
 export interface KeyState {

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { KeyState } from './key-health.js'
+import type { Budget, KeyState, Spent } from './key-health.js'
 import type { KeyHeadroom } from './types.js'
 
 /**
@@ -35,24 +35,8 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
   'fastest',
 ])
 
-/**
- * One resource's stated budget: `left` as stated by the response to a lease taken when the
- * key's spent counter stood at `base`; believed until `until` (the reset), then unknown.
- */
-export interface Budget {
-  left: number
-  base: number
-  until: number
-}
-
 /** The smallest share of a pick a key with room gets under `headroom`, however big another's. */
 export const minHeadroomShare = 0.01
-
-/** What a lease spent of its key when it was taken (cumulative counters after it). */
-export interface Spent {
-  readonly requests: number
-  readonly tokens: number
-}
 
 /** The rules selection follows (the pool's options). */
 export interface SelectionRules {

@@ -1,12 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type {
-  KeyHeadroom,
-  KeyOutcome,
-  KeyPool,
-  KeySelection,
-  KeyStateSnapshot,
-} from '../../src/index.js'
+import type { KeyHeadroom, KeyOutcome, KeySelection, KeyStateSnapshot } from '../../src/index.js'
 import type { PoolFactory } from './pool-contract.js'
 
 const ids = ['a', 'b', 'c']

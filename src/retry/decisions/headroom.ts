@@ -42,18 +42,36 @@ function budget(remaining: number | undefined, resetMs: number | undefined): Bud
   return remaining === undefined ? undefined : { remaining, resetMs }
 }
 
-function anthropicBudget(headers: Headers, limit: string, now: number): Budget | undefined {
+/** The response's rate-limit headers by name (lowercase). */
+type Stated = Readonly<Record<string, string>>
+
+function anthropicBudget(headers: Stated, limit: string, now: number): Budget | undefined {
   return budget(
-    countOf(headers.get(`anthropic-ratelimit-${limit}-remaining`)),
-    resetOf(parseResetTimestamp(headers.get(`anthropic-ratelimit-${limit}-reset`), now)),
+    countOf(headers[`anthropic-ratelimit-${limit}-remaining`] ?? null),
+    resetOf(parseResetTimestamp(headers[`anthropic-ratelimit-${limit}-reset`], now)),
   )
 }
 
-function openaiBudget(headers: Headers, limit: string): Budget | undefined {
+function openaiBudget(headers: Stated, limit: string): Budget | undefined {
   return budget(
-    countOf(headers.get(`x-ratelimit-remaining-${limit}`)),
-    resetOf(parseResetDuration(headers.get(`x-ratelimit-reset-${limit}`))),
+    countOf(headers[`x-ratelimit-remaining-${limit}`] ?? null),
+    resetOf(parseResetDuration(headers[`x-ratelimit-reset-${limit}`])),
   )
+}
+
+/**
+ * The rate-limit headers of a response, in one pass (read on every attempt: a dozen
+ * `Headers.get` calls cost several times one pass), or `undefined` when it has none.
+ */
+function statedLimits(headers: Headers): Stated | undefined {
+  let stated: Record<string, string> | undefined
+  headers.forEach((value, name) => {
+    if (name.startsWith('x-ratelimit-') || name.startsWith('anthropic-ratelimit-')) {
+      stated ??= Object.create(null) as Record<string, string>
+      stated[name] = value
+    }
+  })
+  return stated
 }
 
 /** The smaller of two budgets (the one that binds first). */
@@ -67,7 +85,7 @@ function smaller(a: Budget | undefined, b: Budget | undefined): Budget | undefin
  * Anthropic's token budget: input and output summed when it splits them (full again when
  * both are), the smaller of that and the combined budget when it states both.
  */
-function anthropicTokens(headers: Headers, now: number): Budget | undefined {
+function anthropicTokens(headers: Stated, now: number): Budget | undefined {
   const input = anthropicBudget(headers, 'input-tokens', now)
   const output = anthropicBudget(headers, 'output-tokens', now)
   const split =
@@ -93,7 +111,12 @@ function anthropicTokens(headers: Headers, now: number): Budget | undefined {
  * parseHeadroom(new Headers({ 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-reset-requests': '1s' }))
  * // { requestsRemaining: 59, requestsResetMs: 1000 }
  */
-export function parseHeadroom(headers: Headers, now: number = Date.now()): KeyHeadroom | undefined {
+export function parseHeadroom(
+  response: Headers,
+  now: number = Date.now(),
+): KeyHeadroom | undefined {
+  const headers = statedLimits(response)
+  if (headers === undefined) return undefined
   const requests = smaller(
     openaiBudget(headers, 'requests'),
     anthropicBudget(headers, 'requests', now),

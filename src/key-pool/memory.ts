@@ -14,13 +14,7 @@ import {
   type LeaseRecord,
   restore,
 } from './key-health.js'
-import {
-  type AuthFailureWithoutLease,
-  authFailedWithoutLease,
-  spreadWake,
-  tellKeyState,
-  type WakeTold,
-} from './outcomes.js'
+import { type AuthFailureWithoutLease, authFailedWithoutLease, tellKeyState } from './outcomes.js'
 import {
   forgetPastBudgets,
   type KeySelection,
@@ -325,8 +319,7 @@ export function tokensOf(cost: AcquireOptions['cost']): number {
  * - `rate-limited` cools the key down for the time the upstream gave (at least
  *   `minCooldownMs`, at most `maxCooldownMs`); a 429 that gave none backs off per key from
  *   `minCooldownMs`, doubling up to `defaultCooldownMs`, until a success. `cooling` says
- *   `rateLimited: true` only when every candidate cools for that reason; callers told of
- *   the same instant are told instants spread over a quarter of the wait (at most 1 s).
+ *   `rateLimited: true` only when every candidate cools for that reason.
  * - `headroom` and `fastest` selection learn from each lease: the budget its response's
  *   headers stated (`success` and `rate-limited` reports), its time to first output
  *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived.
@@ -361,7 +354,6 @@ export function createMemoryKeyPool(
     if (state !== undefined) restore(state, saved, config.now())
   }
   const selector = new KeySelector(config, states)
-  const wake: WakeTold = { at: 0, told: 0 }
   let serials = 0
   const queue = new WaitQueue()
 
@@ -397,9 +389,7 @@ export function createMemoryKeyPool(
     }
     const retryInMs = Number.isFinite(earliest) ? earliest : undefined
     if (busy) return { kind: 'busy', retryInMs }
-    if (cooling) {
-      return { kind: 'cooling', retryInMs: spreadWake(wake, now, retryInMs ?? 0), rateLimited }
-    }
+    if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
     if (states.every((state) => state.disabled)) {
       const rejectedKeyIds = states
         .filter((state) => state.disabledUntil > 0)

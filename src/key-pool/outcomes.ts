@@ -50,25 +50,3 @@ export interface AuthFailureWithoutLease {
   /** Counts the outcome and holds the key for `authDisableMs`, as a lease's report would. */
   readonly [authFailedWithoutLease]: (keyId: string) => void
 }
-
-/** The instant callers were last told to come back, and how many were told it. */
-export interface WakeTold {
-  at: number
-  told: number
-}
-
-/**
- * A `cooling` answer's wait, spread so that the callers told of one instant do not all come
- * back at once: the first is told the instant itself, the k-th a further `frac(k·φ)` of a
- * quarter of the wait (at most 1 s), which scatters them evenly however many there are.
- */
-export function spreadWake(wake: WakeTold, now: number, retryInMs: number): number {
-  const at = now + retryInMs
-  if (wake.at === at) wake.told += 1
-  else {
-    wake.at = at
-    wake.told = 0
-  }
-  const share = (wake.told * 0.618_033_988_749_894_9) % 1
-  return retryInMs + Math.floor(share * Math.min(retryInMs / 4, 1000))
-}

@@ -6,7 +6,6 @@
  */
 
 import { tokensOf } from '../key-pool/memory.js'
-import { spreadWake, type WakeTold } from '../key-pool/outcomes.js'
 import type {
   AcquireOptions,
   AcquireResult,
@@ -144,8 +143,6 @@ class RedisPool {
   private probing = false
   private lastProbe = 0
   private closed = false
-  /** The instant `cooling` answers last told, to spread the callers told it. */
-  private readonly wake: WakeTold = { at: 0, told: 0 }
 
   constructor(
     private readonly keys: readonly PoolKey[],
@@ -264,11 +261,7 @@ class RedisPool {
         tokensOf(options.cost),
       )
       this.known.learnAll(rows, events)
-      if (verdict[0] !== 'leased') {
-        const refusal = refusalOf(verdict, this.settings.ids)
-        if (refusal.kind !== 'cooling') return refusal
-        return { ...refusal, retryInMs: spreadWake(this.wake, Number(now), refusal.retryInMs) }
-      }
+      if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)
       const lease = this.open(verdict[1] - 1, id, true, {
         gen: verdict[2],
         probe: verdict[3] === 1,

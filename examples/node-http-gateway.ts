@@ -31,6 +31,7 @@ import {
   type ForwardHeadersPolicy,
   fetchAttempt,
   type KeyPool,
+  type KeySelection,
   type KeyStateEvent,
   type OpenAIChatContinuation,
   openaiChatWith,
@@ -59,6 +60,8 @@ export interface GatewayConfig {
   hooks?: RelayHooks
   /** Told every key state change of the gateway's pools (e.g. `telemetry.onKeyState`). */
   onKeyState?: (event: KeyStateEvent) => void
+  /** How the pools pick a key (`KEY_SELECTION` when run as a script). @default 'round-robin' */
+  selection?: KeySelection
   /** @default 0 (an ephemeral port) */
   port?: number
   /**
@@ -199,7 +202,10 @@ export async function startGateway(config: GatewayConfig): Promise<{
   // relay() hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
   const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({ url, adapter, pool })
-  const poolOptions = config.onKeyState === undefined ? {} : { onKeyState: config.onKeyState }
+  const poolOptions = {
+    ...(config.onKeyState === undefined ? {} : { onKeyState: config.onKeyState }),
+    ...(config.selection === undefined ? {} : { selection: config.selection }),
+  }
   const openai = createMemoryKeyPool(config.keys, poolOptions)
   const anthropic = createMemoryKeyPool(config.keys, poolOptions)
   const { openaiBaseUrl, anthropicBaseUrl } = config
@@ -316,6 +322,7 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
     anthropicBaseUrl: process.env.UPSTREAM_ANTHROPIC_URL ?? 'https://api.anthropic.com',
     keys: keysFromEnv(process.env.GATEWAY_KEYS),
     port: Number(process.env.PORT ?? 8787),
+    ...(process.env.KEY_SELECTION ? { selection: process.env.KEY_SELECTION as KeySelection } : {}),
     // CONTINUE_AFTER_CUT=1 continues answers cut after output (Anthropic; Chat with a dialect).
     ...(process.env.CONTINUE_AFTER_CUT === '1' ? { policy: { continueAfterCut: true } } : {}),
     ...(process.env.UPSTREAM_OPENAI_CONTINUATION

@@ -6,6 +6,7 @@
  */
 
 import { parseArgs } from 'node:util'
+import type { KeySelection } from '../key-pool/memory.js'
 import { type ChaosProtocol, chaosProtocols } from './client-request.js'
 import { type ChaosScenario, expectingContinuation, selectScenarios } from './scenarios.js'
 
@@ -73,7 +74,22 @@ export interface ChaosOptions {
    * @default false
    */
   readonly expectContinuation: boolean
+  /**
+   * The key selection the started gateway is asked to use: `{selection}` in `--gateway` is
+   * replaced with it, and the gateway's environment gets `KEY_SELECTION`. Needs `--gateway`.
+   * @default undefined (the gateway's own choice)
+   */
+  readonly selection: KeySelection | undefined
 }
+
+/** Every selection a pool may be asked for: a table the compiler keeps complete. */
+const selections = Object.keys({
+  'round-robin': true,
+  weighted: true,
+  'least-inflight': true,
+  headroom: true,
+  fastest: true,
+} satisfies Record<KeySelection, true>) as KeySelection[]
 
 /** Defaults of {@link ChaosOptions}. */
 const chaosDefaults = Object.freeze({
@@ -130,6 +146,9 @@ client in front of it judges what came out.
                           (e.g. /api/chat for a gateway with routes of its own)
   --expect-continuation   the gateway continues a cut answer (continueAfterCut): partial-then-cut
                           and eof-mid-frame expect the whole answer
+  --selection <name>      ask the started gateway for a key selection (${selections.join(', ')}):
+                          {selection} in --gateway is replaced with it, and the gateway gets
+                          KEY_SELECTION in its environment (needs --gateway)
 
 {upstream} in --target, --header and --gateway is replaced with the faulty upstream's URL.
 The upstream serves every protocol, picking it from the request path, so a translating
@@ -171,6 +190,20 @@ function endpointPath(value: string | undefined): string | undefined {
   if (value === undefined) return undefined
   if (!value.startsWith('/')) throw new UsageError(`--path must start with /, got "${value}"`)
   return value
+}
+
+function selectionOf(
+  value: string | undefined,
+  gateway: string | undefined,
+): KeySelection | undefined {
+  if (value === undefined) return undefined
+  if (!selections.includes(value as KeySelection))
+    throw new UsageError(`--selection must be one of ${selections.join(', ')}, got "${value}"`)
+  if (gateway === undefined)
+    throw new UsageError(
+      '--selection needs --gateway: it is handed to the started gateway as KEY_SELECTION and {selection}',
+    )
+  return value as KeySelection
 }
 
 function failOn(value: string | undefined): 'any' | 'silent' {
@@ -223,6 +256,7 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
         dump: { type: 'string' },
         path: { type: 'string' },
         'expect-continuation': { type: 'boolean' },
+        selection: { type: 'string' },
       },
     }).values
   } catch (error) {
@@ -295,5 +329,6 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     dump: text('dump'),
     path: endpointPath(text('path')),
     expectContinuation: values['expect-continuation'] === true,
+    selection: selectionOf(text('selection'), gateway),
   }
 }

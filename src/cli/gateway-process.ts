@@ -80,10 +80,14 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
-/** Starts `command` with a shell, in a new process group. */
-export function startGatewayProcess(command: string): GatewayProcess {
+/** Starts `command` with a shell, in a new process group, with `env` added to this environment. */
+export function startGatewayProcess(
+  command: string,
+  env: Readonly<Record<string, string>> = {},
+): GatewayProcess {
   const child: ChildProcess = spawn(command, {
     shell: true,
+    env: { ...process.env, ...env },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

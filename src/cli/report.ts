@@ -129,7 +129,7 @@ export function formatReport(report: ChaosReport): string {
       ? ['', '✓ what a client should get   ✗ it did not   n/a the scenario could not apply']
       : []
   return [
-    `stream-boundary chaos: ${report.target} (${report.protocol})`,
+    `stream-boundary chaos: ${report.target} (${report.protocol}${report.selection === undefined ? '' : `, key selection ${report.selection}`})`,
     '',
     ...body,
     ...legend,

@@ -91,6 +91,8 @@ export interface ChaosReport {
   readonly mode: 'scenarios' | 'load'
   readonly target: string
   readonly protocol: string
+  /** The key selection the started gateway was asked for (`--selection`), if any. */
+  readonly selection?: string
   readonly upstream: string
   readonly scenarios: readonly ScenarioResult[]
   readonly load: LoadResult | null
@@ -541,8 +543,13 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
           `the target ${new URL(options.target).host} is already in use before the gateway was started: stop what listens there, or point --target at another port`,
         )
       }
-      const command = options.gateway.replaceAll('{upstream}', upstreamUrl)
-      gateway = startGatewayProcess(command)
+      const command = options.gateway
+        .replaceAll('{upstream}', upstreamUrl)
+        .replaceAll('{selection}', options.selection ?? '')
+      gateway = startGatewayProcess(
+        command,
+        options.selection === undefined ? {} : { KEY_SELECTION: options.selection },
+      )
       log(`gateway: started pid ${gateway.pid}: ${redactCommand(command)}`)
     }
     try {
@@ -557,7 +564,9 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
       runId: `c${Date.now().toString(36)}`,
       gateway,
     }
-    log(`target: ${options.target} (${options.protocol})`)
+    log(
+      `target: ${options.target} (${options.protocol})${options.selection === undefined ? '' : `, key selection ${options.selection}`}`,
+    )
     let scenarios: ScenarioResult[] = []
     let load: LoadResult | null = null
     let judged: (OutcomeKind | 'left')[]
@@ -579,6 +588,7 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
       mode: options.requests === undefined ? 'scenarios' : 'load',
       target: options.target,
       protocol: options.protocol,
+      ...(options.selection === undefined ? {} : { selection: options.selection }),
       upstream: upstreamUrl,
       scenarios,
       load,

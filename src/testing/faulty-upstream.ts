@@ -130,8 +130,11 @@ const secretHeaders = new Set([
   'proxy-authorization',
 ])
 
-/** A body that plays steps, stops on cancel, and never leaves a timer behind. */
-function playSteps(
+/**
+ * A body that plays steps, stops on cancel, and never leaves a timer behind.
+ * @internal shared with the simulated fleet
+ */
+export function playSteps(
   steps: readonly Step[],
   signal: AbortSignal,
   opened: Set<() => void>,

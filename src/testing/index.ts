@@ -5,7 +5,8 @@
  * `checkAdapter` runs the conformance properties against your own `StreamAdapter`;
  * `arbitraries` generates SSE byte streams and their chunkings (fast-check);
  * `createFaultyUpstream` is a scriptable upstream that fails the way real ones do; a scripted
- * upstream body and a recording downstream sink are for unit tests. `fast-check` is a peer
+ * upstream body and a recording downstream sink are for unit tests; `createSimulatedFleet`
+ * answers for several keys with rate limits of their own, to measure a key pool against. `fast-check` is a peer
  * dependency of this entry only; the core never imports it.
  *
  * @module stream-boundary/testing
@@ -25,6 +26,14 @@ export type {
   Scenario,
 } from './faulty-upstream.js'
 export { chaosMarker, createFaultyUpstream, parseChaosMarker } from './faulty-upstream.js'
+export type {
+  FleetHeaderMode,
+  FleetKey,
+  FleetKeyStats,
+  SimulatedFleet,
+  SimulatedFleetOptions,
+} from './fleet.js'
+export { createSimulatedFleet } from './fleet.js'
 export type { RecordingSink, SinkEvent } from './recording-sink.js'
 export { createRecordingSink } from './recording-sink.js'
 export type { ScriptedBody, ScriptStep } from './scripted-body.js'

@@ -7,6 +7,7 @@ import { startPlainRelay } from '../../examples/plain-relay.js'
 import { parseChaosArgs } from '../../src/cli/args.js'
 import { type CliIo, runCli } from '../../src/cli/main.js'
 import type { ChaosReport } from '../../src/cli/run.js'
+import { createMemoryKeyPool, type KeySelection } from '../../src/index.js'
 import { startChaosGateway } from './example-gateway.js'
 
 const closers: (() => Promise<void>)[] = []
@@ -129,6 +130,23 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--bogus'],
       /Unknown option '--bogus'/,
     ],
+    [
+      [
+        '--target',
+        'http://127.0.0.1:1',
+        '--protocol',
+        'gemini',
+        '--selection',
+        'random',
+        '--gateway',
+        'true',
+      ],
+      /--selection must be one of round-robin, weighted, least-inflight, headroom, fastest, got "random"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--selection', 'round-robin'],
+      /--selection needs --gateway/,
+    ],
   ]
   it.each(cases)('%j', async (args, message) => {
     const io = capture()
@@ -184,6 +202,24 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     )
     // Neither the command line nor the gateway's own output is echoed with the key in it.
     expect(stderr).not.toContain('sk-chaos-secret')
+  })
+
+  it('--selection reaches the started gateway as KEY_SELECTION and {selection}', async () => {
+    const io = capture()
+    const port = await freePort()
+    const args = [
+      'chaos',
+      '--target',
+      `http://127.0.0.1:${port}/v1`,
+      '--protocol',
+      'openai-chat',
+      '--selection',
+      'least-inflight',
+      '--gateway',
+      `sh -c 'echo env=$KEY_SELECTION arg={selection}; exit 3'`,
+    ]
+    expect(await runCli(args, io)).toBe(2)
+    expect(io.stderr.join('\n')).toMatch(/env=least-inflight arg=least-inflight/)
   })
 
   it('a gateway command that exits before listening is reported at once (not after the 20 s start bound), with its exit code and the last lines of its output', async () => {
@@ -622,6 +658,85 @@ describe('stream-boundary chaos: the report', () => {
     expect(load?.byFault.ok?.requests).toBeGreaterThan(0)
     expect(load?.byFault.ok?.missed).toBe(0)
   })
+
+  it('load mode against the example gateway with each selection its pool accepts: no silent failure, duplicate or hang', async () => {
+    const all: KeySelection[] = ['round-robin', 'weighted', 'least-inflight', 'headroom', 'fastest']
+    // A selection the pool does not accept yet would only fail the gateway's start.
+    const accepted = all.filter((selection) => {
+      try {
+        createMemoryKeyPool([{ id: 'a', secret: 'sk-a' }], { selection })
+        return true
+      } catch {
+        return false
+      }
+    })
+    expect(accepted).toContain('round-robin')
+    for (const selection of accepted) {
+      const upstreamPort = await freePort()
+      const gateway = await startChaosGateway(
+        `http://127.0.0.1:${upstreamPort}`,
+        0,
+        undefined,
+        false,
+        selection,
+      )
+      closers.push(() => gateway.close())
+      const { code, report } = await chaos([
+        '--target',
+        `${gateway.url}/v1`,
+        '--protocol',
+        'openai-chat',
+        '--upstream-port',
+        String(upstreamPort),
+        '--requests',
+        '40',
+        '--concurrency',
+        '8',
+        '--fault-rate',
+        '0.4',
+      ])
+      expect(report.counts, selection).toMatchObject({
+        requests: 40,
+        silentFailures: 0,
+        duplicates: 0,
+        hangs: 0,
+      })
+      expect(code, selection).toBe(0)
+    }
+  })
+
+  it.runIf(process.platform === 'linux')(
+    '--selection round-robin, load mode: the started example gateway is told the selection, and the report says it',
+    async () => {
+      const port = await freePort()
+      const { code, report, io } = await chaos([
+        '--target',
+        `http://127.0.0.1:${port}/v1`,
+        '--protocol',
+        'openai-chat',
+        '--requests',
+        '20',
+        '--concurrency',
+        '4',
+        '--fault-rate',
+        '0.4',
+        '--selection',
+        'round-robin',
+        '--gateway',
+        `UPSTREAM_URL={upstream} PORT=${port} node --import tsx test/cli/example-gateway.ts`,
+      ])
+      expect(report.selection).toBe('round-robin')
+      expect(io.stderr.join('\n')).toContain('key selection round-robin')
+      expect(report.counts).toMatchObject({
+        requests: 20,
+        silentFailures: 0,
+        duplicates: 0,
+        hangs: 0,
+      })
+      expect(code).toBe(0)
+    },
+    60_000,
+  )
 
   it.runIf(process.platform === 'linux')(
     '--gateway starts the command with {upstream} filled in and stops its process group',

@@ -8,13 +8,14 @@
  *   UPSTREAM_URL=http://127.0.0.1:9000 PORT=8787 node --import tsx test/cli/example-gateway.ts
  *
  * `UPSTREAM_CLIENT=fetch` or `UPSTREAM_CLIENT=node:http` picks how attempts reach the upstream.
+ * `KEY_SELECTION` picks the pools' selection (the chaos command's `--selection` sets it).
  * `CONTINUE_AFTER_CUT=1` turns `continueAfterCut` on (Chat in the `vllm-continue` dialect, which
  * the faulty upstream speaks): run the chaos command with `--expect-continuation` then.
  */
 
 import { pathToFileURL } from 'node:url'
 import { type GatewayConfig, startGateway } from '../../examples/node-http-gateway.js'
-import type { RelayPolicy } from '../../src/index.js'
+import type { KeySelection, RelayPolicy } from '../../src/index.js'
 
 /** The policy of the chaos runs. */
 const chaosPolicy: RelayPolicy = {
@@ -31,6 +32,7 @@ export function startChaosGateway(
   port = 0,
   upstreamClient?: GatewayConfig['upstreamClient'],
   continueAfterCut = false,
+  selection?: KeySelection,
 ) {
   return startGateway({
     openaiBaseUrl: `${upstream}/v1`,
@@ -44,6 +46,7 @@ export function startChaosGateway(
     maxPendingStreams: 16,
     port,
     ...(upstreamClient === undefined ? {} : { upstreamClient }),
+    ...(selection === undefined ? {} : { selection }),
   })
 }
 
@@ -63,6 +66,7 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
     Number(process.env.PORT ?? 8787),
     clientFromEnv(process.env.UPSTREAM_CLIENT),
     process.env.CONTINUE_AFTER_CUT === '1',
+    process.env.KEY_SELECTION ? (process.env.KEY_SELECTION as KeySelection) : undefined,
   )
   console.log(`example gateway listening on ${gateway.url}`)
   // Under `node --expose-gc`, collect every second, so the chaos run's RSS figures show memory

@@ -32,11 +32,18 @@ if (upstream === undefined || mode === undefined || !modes.includes(mode)) {
   throw new Error(`usage: otel-gateway.ts ${modes.join('|')} <upstream url>`)
 }
 
+/** Spans the exporter was handed (a check that the SDK's whole path ran). */
+let exported = 0
+let flush = async () => {}
+
 function registerSdk(manager: 'async-hooks' | 'als'): void {
   const tracerProvider = new NodeTracerProvider({
     spanProcessors: [
       new BatchSpanProcessor({
-        export: (_spans, done) => done({ code: 0 }),
+        export: (spans, done) => {
+          exported += spans.length
+          done({ code: 0 })
+        },
         shutdown: async () => {},
       }),
     ],
@@ -46,6 +53,7 @@ function registerSdk(manager: 'async-hooks' | 'als'): void {
       ? new AsyncHooksContextManager().enable()
       : new AsyncLocalStorageContextManager().enable()
   tracerProvider.register({ contextManager })
+  flush = () => tracerProvider.forceFlush()
   const meterProvider = new MeterProvider({
     readers: [
       new PeriodicExportingMetricReader({
@@ -78,5 +86,6 @@ const gateway = await startGateway({
 process.send?.({ url: gateway.url })
 process.on('message', (message) => {
   if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() })
+  if (message === 'spans') void flush().then(() => process.send?.({ spans: exported }))
   if (message === 'exit') process.exit(0)
 })

@@ -47,6 +47,8 @@ const modes = Object.keys(sideNames) as Mode[]
 
 export interface OtelSide {
   readonly name: string
+  /** Spans the gateway's exporter was handed over the whole run (warm-up included). */
+  readonly spans: number
   /** CPU µs per request of the gateway process, per answer kind. */
   readonly cpuUsPerRequest: Readonly<Record<'one' | 'short', number>>
 }
@@ -127,6 +129,7 @@ export async function benchOtel(options: {
     return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
   })
   const gateways: { child: ChildProcess; url: string }[] = []
+  const spans: Partial<Record<Mode, number>> = {}
   const kinds = ['one', 'short'] as const
   const tally = modes.map(() => ({ one: { cpu: 0, requests: 0 }, short: { cpu: 0, requests: 0 } }))
   try {
@@ -149,6 +152,14 @@ export async function benchOtel(options: {
         }
       }
     }
+    // The spans each gateway exported: none without the hooks, two per request with them.
+    for (const [index, mode] of modes.entries()) {
+      const { child } = gateways[index] as { child: ChildProcess }
+      spans[mode] = await new Promise<number>((resolve) => {
+        child.once('message', (message) => resolve((message as { spans: number }).spans))
+        child.send('spans')
+      })
+    }
   } finally {
     for (const { child } of gateways) child.send('exit')
     await upstream.close()
@@ -160,6 +171,7 @@ export async function benchOtel(options: {
         mode,
         {
           name: sideNames[mode],
+          spans: spans[mode] ?? 0,
           cpuUsPerRequest: {
             one: side.one.cpu / side.one.requests,
             short: side.short.cpu / side.short.requests,
@@ -193,11 +205,11 @@ export function printOtel(result: OtelResult): void {
   console.log(
     `\n### OpenTelemetry, as users run it: the example gateway (node:http attempts), ${result.requests} requests per side and answer kind, ${result.concurrency} at a time, ${result.rounds} interleaved rounds (CPU of each gateway process)\n`,
   )
-  console.log('| gateway | CPU µs/request, 1-frame | CPU µs/request, 8-frame |')
-  console.log('| --- | ---: | ---: |')
+  console.log('| gateway | CPU µs/request, 1-frame | CPU µs/request, 8-frame | spans exported |')
+  console.log('| --- | ---: | ---: | ---: |')
   for (const side of Object.values(result.sides)) {
     console.log(
-      `| ${side.name} | ${side.cpuUsPerRequest.one.toFixed(1)} | ${side.cpuUsPerRequest.short.toFixed(1)} |`,
+      `| ${side.name} | ${side.cpuUsPerRequest.one.toFixed(1)} | ${side.cpuUsPerRequest.short.toFixed(1)} | ${side.spans} |`,
     )
   }
   console.log(

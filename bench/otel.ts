@@ -10,26 +10,7 @@
  */
 
 import type { ChildProcess } from 'node:child_process'
-import { context } from '@opentelemetry/api'
-import {
-  AsyncHooksContextManager,
-  AsyncLocalStorageContextManager,
-} from '@opentelemetry/context-async-hooks'
-import {
-  AggregationTemporality,
-  MeterProvider,
-  PeriodicExportingMetricReader,
-} from '@opentelemetry/sdk-metrics'
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
-import {
-  createMemoryKeyPool,
-  type DownstreamSink,
-  openaiChat,
-  type RelayHooks,
-  relay,
-} from '../src/index.js'
-import { iterableResponse, serveFetch } from '../src/node.js'
-import { createRelayTelemetry } from '../src/otel/index.js'
+import { serveFetch } from '../src/node.js'
 import { forkChild } from './child.js'
 
 const encoder = new TextEncoder()
@@ -86,8 +67,6 @@ export interface OtelResult {
   readonly overheadOverSdk: Readonly<Record<'one' | 'short', number>>
   /** The same as `overhead` with the AsyncLocalStorageContextManager. */
   readonly overheadAls: Readonly<Record<'one' | 'short', number>>
-  /** `relay()` in process (no HTTP), 1-frame answers: CPU µs per request by side. */
-  readonly inProcess: Readonly<Record<string, number>>
 }
 
 function start(mode: Mode, upstream: string): Promise<{ child: ChildProcess; url: string }> {
@@ -125,110 +104,6 @@ async function load(url: string, model: string, requests: number, concurrency: n
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker))
-}
-
-const inProcessSides = {
-  off: 'no OpenTelemetry',
-  'als-sdk': 'the SDK with the AsyncLocalStorageContextManager, no hooks',
-  als: 'the same with stream-boundary/otel',
-  'hooks-sdk': 'the SDK with the AsyncHooksContextManager, no hooks',
-  'async-hooks': 'the same with stream-boundary/otel',
-  'no-manager': 'stream-boundary/otel with no context manager',
-} as const
-
-/**
- * `relay()` in this process over a 1-frame answer with usage into a null sink, 8 at a time,
- * per side of {@link inProcessSides}, interleaved; the context manager is enabled and
- * disabled between sides (and disabled at the end). Median CPU µs per request of the rounds
- * after the first.
- */
-export async function inProcess(requests: number, rounds: number): Promise<Record<string, number>> {
-  const tracerProvider = new NodeTracerProvider({
-    spanProcessors: [
-      new BatchSpanProcessor({
-        export: (_spans, done) => done({ code: 0 }),
-        shutdown: async () => {},
-      }),
-    ],
-  })
-  const meterProvider = new MeterProvider({
-    readers: [
-      new PeriodicExportingMetricReader({
-        exporter: {
-          export: (_metrics, done) => done({ code: 0 }),
-          forceFlush: async () => {},
-          shutdown: async () => {},
-          selectAggregationTemporality: () => AggregationTemporality.CUMULATIVE,
-        },
-        exportIntervalMillis: 10_000,
-      }),
-    ],
-  })
-  const { hooks } = createRelayTelemetry({ tracerProvider, meterProvider })
-  const managers = {
-    als: new AsyncLocalStorageContextManager(),
-    hooks: new AsyncHooksContextManager(),
-  }
-  const plan: Record<keyof typeof inProcessSides, [keyof typeof managers | null, boolean]> = {
-    off: [null, false],
-    'als-sdk': ['als', false],
-    als: ['als', true],
-    'hooks-sdk': ['hooks', false],
-    'async-hooks': ['hooks', true],
-    'no-manager': [null, true],
-  }
-  const pool = createMemoryKeyPool([{ id: 'bench', secret: 'sk-bench-not-real' }])
-  const answer = answers.one as readonly Uint8Array[]
-  async function* frames() {
-    yield* answer
-  }
-  const sink = (): DownstreamSink => ({
-    signal: new AbortController().signal,
-    sendHead() {},
-    write() {},
-    close() {},
-    abort() {},
-  })
-  const once = (withHooks: RelayHooks | undefined) =>
-    relay({
-      sink: sink(),
-      pool,
-      adapter: openaiChat,
-      request: { url: 'http://127.0.0.1/v1/chat/completions', body: { model: 'gpt-4o' } },
-      ...(withHooks === undefined ? {} : { hooks: withHooks }),
-      policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
-      attempt: async () =>
-        iterableResponse(frames(), { headers: { 'content-type': 'text/event-stream' } }),
-    })
-  const samples: Record<string, number[]> = {}
-  const names = Object.keys(plan) as (keyof typeof plan)[]
-  try {
-    for (let round = 0; round < rounds + 1; round++) {
-      for (let turn = 0; turn < names.length; turn++) {
-        const name = names[(turn + round) % names.length] as keyof typeof plan
-        const [manager, on] = plan[name]
-        context.disable()
-        managers.als.disable()
-        managers.hooks.disable()
-        if (manager !== null) context.setGlobalContextManager(managers[manager].enable())
-        const before = process.cpuUsage()
-        for (let done = 0; done < requests; done += 8)
-          await Promise.all(Array.from({ length: 8 }, () => once(on ? hooks : undefined)))
-        const used = process.cpuUsage(before)
-        if (round > 0)
-          samples[name] = [...(samples[name] ?? []), (used.user + used.system) / requests]
-      }
-    }
-  } finally {
-    context.disable()
-    managers.als.disable()
-    managers.hooks.disable()
-    await tracerProvider.shutdown()
-    await meterProvider.shutdown()
-  }
-  const median = (values: number[]) =>
-    [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number
-  return Object.fromEntries(names.map((name) => [name, median(samples[name] ?? [])]))
 }
 
 export async function benchOtel(options: {
@@ -309,12 +184,7 @@ export async function benchOtel(options: {
     one: sides[over].cpuUsPerRequest.one / sides[under].cpuUsPerRequest.one - 1,
     short: sides[over].cpuUsPerRequest.short / sides[under].cpuUsPerRequest.short - 1,
   })
-  const inProcessResult = await inProcess(
-    Math.max(8, Math.ceil(options.requests / 8) * 8),
-    Math.max(2, options.rounds - 1),
-  )
   return {
-    inProcess: inProcessResult,
     requests: share(options),
     concurrency,
     rounds: options.rounds,
@@ -345,14 +215,4 @@ export function printOtel(result: OtelResult): void {
   console.log(
     `\nOTel on (AsyncHooksContextManager): ${pct(result.overhead.one)} CPU per request (1-frame), ${pct(result.overhead.short)} (8-frame); stream-boundary/otel over the SDK alone: ${pct(result.overheadOverSdk.one)}, ${pct(result.overheadOverSdk.short)}; with the AsyncLocalStorageContextManager: ${pct(result.overheadAls.one)}, ${pct(result.overheadAls.short)}.`,
   )
-  const off = result.inProcess.off as number
-  console.log(
-    '\n#### In process: relay() over a 1-frame answer with usage into a null sink (8 at a time, interleaved, median of rounds)\n',
-  )
-  console.log('| side | CPU µs/request | over no OTel |')
-  console.log('| --- | ---: | ---: |')
-  for (const [name, label] of Object.entries(inProcessSides)) {
-    const us = result.inProcess[name] as number
-    console.log(`| ${label} | ${us.toFixed(1)} | ${name === 'off' ? '' : pct(us / off - 1)} |`)
-  }
 }

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel` picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
  * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
@@ -18,6 +18,7 @@ import { benchFramePath } from './frame-path.js'
 import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
 import type { MemoryResult } from './memory.js'
+import { benchOtel, printOtel } from './otel.js'
 import { benchPerRequest } from './per-request.js'
 import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
@@ -29,7 +30,7 @@ const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery'
+    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel'
   ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
@@ -104,6 +105,15 @@ async function main() {
     for (const [name, us] of Object.entries(perRequest.primitives)) {
       console.log(`| ${name} | ${fmt(us, 2)} |`)
     }
+  }
+
+  if (only.has('otel')) {
+    const otel = await benchOtel(
+      quick ? { requests: 40, rounds: 2 } : { requests: 4_000, rounds: 5 },
+    )
+    results.otel = otel
+    summary.otelIncreasePercent = otel.overhead.one * 100
+    printOtel(otel)
   }
 
   if (only.has('frame')) {

@@ -44,6 +44,13 @@ await build({
   outfile: join(out, 'http-proxy.mjs'),
   define: { 'import.meta.url': '"bundled:http-proxy"' },
 })
+// The OpenTelemetry benchmark's gateways import the example gateway too (bench/otel.ts).
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'otel-gateway.ts')],
+  outfile: join(out, 'otel-gateway.mjs'),
+  define: { 'import.meta.url': '"bundled:otel-gateway"' },
+})
 // The recovery benchmark imports the example gateway too, and runs in a process of its own.
 await build({
   ...common,

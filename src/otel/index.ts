@@ -248,6 +248,8 @@ function contentOf(
   }
 }
 
+const noContinuations: readonly never[] = []
+
 /** The request's span and its attempts' spans, with their real times. */
 function recordSpans(
   tracer: Tracer,
@@ -257,16 +259,19 @@ function recordSpans(
   const endedAt = Date.now()
   const startedAt = endedAt - outcome.durationMs
   const attributes = requestSpanAttributes(outcome)
-  const captured = contentOf(content, outcome)
-  if (captured.input !== undefined) attributes['gen_ai.input.messages'] = captured.input
-  if (captured.output !== undefined) attributes['gen_ai.output.messages'] = captured.output
+  if (content !== undefined) {
+    const captured = contentOf(content, outcome)
+    if (captured.input !== undefined) attributes['gen_ai.input.messages'] = captured.input
+    if (captured.output !== undefined) attributes['gen_ai.output.messages'] = captured.output
+  }
   const name = `${attributes['gen_ai.operation.name']}${outcome.model === undefined ? '' : ` ${outcome.model}`}`
+  const active = contextApi.active()
   const span = tracer.startSpan(
     name,
     { kind: SpanKind.CLIENT, startTime: startedAt, attributes },
-    contextApi.active(),
+    active,
   )
-  const parent = trace.setSpan(contextApi.active(), span)
+  const parent = trace.setSpan(active, span)
   for (const record of outcome.attempts) {
     const child = tracer.startSpan(
       `${name} attempt ${record.attemptNumber}`,
@@ -282,7 +287,8 @@ function recordSpans(
     child.end(startedAt + record.startedMs + record.durationMs)
   }
   // Each continuation after a cut is an event on the request's span, at the cut.
-  for (const each of outcome.kind === 'committed' ? (outcome.continuations ?? []) : []) {
+  const continuations = outcome.kind === 'committed' ? outcome.continuations : undefined
+  for (const each of continuations ?? noContinuations) {
     const event: Attributes = {
       'stream_boundary.continuation.result': each.result,
       'stream_boundary.continuation.cause': each.cause,
@@ -302,14 +308,58 @@ function recordSpans(
   span.end(endedAt)
 }
 
-function recordMetrics(meters: Instruments, outcome: RelayOutcome): void {
-  // One attribute set per measurement, built by setting keys (spreads cost more here).
-  const base = setOperation({}, outcome)
+/** The attribute sets a request's metrics share, by protocol and models (see {@link metricSets}). */
+interface MetricSets {
+  /** Operation, provider and models: `attempts`, `time_to_first_chunk`, a duration without error. */
+  readonly base: Attributes
+  readonly inputTokens: Attributes
+  readonly outputTokens: Attributes
+}
+
+/** A part of a {@link metricSets} key: its length and itself, or `-` when absent. */
+const keyPart = (part: string | undefined): string =>
+  part === undefined ? '-' : `${part.length}:${part}`
+
+/** How many protocol-and-models sets are kept; past it the cache starts again (models are the clients'). */
+const maxMetricSets = 256
+
+/**
+ * The attribute sets of a request's metrics, made once per protocol and models and reused
+ * (frozen: the SDK keeps the first one it sees of each as its key). Models come from the
+ * client's request, so the cache is bounded and starts again when full.
+ */
+function metricSets(cache: Map<string, MetricSets>, outcome: RelayOutcome): MetricSets {
+  const responseModel = outcome.kind === 'committed' ? outcome.response?.model : undefined
+  // Each part length-prefixed, so no two protocol-and-models triples share a key.
+  const key = `${keyPart(outcome.protocol)}${keyPart(outcome.model)}${keyPart(responseModel)}`
+  const known = cache.get(key)
+  if (known !== undefined) return known
+  const base = Object.freeze(setOperation({}, outcome))
+  const tokens = (type: 'input' | 'output') => {
+    const attributes = setOperation({}, outcome)
+    attributes['gen_ai.token.type'] = type
+    return Object.freeze(attributes)
+  }
+  const sets: MetricSets = { base, inputTokens: tokens('input'), outputTokens: tokens('output') }
+  if (cache.size >= maxMetricSets) cache.clear()
+  cache.set(key, sets)
+  return sets
+}
+
+function recordMetrics(
+  meters: Instruments,
+  cache: Map<string, MetricSets>,
+  outcome: RelayOutcome,
+): void {
+  const sets = metricSets(cache, outcome)
   const error = errorType(outcome)
-  const durationAttributes = setOperation({}, outcome)
-  if (error !== undefined) durationAttributes['error.type'] = error
+  let durationAttributes = sets.base
+  if (error !== undefined) {
+    durationAttributes = setOperation({}, outcome)
+    durationAttributes['error.type'] = error
+  }
   meters.duration.record(outcome.durationMs / 1000, durationAttributes)
-  meters.attempts.record(outcome.attempts.length, base)
+  meters.attempts.record(outcome.attempts.length, sets.base)
   for (const record of outcome.attempts) {
     if (!record.retryable) continue
     const attributes = setOperation({}, outcome)
@@ -324,16 +374,10 @@ function recordMetrics(meters: Instruments, outcome: RelayOutcome): void {
     return
   }
   if (outcome.kind !== 'committed') return
-  meters.firstChunk.record(outcome.timeToFirstOutputMs / 1000, base)
+  meters.firstChunk.record(outcome.timeToFirstOutputMs / 1000, sets.base)
   const { usage, hedges } = outcome
-  const tokens = (type: 'input' | 'output', count: number | undefined) => {
-    if (count === undefined) return
-    const attributes = setOperation({}, outcome)
-    attributes['gen_ai.token.type'] = type
-    meters.tokens.record(count, attributes)
-  }
-  tokens('input', usage?.inputTokens)
-  tokens('output', usage?.outputTokens)
+  if (usage?.inputTokens !== undefined) meters.tokens.record(usage.inputTokens, sets.inputTokens)
+  if (usage?.outputTokens !== undefined) meters.tokens.record(usage.outputTokens, sets.outputTokens)
   if (hedges === undefined) return
   const hedge = (kind: string, count: number, reason?: string) => {
     if (count <= 0) return
@@ -377,9 +421,10 @@ export function createRelayTelemetry(options: RelayTelemetryOptions = {}): Relay
   }
   const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(scope)
   const meters = instruments((options.meterProvider ?? metrics.getMeterProvider()).getMeter(scope))
+  const sets = new Map<string, MetricSets>()
   const onOutcome = (outcome: RelayOutcome): void => {
     recordSpans(tracer, outcome, options.content)
-    recordMetrics(meters, outcome)
+    recordMetrics(meters, sets, outcome)
   }
   const hooks: RelayHooks = Object.freeze({ onOutcome })
   return Object.freeze({

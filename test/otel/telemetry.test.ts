@@ -464,4 +464,107 @@ describe('stream-boundary/otel', () => {
       { numRuns: runs(30) },
     )
   })
+
+  it("each measurement carries its own request's protocol and models, however models repeat or look alike", async () => {
+    // Recorded as called: the instrument, the value and the very attribute set handed over.
+    const calls: { name: string; attributes: Record<string, unknown> }[] = []
+    const instrument = (name: string) => {
+      const take = (_value: number, attributes: Record<string, unknown> = {}) => {
+        calls.push({ name, attributes: { ...attributes } })
+      }
+      return { record: take, add: take }
+    }
+    const meterProvider = {
+      getMeter: () => ({ createHistogram: instrument, createCounter: instrument }),
+    } as unknown as MeterProvider
+    const telemetry = createRelayTelemetry({
+      tracerProvider: new BasicTracerProvider(),
+      meterProvider,
+    })
+    // Names that a careless key would confuse: empty, separators, prefixes of one another.
+    const model = fc.option(
+      fc.constantFrom('', 'x', 'xx', 'a:', '1:a', '-', 'a\u0000b', 'gpt-4o'),
+      {
+        nil: undefined,
+      },
+    )
+    const request = fc.record({
+      adapter: fc.constantFrom(openaiChat, anthropicMessages),
+      model,
+      responseModel: model,
+      fails: fc.boolean(),
+    })
+    await fc.assert(
+      fc.asyncProperty(fc.array(request, { minLength: 1, maxLength: 12 }), async (requests) => {
+        for (const each of requests) {
+          calls.length = 0
+          const { sink, response } = webSink()
+          const anthropic = each.adapter === anthropicMessages
+          const frames = anthropic
+            ? [
+                {
+                  type: 'message_start',
+                  message: {
+                    id: 'msg_1',
+                    model: each.responseModel,
+                    usage: { input_tokens: 3, output_tokens: 1 },
+                  },
+                },
+                {
+                  type: 'content_block_delta',
+                  index: 0,
+                  delta: { type: 'text_delta', text: 'hi' },
+                },
+                {
+                  type: 'message_delta',
+                  delta: { stop_reason: 'end_turn' },
+                  usage: { output_tokens: 2 },
+                },
+                { type: 'message_stop' },
+              ]
+            : [
+                {
+                  id: 'c1',
+                  model: each.responseModel,
+                  choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }],
+                  usage: { prompt_tokens: 3, completion_tokens: 2 },
+                },
+              ]
+          const body = frames.map((frame) => `data: ${JSON.stringify(frame)}\n\n`).join('')
+          const outcome = relay({
+            sink,
+            adapter: each.adapter,
+            pool: createMemoryKeyPool([{ id: 'k1', secret: 'sk-property-not-real' }]),
+            hooks: telemetry.hooks,
+            policy: { maxAttempts: 1 },
+            request: {
+              url: anthropic ? 'https://api.test/v1/messages' : chat,
+              body: { ...(each.model === undefined ? {} : { model: each.model }), stream: true },
+            },
+            attempt: async () =>
+              each.fails
+                ? new Response('{"error":{"message":"down"}}', { status: 503 })
+                : new Response(body, { headers: { 'content-type': 'text/event-stream' } }),
+          })
+          await (await response).text()
+          const ended = await outcome
+          expect(calls.length).toBeGreaterThan(0)
+          const responseModel = ended.kind === 'committed' ? ended.response?.model : undefined
+          // The models did reach the outcome (an empty one is no model).
+          if (!each.fails && each.responseModel) expect(responseModel).toBe(each.responseModel)
+          if (each.model) expect(ended.model).toBe(each.model)
+          for (const call of calls) {
+            expect(call.attributes['gen_ai.provider.name']).toBe(anthropic ? 'anthropic' : 'openai')
+            expect(call.attributes['gen_ai.request.model']).toBe(ended.model)
+            expect(call.attributes['gen_ai.response.model']).toBe(responseModel)
+          }
+          const tokens = calls.filter((call) => call.name === 'gen_ai.client.token.usage')
+          expect(tokens.map((call) => call.attributes['gen_ai.token.type'])).toEqual(
+            each.fails ? [] : ['input', 'output'],
+          )
+        }
+      }),
+      { numRuns: runs(40) },
+    )
+  })
 })

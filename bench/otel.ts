@@ -45,7 +45,7 @@ const sideNames = {
 type Mode = keyof typeof sideNames
 const modes = Object.keys(sideNames) as Mode[]
 
-export interface OtelSide {
+interface OtelSide {
   readonly name: string
   /** Spans the gateway's exporter was handed over the whole run (warm-up included). */
   readonly spans: number

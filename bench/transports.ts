@@ -29,7 +29,7 @@ import {
 import { iterableResponse } from '../src/sse/sources.js'
 import { openaiChatOneFrame, openaiChatStream } from './inputs.js'
 
-export interface TransportSide {
+interface TransportSide {
   readonly name: string
   /** CPU µs per request, 1-frame answers (median of rounds). */
   readonly cpuUsPerRequest: number
@@ -73,7 +73,7 @@ process.once('message', ({ one, many }) => {
 })
 `
 
-export async function startUpstream(frames: number) {
+async function startUpstream(frames: number) {
   const child = spawn(process.execPath, ['-e', upstreamSource], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
@@ -206,7 +206,7 @@ function relayOnce(
 }
 
 /** CPU µs per request of `requests` relayed requests, `concurrency` at a time. */
-export async function cpuPerRequest(
+async function cpuPerRequest(
   attempt: ReadyAttempt,
   url: string,
   body: () => Record<string, unknown>,
@@ -249,7 +249,7 @@ async function interleaved(
   return Object.fromEntries(Object.entries(samples).map(([name, v]) => [name, median(v)]))
 }
 
-export const chatBody = () => ({
+const chatBody = () => ({
   model: 'bench',
   stream: true,
   messages: [{ role: 'user', content: 'hi' }],
@@ -265,7 +265,7 @@ function largeRequestBytes(messages: number): Uint8Array {
 }
 
 /** The ready attempt on each transport measured, by name. */
-export function readyAttempts(): Record<string, ReadyAttempt> {
+function readyAttempts(): Record<string, ReadyAttempt> {
   return {
     'nodeHttpAttempt() (node:http, keep-alive agent)': nodeHttpAttempt(),
     "undici's dispatcher API (Agent.request, undici 7 package)": undiciAttempt(),

@@ -176,7 +176,7 @@ export function filterHeaderRecord(
 }
 
 /** {@link filterHeaderRecord} as `Headers`. */
-export function filterHeaders(
+function filterHeaders(
   headers: Headers,
   filter: HeaderFilter,
   secrets: readonly string[] = [],

@@ -170,7 +170,7 @@ function spentBudgetReset(headroom: KeyHeadroom | undefined): number | undefined
  * with each bare 429 since the key's last success, up to `defaultCooldownMs`. Never more
  * than `maxCooldownMs`.
  */
-export function rateLimitCooldown(
+function rateLimitCooldown(
   state: KeyState,
   outcome: Extract<KeyOutcome, { kind: 'rate-limited' }>,
   rules: HealthRules,

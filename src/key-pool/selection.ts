@@ -46,7 +46,7 @@ export interface SelectionRules {
 }
 
 /** The draw after `seed` of the Park–Miller generator (exact in doubles, so Lua agrees). */
-export function nextDraw(seed: number): number {
+function nextDraw(seed: number): number {
   return (seed * 48_271) % 2_147_483_647
 }
 
@@ -56,7 +56,7 @@ function predicted(budget: Budget | undefined, spent: number): number | undefine
 }
 
 /** A key's headroom for a request that needs `need` tokens: `[score, out]`. */
-export function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
+function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
   const requests = predicted(state.requestBudget, state.spentRequests)
   const tokens = predicted(state.tokenBudget, state.spentTokens)
   const out =

@@ -68,6 +68,7 @@ export async function leaseNext(
  * it more (at most 1 s more, and never past `budgetMs`), drawn at random, so requests that
  * wait for the same key are not all sent the instant its cooldown ends, where the first few
  * would take the refilled budget and the rest meet the next 429 together.
+ * @internal exported for tests
  */
 export function spreadWake(ms: number, budgetMs: number, draw: () => number = Math.random): number {
   const room = Math.min(ms / 4, 1_000, Math.max(0, budgetMs - ms))

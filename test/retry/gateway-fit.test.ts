@@ -214,7 +214,9 @@ describe("a gateway's own retry settings", () => {
     })
     await vi.advanceTimersByTimeAsync(19_000)
     expect(patient.calls).toHaveLength(1)
-    await vi.advanceTimersByTimeAsync(1_100)
+    // The 20 s wait, then at most a quarter of it (1 s at most) spread so that requests
+    // waiting for the same key do not all wake at once.
+    await vi.advanceTimersByTimeAsync(1_000 + 1_000 + 100)
     expect(await pending).toMatchObject({ kind: 'committed' })
     expect(patient.calls).toHaveLength(2)
   })

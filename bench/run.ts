@@ -380,7 +380,10 @@ async function main() {
     printFleet(fleet)
   }
 
-  results.summary = printSummary(summary)
+  // The #45 summary, when a part it reads ran (a fleet-only run has none of its figures).
+  if (Object.values(summary).some((value) => value !== undefined)) {
+    results.summary = printSummary(summary)
+  }
 
   const dir = process.env.BENCH_RESULTS_DIR ?? join(here, 'results')
   mkdirSync(dir, { recursive: true })

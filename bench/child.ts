@@ -19,3 +19,26 @@ export function forkChild(
     stdio: 'inherit',
   })
 }
+
+/** Forks `bench/<name>` and waits for the `{ url }` it sends once it listens. */
+export function startServingChild(
+  name: string,
+  args: readonly string[],
+): Promise<{ child: ChildProcess; url: string }> {
+  const child = forkChild(name, args)
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))
+  })
+}
+
+/** A child's CPU time so far (user + system, µs), asked with `cpu`. */
+export function cpuOf(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('message', (message) => {
+      const { user, system } = (message as { cpu: { user: number; system: number } }).cpu
+      resolve(user + system)
+    })
+    child.send('cpu')
+  })
+}

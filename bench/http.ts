@@ -8,7 +8,7 @@
 
 import type { ChildProcess } from 'node:child_process'
 import { serveFetch } from '../src/node.js'
-import { forkChild } from './child.js'
+import { cpuOf, startServingChild } from './child.js'
 import { chunkPerFrame, openaiChatOneFrame, openaiChatStream } from './inputs.js'
 
 interface HttpSide {
@@ -67,21 +67,7 @@ function startRelay(
   mode: keyof typeof sideNames,
   upstream: string,
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = forkChild('http-proxy', [mode, upstream])
-  return new Promise((resolve, reject) => {
-    child.once('error', reject)
-    child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))
-  })
-}
-
-function cpuOf(child: ChildProcess): Promise<number> {
-  return new Promise((resolve) => {
-    child.once('message', (message) => {
-      const { user, system } = (message as { cpu: { user: number; system: number } }).cpu
-      resolve(user + system)
-    })
-    child.send('cpu')
-  })
+  return startServingChild('http-proxy', [mode, upstream])
 }
 
 async function load(

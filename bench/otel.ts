@@ -11,7 +11,7 @@
 
 import type { ChildProcess } from 'node:child_process'
 import { serveFetch } from '../src/node.js'
-import { forkChild } from './child.js'
+import { cpuOf, startServingChild } from './child.js'
 
 const encoder = new TextEncoder()
 const head =
@@ -70,21 +70,7 @@ export interface OtelResult {
 }
 
 function start(mode: Mode, upstream: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = forkChild('otel-gateway', [mode, upstream])
-  return new Promise((resolve, reject) => {
-    child.once('error', reject)
-    child.once('message', (message) => resolve({ child, url: (message as { url: string }).url }))
-  })
-}
-
-function cpuOf(child: ChildProcess): Promise<number> {
-  return new Promise((resolve) => {
-    child.once('message', (message) => {
-      const { user, system } = (message as { cpu: { user: number; system: number } }).cpu
-      resolve(user + system)
-    })
-    child.send('cpu')
-  })
+  return startServingChild('otel-gateway', [mode, upstream])
 }
 
 /** `requests` requests for `model`, `concurrency` at a time, each read to its end. */

@@ -216,6 +216,16 @@ export function playSteps(
 
 /** The output budget a request asks for (any protocol's field), or 4096 when it names none. */
 function requestedOutputTokens(body: string): number {
+  return statedOutputTokens(body) ?? 4096
+}
+
+/**
+ * The output budget a request body states in any protocol's field (`max_tokens`,
+ * `max_completion_tokens`, `max_output_tokens`, Gemini's `generationConfig.maxOutputTokens`),
+ * or `undefined` when it names none or is not JSON.
+ * @internal shared with the simulated fleet
+ */
+export function statedOutputTokens(body: string): number | undefined {
   try {
     const parsed = JSON.parse(body) as Record<string, unknown>
     const config = parsed.generationConfig as Record<string, unknown> | undefined
@@ -228,9 +238,9 @@ function requestedOutputTokens(body: string): number {
       if (typeof value === 'number') return value
     }
   } catch {
-    // Not JSON: the default.
+    // Not JSON: nothing stated.
   }
-  return 4096
+  return undefined
 }
 
 const statusFaults: ReadonlySet<FaultKind> = new Set([

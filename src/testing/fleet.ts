@@ -12,7 +12,7 @@ import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { anthropicMessages } from '../protocols/anthropic-messages.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { Step } from './fault-steps.js'
-import { playSteps } from './faulty-upstream.js'
+import { playSteps, statedOutputTokens } from './faulty-upstream.js'
 import { wireFor } from './wire.js'
 
 /**
@@ -165,25 +165,8 @@ interface KeyState {
 
 /** A quarter of the body's length (input) plus the output budget the body states. */
 function requestCost(body: string): number {
-  let output = 0
-  try {
-    const parsed = JSON.parse(body) as Record<string, unknown>
-    const config = parsed.generationConfig as Record<string, unknown> | undefined
-    for (const value of [
-      parsed.max_tokens,
-      parsed.max_completion_tokens,
-      parsed.max_output_tokens,
-      config?.maxOutputTokens,
-    ]) {
-      if (typeof value === 'number' && value >= 0) {
-        output = value
-        break
-      }
-    }
-  } catch {
-    // Not JSON: input only.
-  }
-  return Math.ceil(body.length / 4) + output
+  const output = statedOutputTokens(body) ?? 0
+  return Math.ceil(body.length / 4) + (output >= 0 ? output : 0)
 }
 
 /** `1.25s`, `20ms`, `6m0s`: OpenAI's reset durations. */

@@ -166,7 +166,7 @@ interface KeyState {
 /** A quarter of the body's length (input) plus the output budget the body states. */
 function requestCost(body: string): number {
   const output = statedOutputTokens(body) ?? 0
-  return Math.ceil(body.length / 4) + (output >= 0 ? output : 0)
+  return Math.ceil(body.length / 4) + Math.max(output, 0)
 }
 
 /** `1.25s`, `20ms`, `6m0s`: OpenAI's reset durations. */

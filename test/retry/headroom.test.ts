@@ -131,7 +131,13 @@ describe('estimateRequestCost', () => {
 
   it('writes no JSON until a pool reads the cost, and then once per body', () => {
     let written = 0
-    const body = { model: 'm', toJSON: () => (written++, { model: 'm' }) }
+    const body = {
+      model: 'm',
+      toJSON: () => {
+        written++
+        return { model: 'm' }
+      },
+    }
     const cost = estimateRequestCost({ url: undefined, body })
     expect(written).toBe(0)
     expect(cost?.tokens).toBe(Math.ceil(JSON.stringify({ model: 'm' }).length / 4))

@@ -305,8 +305,11 @@ class WaitQueue {
   }
 }
 
-/** The tokens a request states it needs (0 when it states nothing usable). */
-export function tokensOf(cost: AcquireOptions['cost']): number {
+/** The tokens a request states it needs under `selection` (0 when it states nothing usable, or when the selection does not count tokens). */
+export function tokensOf(cost: AcquireOptions['cost'], selection: KeySelection): number {
+  // Only headroom selection spends tokens; the relay's estimate is lazy, so a pool that never
+  // reads it never writes the request's JSON out again.
+  if (selection !== 'headroom') return 0
   const tokens = cost?.tokens
   return typeof tokens === 'number' && Number.isFinite(tokens) && tokens > 0 ? tokens : 0
 }
@@ -365,7 +368,7 @@ export function createMemoryKeyPool(
   function decide({ exclude, cost }: AcquireOptions): AcquireResult {
     if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
     const now = config.now()
-    const need = tokensOf(cost)
+    const need = tokensOf(cost, config.selection)
     const free: KeyState[] = []
     let busy = false
     let cooling = false

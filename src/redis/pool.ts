@@ -258,7 +258,7 @@ class RedisPool {
       const [verdict, now, rows, events] = await this.commands.acquire(
         id,
         options.exclude,
-        tokensOf(options.cost),
+        tokensOf(options.cost, this.settings.config.selection),
       )
       this.known.learnAll(rows, events)
       if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)

@@ -38,6 +38,10 @@ const copyable = new Set([
   'sse/sources.ts',
   'protocols/sanitize.ts',
   'retry/request/correlation.ts',
+  // plainHead is a registered symbol (Symbol.for): every copy is the same symbol.
+  'commit/head.ts',
+  // Selection arithmetic and its constants, shared by the memory and Redis pools.
+  'key-pool/selection.ts',
   'retry/request/ready-attempt.ts',
   'retry/request/client-request.ts',
 ])

@@ -33,8 +33,13 @@ import { build } from 'esbuild'
  * bound before output, write stalls measured by progress, the end at `[DONE]`, unreadable
  * error frames rendered, thrown responses read as responses, the missing-translator check and
  * the finished-answer rule: 53,752 B.
+ * 55,000 → 58,500 with keys chosen before they fail and the per-request cuts (+3.3 KB over
+ * 53,815 B): rate-limit headroom read from every response and the request's cost, a 429's
+ * free pass to an untried key, `headroom` and `fastest` selection with the cooldown floor and
+ * bare-429 backoff in the memory pool, the spread wake, continuation on the next route,
+ * `keepClientBytes`, one clock per attempt and the head as a plain record: 57,095 B.
  */
-const budgetGzipBytes = 55_000
+const budgetGzipBytes = 58_500
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

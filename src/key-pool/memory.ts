@@ -23,6 +23,7 @@ import {
   learnHeadroom,
   learnLatency,
   spend,
+  tokensOf,
 } from './selection.js'
 import type {
   AcquireOptions,
@@ -303,15 +304,6 @@ class WaitQueue {
       waiters.push(waiter)
     })
   }
-}
-
-/** The tokens a request states it needs under `selection` (0 when it states nothing usable, or when the selection does not count tokens). */
-export function tokensOf(cost: AcquireOptions['cost'], selection: KeySelection): number {
-  // Only headroom selection spends tokens; the relay's estimate is lazy, so a pool that never
-  // reads it never writes the request's JSON out again.
-  if (selection !== 'headroom') return 0
-  const tokens = cost?.tokens
-  return typeof tokens === 'number' && Number.isFinite(tokens) && tokens > 0 ? tokens : 0
 }
 
 /**

@@ -9,7 +9,7 @@
  */
 
 import type { Budget, KeyState, Spent } from './key-health.js'
-import type { KeyHeadroom } from './types.js'
+import type { AcquireOptions, KeyHeadroom } from './types.js'
 
 /**
  * How the next key is chosen.
@@ -262,4 +262,13 @@ function smoothWeighted(usable: KeyState[], weightOf: (state: KeyState) => numbe
   }
   best.currentWeight -= total
   return best
+}
+
+/** The tokens a request states it needs under `selection` (0 when it states nothing usable, or when the selection does not count tokens). */
+export function tokensOf(cost: AcquireOptions['cost'], selection: KeySelection): number {
+  // Only headroom selection spends tokens; the relay's estimate is lazy, so a pool that never
+  // reads it never writes the request's JSON out again.
+  if (selection !== 'headroom') return 0
+  const tokens = cost?.tokens
+  return typeof tokens === 'number' && Number.isFinite(tokens) && tokens > 0 ? tokens : 0
 }

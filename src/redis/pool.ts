@@ -5,7 +5,7 @@
  * @module
  */
 
-import { tokensOf } from '../key-pool/memory.js'
+import { tokensOf } from '../key-pool/selection.js'
 import type {
   AcquireOptions,
   AcquireResult,

@@ -82,10 +82,13 @@ async function coolAhead(pool: KeyPool, kinds: readonly KeyKind[]): Promise<void
   }
 }
 
+// `maxWaitMs` short: a bare 429 cools its key for the pool's 1 s floor, and waiting that out
+// (real time, per case) is not what this property is about: an untried key needs no wait.
 const policy = (maxAttempts: number) => ({
   maxAttempts,
   backoff: { baseMs: 1, maxMs: 5 },
   deadlineMs: 5_000,
+  maxWaitMs: 100,
 })
 
 /** Sends one request through the twin; the keys (indexes) the upstream saw, and the answer. */

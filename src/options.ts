@@ -14,6 +14,14 @@ export function positiveInteger(name: string, value: number): number {
 }
 
 /** A positive, finite number of milliseconds, or a `RangeError` naming the option. */
+/** `value` when it is a boolean; a `TypeError` naming the option otherwise. */
+export function boolean(name: string, value: boolean): boolean {
+  if (typeof value !== 'boolean') {
+    throw new TypeError(`${name} must be a boolean, got ${typeof value}`)
+  }
+  return value
+}
+
 export function positiveMilliseconds(name: string, value: number): number {
   if (!Number.isFinite(value) || value <= 0) {
     throw new RangeError(`${name} must be a positive number of milliseconds, got ${String(value)}`)

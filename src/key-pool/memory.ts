@@ -306,6 +306,43 @@ class WaitQueue {
   }
 }
 
+/** What a lease needs of its pool: the options, the key health rules, and a wake for waiters. */
+interface LeaseContext {
+  readonly config: ReturnType<typeof normalize>
+  readonly health: KeyHealth
+  /** Serves waiting acquires after a report freed capacity. */
+  readonly afterReport: () => void
+}
+
+/** The lease handed out for `record` on `state`: commit once, report once. */
+function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): KeyLease {
+  const { config, health } = context
+  return {
+    keyId: state.key.id,
+    secret: state.key.secret,
+    metadata: state.key.metadata,
+    commit(): void {
+      if (record.committed || record.reported) return
+      record.committed = true
+      const now = config.now()
+      learnLatency(state, now - record.acquiredAt, now)
+      health.provenGood(state, record)
+    },
+    async report(outcome: KeyOutcome): Promise<void> {
+      if (record.reported) return
+      record.reported = true
+      state.inflight--
+      state.outcomes[outcome.kind]++
+      const now = config.now()
+      if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
+        learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
+      }
+      health.learn(state, record, outcome, now)
+      context.afterReport()
+    },
+  }
+}
+
 /**
  * Creates an in-memory {@link KeyPool}.
  *
@@ -394,6 +431,8 @@ export function createMemoryKeyPool(
     return { kind: 'unavailable', reason: 'all-excluded' }
   }
 
+  const leaseContext: LeaseContext = { config, health, afterReport: () => queue.serve(decide) }
+
   function lease(state: KeyState, now: number, need: number): KeyLease {
     const record: LeaseRecord = {
       serial: ++serials,
@@ -408,29 +447,7 @@ export function createMemoryKeyPool(
     countInWindow(state.window, now, config.breakerWindowMs, 1)
     if (state.circuit === 'half-open') state.probe = record.serial
     if (state.disabled) state.authProbe = record.serial
-    return {
-      keyId: state.key.id,
-      secret: state.key.secret,
-      metadata: state.key.metadata,
-      commit(): void {
-        if (record.committed || record.reported) return
-        record.committed = true
-        learnLatency(state, config.now() - record.acquiredAt, config.now())
-        health.provenGood(state, record)
-      },
-      async report(outcome: KeyOutcome): Promise<void> {
-        if (record.reported) return
-        record.reported = true
-        state.inflight--
-        state.outcomes[outcome.kind]++
-        const now = config.now()
-        if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
-          learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
-        }
-        health.learn(state, record, outcome, now)
-        queue.serve(decide)
-      },
-    }
+    return leaseOf(state, record, leaseContext)
   }
 
   function setDisabled(id: string, disabled: boolean): void {

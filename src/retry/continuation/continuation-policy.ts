@@ -5,7 +5,7 @@
  * @module
  */
 
-import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
+import { boolean, positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
 import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
 
 export type { ContinueAfterCutOptions } from '../shared/policy-types.js'
@@ -43,12 +43,8 @@ export function normalizeContinuation(
     )
   }
   rejectUnknownKeys('policy.continueAfterCut', given, continuationKeys)
-  const nextRoute = given.nextRoute ?? defaults.nextRoute
-  if (typeof nextRoute !== 'boolean') {
-    throw new TypeError(`continueAfterCut.nextRoute must be a boolean, got ${typeof nextRoute}`)
-  }
   return {
-    nextRoute,
+    nextRoute: boolean('continueAfterCut.nextRoute', given.nextRoute ?? defaults.nextRoute),
     maxContinuations: positiveInteger(
       'continueAfterCut.maxContinuations',
       given.maxContinuations ?? defaults.maxContinuations,

@@ -9,7 +9,7 @@
 
 import { commitGateDefaults } from '../../commit/gate.js'
 import { type DownstreamOptions, normalizePumpPolicy } from '../../commit/pump-policy.js'
-import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
+import { boolean, positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
 import { normalizePeekOptions } from '../../peek/index.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import {
@@ -132,12 +132,6 @@ function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]):
     const list = allowed.map((each) => `'${each}'`).join(', ')
     throw new RangeError(`${name} must be one of ${list}, got ${String(value)}`)
   }
-  return value
-}
-
-function boolean(name: string, value: boolean): boolean {
-  if (typeof value !== 'boolean')
-    throw new TypeError(`${name} must be a boolean, got ${typeof value}`)
   return value
 }
 

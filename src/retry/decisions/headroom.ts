@@ -137,7 +137,8 @@ export function parseHeadroom(
 
 /**
  * Gives `outcome` the headroom `headers` state, when it is a success or a rate limit (the
- * outcomes that carry one) and they state any; any other outcome is returned as it is.
+ * outcomes that carry one) and they state any; any other outcome, or one that already carries
+ * what these headers said, is returned as it is.
  */
 export function withHeadroom<O extends { readonly kind: string }>(
   outcome: O,
@@ -145,6 +146,8 @@ export function withHeadroom<O extends { readonly kind: string }>(
 ): O {
   if (headers === undefined) return outcome
   if (outcome.kind !== 'success' && outcome.kind !== 'rate-limited') return outcome
+  // A rate limit judged from these headers already read them (classify).
+  if ('headroom' in outcome) return outcome
   const headroom = parseHeadroom(headers)
   return headroom === undefined ? outcome : { ...outcome, headroom }
 }

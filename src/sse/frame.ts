@@ -105,9 +105,14 @@ const frameEnd = '\n\n'
 /**
  * Parses one frame's text with `eventsource-parser`. `text` has no BOM and holds exactly one
  * event (the splitter found its bounds on bytes), so its `id` is this frame's own.
+ * `streamStart` says whether the frame opens the stream: `reset()` re-arms the parser's
+ * start-of-stream check (it drops a leading `ï»¿`, a BOM read as Latin-1), which must apply
+ * to the stream's first frame only, as when the parser reads the whole stream.
  */
-function parseFields(text: string): SseFields {
+function parseFields(text: string, streamStart: boolean): SseFields {
   parser.reset()
+  // An empty first chunk disarms the check and parses nothing.
+  if (!streamStart) parser.feed('')
   parser.feed(text)
   if (!scratch.dispatched) parser.feed(frameEnd)
   if (!scratch.dispatched && (text.includes('event') || text.includes('id'))) {
@@ -133,10 +138,10 @@ function parseFields(text: string): SseFields {
   return fields
 }
 
-function fieldsOf(raw: Uint8Array, skip: number): SseFields {
+function fieldsOf(raw: Uint8Array, skip: number, streamStart: boolean): SseFields {
   // Hot spot: decoding is most of a frame's parse cost (docs/performance.md, "Why the code is
   // shaped this way"); adapters decide on `event` or byte checks first where they can.
-  return parseFields(decoder.decode(skip === 0 ? raw : raw.subarray(skip)))
+  return parseFields(decoder.decode(skip === 0 ? raw : raw.subarray(skip)), streamStart)
 }
 
 /**
@@ -152,13 +157,18 @@ abstract class LazyFields {
     return 0
   }
 
+  /** Whether the frame is the stream's first. */
+  protected streamStart(): boolean {
+    return false
+  }
+
   /** Forgets the parsed fields (the bytes changed). */
   protected forget(): void {
     this.#fields = undefined
   }
 
   #parsed(): SseFields {
-    this.#fields ??= fieldsOf(this.raw, this.skip())
+    this.#fields ??= fieldsOf(this.raw, this.skip(), this.streamStart())
     return this.#fields
   }
 
@@ -197,16 +207,22 @@ export class Frame extends LazyFields implements SseFrame {
   readonly terminated: boolean
   /** Bytes at the start of `raw` that are not part of the text (a leading BOM). */
   readonly #skip: number
+  readonly #streamStart: boolean
 
-  constructor(raw: Uint8Array, terminated: boolean, skip: number) {
+  constructor(raw: Uint8Array, terminated: boolean, skip: number, streamStart = false) {
     super()
     this.raw = raw
     this.terminated = terminated
     this.#skip = skip
+    this.#streamStart = streamStart
   }
 
   protected override skip(): number {
     return this.#skip
+  }
+
+  protected override streamStart(): boolean {
+    return this.#streamStart
   }
 
   /** A plain snapshot, so a frame prints and compares as data. */

@@ -259,9 +259,9 @@ export class FrameSplitter {
   }
 
   #frame(raw: Uint8Array, terminated: boolean): Frame {
-    const skip = this.#bomState === 1 ? this.#bomBytes : 0
+    const first = this.#bomState === 1
     this.#bomState = 2
-    return new Frame(raw, terminated, skip)
+    return new Frame(raw, terminated, first ? this.#bomBytes : 0, first)
   }
 
   /** Removes the first `length` held bytes and returns them. */

@@ -75,6 +75,14 @@ function lineBytes(invalidUtf8: boolean): fc.Arbitrary<Uint8Array> {
     { weight: 2, arbitrary: lineText().map((text) => `:${text}`) },
     { weight: 1, arbitrary: lineText().map((text) => `x-unknown: ${text}`) },
     { weight: 1, arbitrary: lineText().map((text) => text.replace(/:/g, '')) },
+    // A BOM inside the stream, as itself or turned to mojibake (its bytes read as Latin-1,
+    // the characters eventsource-parser strips at the start of a stream only).
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(fc.constantFrom('\uFEFF', '\u00EF\u00BB\u00BF'), lineText())
+        .map(([bom, text]) => `${bom}data: ${text}`),
+    },
   )
   const bytes = field.map((line) => encoder.encode(line))
   if (!invalidUtf8) return bytes

@@ -74,7 +74,9 @@ describe('frame reader properties', () => {
         const frames = await readAll(createFrameReader(chunkSource(chunks)))
         const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
         frames.forEach((frame, index) => {
-          const text = decoder.decode(frame.raw.subarray(index === 0 ? bom : 0))
+          let text = decoder.decode(frame.raw.subarray(index === 0 ? bom : 0))
+          // eventsource-parser drops a BOM read as Latin-1 at the start of the stream only.
+          if (index === 0 && text.startsWith('\u00EF\u00BB\u00BF')) text = text.slice(3)
           const { event, data, id, retry, comments } = frame
           expect({ event, data, id, retry, comments }).toEqual(legacyParseFields(text))
         })

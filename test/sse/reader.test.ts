@@ -8,6 +8,7 @@ import {
   isUpstreamReadError,
   UpstreamReadError,
 } from '../../src/index.js'
+import { FrameView } from '../../src/sse/frame.js'
 import { chunkSource, chunkStream, readAll, text, utf8 } from '../support/sources.js'
 
 const read = (chunks: (string | Uint8Array)[]) =>
@@ -83,6 +84,19 @@ describe('createFrameReader', () => {
     expect(frames[0]?.data).toBe('a')
     // A BOM later in the stream is an ordinary character: that line names an unknown field.
     expect(frames[1]?.data).toBeUndefined()
+  })
+
+  it('reads a BOM turned to mojibake (ï»¿) later in the stream as part of a field name, as eventsource-parser does', async () => {
+    const mojibake = Uint8Array.of(0xc3, 0xaf, 0xc2, 0xbb, 0xc2, 0xbf)
+    for (const chunks of [
+      ['data: a\n\n', mojibake, 'data: b\n\n'],
+      [utf8('data: a\n\n\u00EF\u00BB\u00BFdata: b\n\n')],
+    ]) {
+      const frames = await read(chunks)
+      expect(frames.map((frame) => frame.data)).toEqual(['a', undefined])
+    }
+    // The view the pump's hot loop reads frames through never sees the stream's start.
+    expect(new FrameView().point(utf8('\u00EF\u00BB\u00BFdata: b\n\n')).data).toBeUndefined()
   })
 
   it('treats a BOM followed by a blank line as an empty first frame', async () => {

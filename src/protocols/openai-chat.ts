@@ -39,7 +39,7 @@ import type {
   TerminalReason,
   UpstreamRequest,
 } from './types.js'
-import { chatUsage, withUsage } from './usage.js'
+import { chatUsageOf, withUsage } from './usage.js'
 
 const dataObject = needle('data: {')
 /** `"finish_reason":null` (bit 1) and an `"error"` key (bit 2), found in one pass. */
@@ -246,7 +246,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
     const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Chat Completions data frame is not a JSON object: ${data}`)
-    return withUsage(inspectChunk(body), chatUsage(body.usage))
+    return withUsage(inspectChunk(body), chatUsageOf(body))
   },
   quickOutput(frame: SseFrame): boolean {
     // A chunk whose finish_reason is null and that holds no error neither ends nor fails.
@@ -265,7 +265,7 @@ export const openaiChat: StreamAdapter = Object.freeze({
   isStreamingRequest: streamFlagInBody,
   fitOutputBudget: fitTopLevelBudget(['max_completion_tokens', 'max_tokens']),
   renderFromMessage: chatFromMessage,
-  usageOf: (message: unknown) => chatUsage(field(message, 'usage')),
+  usageOf: chatUsageOf,
   renderStop(state: RenderState): Uint8Array {
     const finish = state.counts.tool > 0 && state.counts.text === 0 ? 'tool_calls' : 'stop'
     return encode(`${chunk(state, {}, finish)}${sseFrameText('[DONE]')}`)

@@ -341,13 +341,33 @@ export interface StreamAdapter {
 
 /**
  * Tokens an upstream said an answer used. Every field is what the protocol reported, when it
- * reported it: nothing is estimated. `outputTokens` includes reasoning tokens in every
- * protocol (Gemini's `thoughtsTokenCount` is added to its `candidatesTokenCount`).
+ * reported it: nothing is estimated. `inputTokens` includes cached input and `outputTokens`
+ * includes reasoning in every protocol.
+ *
+ * One rule merges a stream's reports: **the later report wins, field by field**, even when
+ * its count is lower; a field it leaves out keeps its earlier value. Per protocol:
+ *
+ * - OpenAI Chat Completions and compatibles: `usage`, or Groq's `x_groq.usage` when `usage` is
+ *   absent. `outputTokens` is `completion_tokens` (OpenAI's convention: it includes
+ *   reasoning), plus `completion_tokens_details.reasoning_tokens` only when the report's own
+ *   `total_tokens` says reasoning was left out (xAI: 12 prompt + 1 completion + 290 reasoning
+ *   = 303 total gives 291).
+ * - OpenAI Responses: the `usage` of `response.completed` / `response.incomplete`.
+ * - Anthropic Messages: `message_start`'s usage, replaced field by field by `message_delta`'s
+ *   (the final, cumulative report). `inputTokens` adds the cache reads and writes to
+ *   `input_tokens` (a `message_delta` that leaves the cache counts out keeps the earlier ones
+ *   in the sum). When the report has `iterations` (compaction), `inputTokens` and
+ *   `outputTokens` are the sums over the iterations, what is billed (a 60385/522 compaction
+ *   step and a 612/2819 message give 60997/3341); `output_tokens_details.thinking_tokens` is
+ *   `reasoningTokens`.
+ * - Gemini: each chunk's `usageMetadata` is a snapshot, the last one wins. `inputTokens` is
+ *   `promptTokenCount` plus `toolUsePromptTokenCount`; `outputTokens` is
+ *   `candidatesTokenCount` plus `thoughtsTokenCount` (either may be absent).
  *
  * @group Peek and classify
  */
 export interface TokenUsage {
-  /** Input (prompt) tokens, cached ones included. */
+  /** Input (prompt) tokens, cached ones included (and, for Gemini, the built-in tools' prompt). */
   readonly inputTokens?: number
   /** Output (completion) tokens, reasoning included. */
   readonly outputTokens?: number

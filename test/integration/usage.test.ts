@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import {
   anthropicMessages,
+  createFrameReader,
   createResilientFetch,
+  createStreamTracker,
   geminiGenerateContent,
   openaiChat,
   openaiResponses,
@@ -164,13 +166,211 @@ describe('usage readers', () => {
     expect(geminiUsage({ promptTokenCount: '10' })).toBeUndefined()
   })
 
-  it('merge steps of one stream: a later step never lowers a count', () => {
+  it('merge steps of one stream: the later report wins field by field, even when lower', () => {
     expect(
       mergeUsage({ inputTokens: 100, outputTokens: 1 }, { inputTokens: 10, outputTokens: 12 }),
     ).toEqual({
-      inputTokens: 100,
+      inputTokens: 10,
       outputTokens: 12,
     })
+    // A field the later report leaves out keeps its earlier value.
+    expect(mergeUsage({ inputTokens: 100, reasoningTokens: 3 }, { outputTokens: 12 })).toEqual({
+      inputTokens: 100,
+      outputTokens: 12,
+      reasoningTokens: 3,
+    })
     expect(mergeUsage(undefined, 'garbage' as never)).toBeUndefined()
+  })
+
+  it('Chat: reasoning is added to completion_tokens only when the report’s own total left it out (xAI)', () => {
+    // 12 + 1 + 290 = 303: completion_tokens does not include the reasoning.
+    expect(
+      chatUsage({
+        prompt_tokens: 12,
+        completion_tokens: 1,
+        total_tokens: 303,
+        completion_tokens_details: { reasoning_tokens: 290 },
+      }),
+    ).toEqual({ inputTokens: 12, outputTokens: 291, reasoningTokens: 290 })
+    // OpenAI's convention: 100 + 40 = 140, completion_tokens includes the reasoning.
+    expect(
+      chatUsage({
+        prompt_tokens: 100,
+        completion_tokens: 40,
+        total_tokens: 140,
+        completion_tokens_details: { reasoning_tokens: 30 },
+      }),
+    ).toEqual({ inputTokens: 100, outputTokens: 40, reasoningTokens: 30 })
+  })
+})
+
+const utf8 = new TextEncoder()
+
+/** The usage a tracker reads from a whole stream of the adapter's protocol. */
+async function trackedUsage(adapter: StreamAdapter, frames: readonly string[]) {
+  const tracker = createStreamTracker(adapter)
+  const bytes = utf8.encode(frames.join(''))
+  const reader = createFrameReader(new Response(bytes).body as ReadableStream<Uint8Array>)
+  for (let frame = await reader.next(); frame; frame = await reader.next()) tracker.observe(frame)
+  return tracker.state.usage
+}
+
+const data = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`
+const anthropicEvent = (type: string, body: Record<string, unknown>) =>
+  `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`
+
+describe('usage of a stream, by the one rule: the later report wins field by field', () => {
+  it('Chat from Groq: the usage inside x_groq on the last chunk', async () => {
+    const usage = await trackedUsage(openaiChat, [
+      data({ id: 'c', choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null }] }),
+      data({
+        id: 'c',
+        choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
+        x_groq: {
+          id: 'req_1',
+          usage: { prompt_tokens: 18, completion_tokens: 7, total_tokens: 25 },
+        },
+      }),
+      'data: [DONE]\n\n',
+    ])
+    expect(usage).toEqual({ inputTokens: 18, outputTokens: 7 })
+  })
+
+  it('Chat from xAI: 12/1/303 with 290 reasoning tokens is 291 output tokens', async () => {
+    const usage = await trackedUsage(openaiChat, [
+      data({ id: 'c', choices: [{ index: 0, delta: { content: '4' }, finish_reason: 'stop' }] }),
+      data({
+        id: 'c',
+        choices: [],
+        usage: {
+          prompt_tokens: 12,
+          completion_tokens: 1,
+          total_tokens: 303,
+          completion_tokens_details: { reasoning_tokens: 290 },
+        },
+      }),
+      'data: [DONE]\n\n',
+    ])
+    expect(usage).toEqual({ inputTokens: 12, outputTokens: 291, reasoningTokens: 290 })
+  })
+
+  it('Anthropic: message_delta’s usage is the final report, lower or not (612 at start, 28 at the end)', async () => {
+    const usage = await trackedUsage(anthropicMessages, [
+      anthropicEvent('message_start', {
+        message: { id: 'msg_1', usage: { input_tokens: 612, output_tokens: 1 } },
+      }),
+      anthropicEvent('content_block_start', {
+        index: 0,
+        content_block: { type: 'text', text: '' },
+      }),
+      anthropicEvent('content_block_delta', {
+        index: 0,
+        delta: { type: 'text_delta', text: 'Hi' },
+      }),
+      anthropicEvent('content_block_stop', { index: 0 }),
+      anthropicEvent('message_delta', {
+        delta: { stop_reason: 'end_turn' },
+        usage: { input_tokens: 28, output_tokens: 9 },
+      }),
+      anthropicEvent('message_stop', {}),
+    ])
+    expect(usage).toEqual({ inputTokens: 28, outputTokens: 9 })
+  })
+
+  it('Anthropic: a message_delta that leaves the cache counts out keeps the earlier ones in inputTokens', async () => {
+    const usage = await trackedUsage(anthropicMessages, [
+      anthropicEvent('message_start', {
+        message: {
+          id: 'msg_1',
+          usage: {
+            input_tokens: 10,
+            cache_read_input_tokens: 64,
+            cache_creation_input_tokens: 26,
+            output_tokens: 1,
+          },
+        },
+      }),
+      anthropicEvent('message_delta', {
+        delta: { stop_reason: 'end_turn' },
+        usage: { input_tokens: 12, output_tokens: 5 },
+      }),
+    ])
+    expect(usage).toEqual({
+      inputTokens: 102,
+      outputTokens: 5,
+      cachedInputTokens: 64,
+      cacheCreationInputTokens: 26,
+    })
+  })
+
+  it('Anthropic with compaction: the sums over the iterations, as billed (60997/3341), and thinking_tokens as reasoning', async () => {
+    const usage = await trackedUsage(anthropicMessages, [
+      anthropicEvent('message_start', {
+        message: { id: 'msg_1', usage: { input_tokens: 60385, output_tokens: 1 } },
+      }),
+      anthropicEvent('message_delta', {
+        delta: { stop_reason: 'end_turn' },
+        usage: {
+          input_tokens: 612,
+          output_tokens: 2819,
+          output_tokens_details: { thinking_tokens: 400 },
+          iterations: [
+            { type: 'compaction', input_tokens: 60385, output_tokens: 522 },
+            { type: 'message', input_tokens: 612, output_tokens: 2819 },
+          ],
+        },
+      }),
+    ])
+    expect(usage).toEqual({ inputTokens: 60997, outputTokens: 3341, reasoningTokens: 400 })
+  })
+
+  it('Gemini: each usageMetadata is a snapshot, the last one wins (prompt 15, 15, then 14; output 169, then 79)', async () => {
+    const part = (text: string, finish?: string) => ({
+      candidates: [
+        {
+          content: { role: 'model', parts: [{ text }] },
+          ...(finish ? { finishReason: finish } : {}),
+        },
+      ],
+    })
+    const usage = await trackedUsage(geminiGenerateContent, [
+      data({ ...part('a'), usageMetadata: { promptTokenCount: 15, candidatesTokenCount: 169 } }),
+      data({ ...part('b'), usageMetadata: { promptTokenCount: 15, candidatesTokenCount: 169 } }),
+      data({
+        ...part('c', 'STOP'),
+        usageMetadata: { promptTokenCount: 14, candidatesTokenCount: 79, totalTokenCount: 93 },
+      }),
+    ])
+    expect(usage).toEqual({ inputTokens: 14, outputTokens: 79 })
+  })
+
+  it('Gemini: thoughts without candidates are the output (87 prompt, 78 thoughts, total 165 gives 78)', async () => {
+    const usage = await trackedUsage(geminiGenerateContent, [
+      data({
+        candidates: [{ content: { role: 'model', parts: [{ text: 'a' }] } }],
+        usageMetadata: {
+          promptTokenCount: 87,
+          candidatesTokenCount: 15,
+          thoughtsTokenCount: 78,
+          totalTokenCount: 180,
+        },
+      }),
+      data({
+        candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, finishReason: 'STOP' }],
+        usageMetadata: { promptTokenCount: 87, thoughtsTokenCount: 78, totalTokenCount: 165 },
+      }),
+    ])
+    expect(usage).toEqual({ inputTokens: 87, outputTokens: 78, reasoningTokens: 78 })
+  })
+
+  it('Gemini: the built-in tools’ prompt (toolUsePromptTokenCount) counts as input', () => {
+    expect(
+      geminiUsage({
+        promptTokenCount: 9,
+        toolUsePromptTokenCount: 764,
+        candidatesTokenCount: 120,
+        totalTokenCount: 893,
+      }),
+    ).toEqual({ inputTokens: 773, outputTokens: 120 })
   })
 })

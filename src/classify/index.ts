@@ -5,6 +5,7 @@
  * @module
  */
 
+import { mayReportMore } from '../protocols/shortcut.js'
 import type {
   FrameVerdict,
   RenderState,
@@ -280,7 +281,10 @@ export function createStreamTracker(
       quick !== undefined &&
       state.firstContentIndex !== null &&
       limits.keepTextChars === 0 &&
-      quick(frame)
+      quick(frame) &&
+      // Usage and errors are read from every frame that reports them, output deltas included
+      // (OpenRouter's usage comes on a chunk whose finish_reason is null).
+      !mayReportMore(frame.raw)
     ) {
       state.frames++
       state.bytes += frame.raw.length

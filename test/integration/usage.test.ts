@@ -1,3 +1,4 @@
+import { createServer } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import {
   anthropicMessages,
@@ -8,7 +9,9 @@ import {
   openaiChat,
   openaiResponses,
   type RelayOutcome,
+  relay,
   type StreamAdapter,
+  webSink,
 } from '../../src/index.js'
 import {
   anthropicUsage,
@@ -18,6 +21,8 @@ import {
   responsesUsage,
 } from '../../src/protocols/usage.js'
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { chunk, done } from '../support/chat-upstream.js'
+import { useLoopback } from '../support/loopback.js'
 
 /**
  * Token usage in every outcome: each shipped adapter reads what its protocol reports, in a
@@ -373,4 +378,56 @@ describe('usage of a stream, by the one rule: the later report wins field by fie
       }),
     ).toEqual({ inputTokens: 773, outputTokens: 120 })
   })
+})
+
+describe('relay() reports the usage its own tracker reads', () => {
+  const { listen } = useLoopback()
+
+  // OpenRouter: usage on a chunk after the finish that repeats a choice with a null finish.
+  const openRouter = [
+    chunk({ role: 'assistant', content: '' }),
+    chunk({ content: 'Hello' }),
+    chunk({ content: ' world' }),
+    chunk({}, 'stop'),
+    'data: {"id":"gen-1","provider":"OpenAI","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null,"native_finish_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"cost":0.00005}}\n\n',
+    done,
+  ]
+
+  it.each([
+    ['in one write', [openRouter.join('')]],
+    ['frame by frame', openRouter],
+  ])(
+    'OpenRouter’s usage chunk after the finish (%s): 12/2, as the tracker reads it',
+    async (_, frames) => {
+      const upstream = createServer((req, res) => {
+        req.resume()
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        void (async () => {
+          for (const frame of frames) {
+            res.write(frame)
+            await new Promise((resolve) => setTimeout(resolve, 2))
+          }
+          res.end()
+        })()
+      })
+      const url = await listen(upstream)
+      const { sink, response } = webSink()
+      const outcome = relay({
+        sink,
+        adapter: openaiChat,
+        attempt: ({ signal }) => fetch(`${url}/v1/chat/completions`, { method: 'POST', signal }),
+      })
+      const body = await (await response).text()
+      const ended = await outcome
+      expect(body).toBe(openRouter.join(''))
+      expect(await trackedUsage(openaiChat, openRouter)).toEqual({
+        inputTokens: 12,
+        outputTokens: 2,
+      })
+      expect(ended).toMatchObject({
+        kind: 'committed',
+        usage: { inputTokens: 12, outputTokens: 2 },
+      })
+    },
+  )
 })

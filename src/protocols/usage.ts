@@ -7,7 +7,6 @@
  * @module
  */
 
-import { includes, needle } from './bytes.js'
 import { field } from './common.js'
 import type { FrameVerdict, TokenUsage } from './types.js'
 
@@ -239,18 +238,6 @@ const usageKeys = Object.keys({
   cacheCreationInputTokens: true,
   reasoningTokens: true,
 } satisfies Record<keyof TokenUsage, true>) as (keyof TokenUsage)[]
-
-/** `"usage`: the start of every shipped protocol's usage key (`usage`, Gemini's `usageMetadata`). */
-const usageKey = needle('"usage', 4)
-
-/**
- * Whether a frame's bytes may hold a usage report: cheap, and `true` whenever unsure (a text
- * that quotes the word costs a full reading, never a lost report). A shortcut that reads a
- * frame without parsing it (the tracker's, after commit) must not be taken for such a frame.
- */
-export function mayReportUsage(raw: Uint8Array): boolean {
-  return includes(raw, usageKey)
-}
 
 /** A verdict with the usage its frame reported attached (keep-alives and errors carry none). */
 export function withUsage(verdict: FrameVerdict, reported: TokenUsage | undefined): FrameVerdict {

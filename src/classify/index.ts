@@ -105,8 +105,11 @@ export interface StreamTracker {
   observe(frame: SseFrame): FrameVerdict
   /**
    * The pump's hot path: once content was committed (and no text is kept), frames the
-   * adapter's `quickOutput` recognises are counted as text without being decoded or parsed.
-   * Returns the verdict's kind. `frame` may be a reused view: it is not kept.
+   * adapter's `quickOutput` recognises are counted as text without being decoded or parsed,
+   * unless their bytes hold a usage report, an error or a finish (a `usage`, `usageMetadata`,
+   * `error`, `finish_reason` or `finishReason` key whose value is not `null`): those are read
+   * in full, so the state is what `observe` on every frame gives. Returns the verdict's kind.
+   * `frame` may be a reused view: it is not kept.
    */
   observeCommitted(frame: SseFrame): FrameVerdict['kind']
   /** The state so far (a live view; copy it to keep a snapshot). */

@@ -430,4 +430,35 @@ describe('relay() reports the usage its own tracker reads', () => {
       })
     },
   )
+
+  it('the same through createResilientFetch (one engine)', async () => {
+    const upstream = createServer((req, res) => {
+      req.resume()
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.end(openRouter.join(''))
+    })
+    const url = await listen(upstream)
+    let outcome: RelayOutcome | undefined
+    const resilient = createResilientFetch({
+      adapter: openaiChat,
+      onOutcome: (ended) => {
+        outcome = ended
+      },
+    })
+    const response = await resilient(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'm',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    })
+    expect(await response.text()).toBe(openRouter.join(''))
+    await expect.poll(() => outcome).toBeDefined()
+    expect(outcome).toMatchObject({
+      kind: 'committed',
+      usage: { inputTokens: 12, outputTokens: 2 },
+    })
+  })
 })

@@ -8,6 +8,7 @@
 import { mayReportMore } from '../protocols/shortcut.js'
 import type {
   FrameVerdict,
+  OutputVerdict,
   RenderState,
   StreamAdapter,
   TerminalInfo,
@@ -104,8 +105,9 @@ export interface StreamTracker {
   /** Classifies `frame` with the adapter, records it, and returns the verdict. */
   observe(frame: SseFrame): FrameVerdict
   /**
-   * The pump's hot path: once content was committed (and no text is kept), frames the
-   * adapter's `quickOutput` recognises are counted as text without being decoded or parsed,
+   * The pump's hot path: once content was committed, the last output frame read in full was
+   * text and no text is kept, frames the adapter's `quickOutput` recognises are counted as
+   * text without being decoded or parsed,
    * unless their bytes hold a usage report, an error or a finish (a `usage`, `usageMetadata`,
    * `error`, `finish_reason` or `finishReason` key whose value is not `null`): those are read
    * in full, so the state is what `observe` on every frame gives. Returns the verdict's kind.
@@ -225,6 +227,13 @@ export function createStreamTracker(
     state.usage = mergeUsage(state.usage ?? undefined, reported) ?? null
   }
 
+  /**
+   * The kind of the last output frame read in full. The shortcut counts a frame as text, so it
+   * is taken only after text: in an answer that is only a tool call every frame is read, and
+   * the synthesized stop says `tool_calls` / `tool_use` as the full reading does.
+   */
+  let lastOutput: OutputVerdict['kind'] | undefined
+
   function observe(frame: SseFrame): FrameVerdict {
     const verdict = adapter.inspect(frame)
     const index = state.frames++
@@ -252,6 +261,7 @@ export function createStreamTracker(
       default: {
         if (verdict.usage !== undefined) recordUsage(verdict.usage)
         state.counts[verdict.kind]++
+        lastOutput = verdict.kind
         state.firstVisibleIndex ??= index
         if (verdict.kind === 'reasoning') {
           state.reasoningText = keep(state.reasoningText, verdict.text, limits.keepReasoningChars)
@@ -283,6 +293,7 @@ export function createStreamTracker(
     if (
       quick !== undefined &&
       state.firstContentIndex !== null &&
+      lastOutput === 'text' &&
       limits.keepTextChars === 0 &&
       quick(frame) &&
       // Usage and errors are read from every frame that reports them, output deltas included

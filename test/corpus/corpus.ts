@@ -10,7 +10,6 @@ import {
 import {
   type CutClass,
   expectedUsage,
-  type FrameCode,
   finalClass,
   frameCodes,
   type Protocol,
@@ -52,7 +51,7 @@ export interface Recording extends Source, Expectation {
 const root = new URL('../fixtures/recorded/', import.meta.url)
 const path = (name: string) => fileURLToPath(new URL(name, root))
 
-export const adapters: Record<Protocol, StreamAdapter> = {
+const adapters: Record<Protocol, StreamAdapter> = {
   'openai-chat': openaiChat,
   'openai-responses': openaiResponses,
   'anthropic-messages': anthropicMessages,
@@ -78,7 +77,7 @@ export function readBytes(file: string): Uint8Array {
 }
 
 /** Rewrites expectations.json from the oracle (`CORPUS_WRITE_EXPECTATIONS=1`). */
-export function writeExpectations(): void {
+function writeExpectations(): void {
   const all = sources.map((source) => judge(source, readBytes(source.file)))
   // Arrays of classes on one line, as the formatter (Biome) writes them.
   const json = JSON.stringify(all, null, 2).replace(
@@ -108,5 +107,3 @@ export const recordings: Recording[] = sources.map((source) => {
 
 /** The recordings that end with their protocol's terminal event. */
 export const complete = recordings.filter((r) => r.final.includes('completed'))
-
-export type { CutClass, FrameCode }

@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 /**
- * Imports the recorded provider streams of test/fixtures/recorded/ from a git mirror of a
- * public repository that keeps them as test data (today: vercel/ai, Apache-2.0, whose provider
- * packages record real streams as `__fixtures__/*.chunks.txt`, one SSE data payload a line).
+ * Imports the recorded provider streams of test/fixtures/recorded/ from git mirrors of public
+ * repositories that keep them as test data: vercel/ai (Apache-2.0), whose provider packages
+ * record real streams as `__fixtures__/*.chunks.txt` (one SSE data payload a line), and
+ * pydantic/pydantic-ai (MIT), whose VCR cassettes (`tests/models/cassettes/**.yaml`) keep each
+ * response body as it came, SSE bytes included.
  *
- *   node scripts/corpus-import.mjs --git-dir <mirror> --discover   # choose files, pin commits
- *   node scripts/corpus-import.mjs --git-dir <mirror>              # rebuild the .sse files
+ *   node scripts/corpus-import.mjs --mirror vercel/ai=<git dir> \
+ *     --mirror pydantic/pydantic-ai=<git dir> --discover   # choose files, pin commits
+ *   node scripts/corpus-import.mjs --mirror …              # rebuild the .sse files
  *
  * `--discover` scans every `*.chunks.txt` the mirror's history ever held, keeps those whose
  * payloads are one of the four wire protocols, drops byte-identical copies and the ones listed
@@ -28,8 +31,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', 'test', 'fixtur
 const sourcesFile = join(root, 'sources.json')
 const repo = 'vercel/ai'
 const licence = 'Apache-2.0'
-/** A file larger than this is left out: the corpus stays a few MB. */
-const maxBytes = 200_000
+const cassettes = { repo: 'pydantic/pydantic-ai', licence: 'MIT' }
+/** A recording larger than this (as the source keeps it) is left out: the corpus stays a few MB. */
+const maxBytes = 160_000
 
 /**
  * Files of the mirror that are not whole recordings of a provider: written or edited by hand
@@ -194,7 +198,115 @@ function toSse(protocol, parsed) {
   )
 }
 
-function discover(gitDir) {
+/**
+ * The response bodies of a VCR cassette: each `string: |` block scalar, unindented, chomped as
+ * its indicator says (`|+` keeps every final line break, `|` one, `|-` none).
+ */
+function cassetteBodies(yaml) {
+  const lines = yaml.split('\n')
+  const bodies = []
+  for (let i = 0; i < lines.length; i++) {
+    const head = /^(\s*)string: \|([+-]?)\s*$/.exec(lines[i])
+    if (head === null) continue
+    const keyIndent = head[1].length
+    const body = []
+    let indent
+    let j = i + 1
+    for (; j < lines.length; j++) {
+      const line = lines[j]
+      if (line.trim() === '') {
+        body.push('')
+        continue
+      }
+      const own = line.length - line.trimStart().length
+      indent ??= own
+      if (own <= keyIndent || own < indent) break
+      body.push(line.slice(indent))
+    }
+    // Every line of the block ends with a line break; the file's own last one ends the split.
+    if (j === lines.length && body.at(-1) === '') body.pop()
+    let text = body.map((line) => `${line}\n`).join('')
+    const content = text.replace(/\n+$/, '')
+    if (head[2] === '-') text = content
+    else if (head[2] === '') text = `${content}\n`
+    bodies.push(text)
+    i = j - 1
+  }
+  return bodies
+}
+
+/** The SSE bodies of a cassette with their parsed data payloads. */
+function cassetteStreams(yaml) {
+  return cassetteBodies(yaml).flatMap((body, index) => {
+    if (!/^data: /m.test(body)) return []
+    try {
+      const payloads = body
+        .split('\n')
+        .filter((line) => line.startsWith('data:') && line.slice(5).trim() !== '[DONE]')
+        .map((line) => JSON.parse(line.slice(5).trim()))
+      return [{ body, index, payloads }]
+    } catch {
+      return []
+    }
+  })
+}
+
+const cassetteFamilies = {
+  test_openai_responses: 'openai',
+  test_deepseek_responses: 'deepseek',
+  test_stream_close: 'huggingface',
+  test_bedrock_mantle: 'bedrock-mantle',
+}
+
+function discoverCassettes(gitDir, sources) {
+  const commit = git(gitDir, 'rev-parse', 'HEAD').trim()
+  const paths = git(
+    gitDir,
+    'grep',
+    '-l',
+    '-E',
+    '^\\s+data: \\{',
+    commit,
+    '--',
+    'tests/models/cassettes',
+  )
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.slice(commit.length + 1))
+  for (const path of paths) {
+    const bytes = show(gitDir, commit, path)
+    if (bytes === undefined) continue
+    const streams = cassetteStreams(bytes.toString('utf8'))
+    const dir = path.split('/').at(-2)
+    const family = path.includes('openrouter')
+      ? 'openrouter'
+      : (cassetteFamilies[dir] ?? dir.replace(/^test_/, ''))
+    const base = path
+      .split('/')
+      .at(-1)
+      .replace(/\.yaml$/, '')
+      .replace(/^test_/, '')
+      .replace(new RegExp(`^${family}_`), '')
+      .replace(/[[\]]/g, '-')
+      .replace(/-$/, '')
+    streams.forEach(({ body, index, payloads }, n) => {
+      const protocol = protocolOf(payloads)
+      if (protocol === undefined || Buffer.byteLength(body) > maxBytes) return
+      const stem = `${protocol}/${family}-${base.replace(/_/g, '-')}`
+      const file = streams.length === 1 ? `${stem}.sse` : `${stem}.response-${n + 1}.sse`
+      sources.push({
+        file,
+        protocol,
+        family,
+        source: { repo: cassettes.repo, path, commit, body: index },
+        licence: cassettes.licence,
+      })
+    })
+  }
+}
+
+function discover(mirrors) {
+  const gitDir = mirrors[repo]
   // Every commit that touched a recording, newest first: path -> commits.
   const history = new Map()
   let current
@@ -260,18 +372,25 @@ function discover(gitDir) {
       sources.push({ file, protocol, family, source: { repo, path, commit, ...at }, licence })
     }
   }
+  if (mirrors[cassettes.repo] !== undefined) discoverCassettes(mirrors[cassettes.repo], sources)
   writeFileSync(sourcesFile, `${JSON.stringify(sources, null, 2)}\n`)
   return sources
 }
 
-function build(gitDir, sources) {
+function build(mirrors, sources) {
   for (const protocol of ['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini'])
     rmSync(join(root, protocol), { recursive: true, force: true })
   let total = 0
   for (const { file, protocol, source } of sources) {
+    const gitDir = mirrors[source.repo]
+    if (gitDir === undefined) throw new Error(`no --mirror ${source.repo}=<git dir>`)
     const bytes = show(gitDir, source.commit, source.path)
     if (bytes === undefined) throw new Error(`${source.path}@${source.commit} is not in the mirror`)
-    const sse = toSse(protocol, parse(bytes.toString('utf8')))[(source.response ?? 1) - 1]
+    const text = bytes.toString('utf8')
+    const sse =
+      source.body !== undefined
+        ? cassetteBodies(text)[source.body]
+        : toSse(protocol, parse(text))[(source.response ?? 1) - 1]
     mkdirSync(dirname(join(root, file)), { recursive: true })
     writeFileSync(join(root, file), sse)
     total += Buffer.byteLength(sse)
@@ -283,7 +402,12 @@ function build(gitDir, sources) {
 /** SOURCES.md: every file's origin (repository, path, commit) and licence. */
 function sourcesTable(sources) {
   const rows = sources.map(({ file, family, source, licence: spdx }) => {
-    const at = source.response === undefined ? '' : ` (response ${source.response} of ${source.of})`
+    const at =
+      source.response !== undefined
+        ? ` (response ${source.response} of ${source.of})`
+        : source.body !== undefined
+          ? ` (response body ${source.body + 1})`
+          : ''
     const url = `https://github.com/${source.repo}/blob/${source.commit}/${source.path}`
     return `| \`${file}\` | ${family} | [${source.repo} \`${source.path}\`](${url})${at} | \`${source.commit.slice(0, 12)}\` | ${spdx} |`
   })
@@ -304,15 +428,20 @@ function sourcesTable(sources) {
 }
 
 const args = process.argv.slice(2)
-const gitDir = args[args.indexOf('--git-dir') + 1]
-if (!args.includes('--git-dir') || gitDir === undefined) {
+const mirrors = {}
+args.forEach((arg, i) => {
+  if (arg !== '--mirror') return
+  const [name, dir] = String(args[i + 1]).split('=')
+  mirrors[name] = dir
+})
+if (mirrors[repo] === undefined) {
   console.error(
-    'usage: node scripts/corpus-import.mjs --git-dir <mirror of vercel/ai> [--discover]',
+    'usage: node scripts/corpus-import.mjs --mirror vercel/ai=<git dir> [--mirror pydantic/pydantic-ai=<git dir>] [--discover]',
   )
   process.exit(2)
 }
 mkdirSync(root, { recursive: true })
 const sources = args.includes('--discover')
-  ? discover(gitDir)
+  ? discover(mirrors)
   : JSON.parse(readFileSync(sourcesFile, 'utf8'))
-build(gitDir, sources)
+build(mirrors, sources)

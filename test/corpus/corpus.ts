@@ -105,5 +105,5 @@ export const recordings: Recording[] = sources.map((source) => {
   }
 })
 
-/** The recordings that end with their protocol's terminal event. */
-export const complete = recordings.filter((r) => r.final.includes('completed'))
+/** The recordings that end with their protocol's terminal event (and no error after it). */
+export const complete = recordings.filter((r) => r.final.length === 1 && r.final[0] === 'completed')

@@ -10,8 +10,8 @@
  * interpreter, MCP calls and lists, image generation, Anthropic server tools and their results,
  * compaction, Gemini's executable code and built-in tool parts, grounding) is left open by
  * issue 51: such a frame is `s`, which may be read as meta or as output. An opaque reasoning
- * signature (Anthropic `signature_delta`, a Gemini `thoughtSignature` on an empty part) is
- * `q`, meta or reasoning.
+ * signature (Anthropic `signature_delta`, a Gemini `thoughtSignature` on an empty part,
+ * OpenRouter's `reasoning.encrypted` details) is `q`, meta or reasoning.
  */
 
 export type Protocol = 'openai-chat' | 'openai-responses' | 'anthropic-messages' | 'gemini'
@@ -81,20 +81,30 @@ function chatContentPart(part: unknown): FrameCode {
   return type === 'thinking' || type === 'reasoning' ? 'r' : 'o'
 }
 
-const chatReasoningKeys = new Set([
-  'reasoning_content',
-  'reasoning',
-  'reasoning_details',
-  'thinking',
-])
+const chatReasoningKeys = new Set(['reasoning_content', 'reasoning', 'thinking'])
+/** Labels of a delta, never content: gpt-oss's harmony `channel` (Groq). */
+const chatLabels = new Set(['role', 'channel'])
+
+/** OpenRouter's `reasoning_details`: text or a summary is reasoning; encrypted data is opaque. */
+function chatReasoningDetails(details: unknown[]): FrameCode {
+  let code: FrameCode = 'm'
+  for (const detail of details) {
+    if (!isObject(detail)) continue
+    if (filled(detail.text) || filled(detail.summary)) code = stronger(code, 'r')
+    else if (filled(detail.data)) code = stronger(code, 'q')
+  }
+  return code
+}
 /** Groq's built-in tools run on the server. */
 const chatServerKeys = new Set(['executed_tools'])
 
 function chatDelta(delta: Json): FrameCode {
   let code: FrameCode = 'm'
   for (const [key, value] of Object.entries(delta)) {
-    if (key === 'role' || !filled(value)) continue
-    if (key === 'content' && Array.isArray(value)) {
+    if (chatLabels.has(key) || !filled(value)) continue
+    if (key === 'reasoning_details' && Array.isArray(value)) {
+      code = stronger(code, chatReasoningDetails(value))
+    } else if (key === 'content' && Array.isArray(value)) {
       for (const part of value) code = stronger(code, chatContentPart(part))
     } else if (key === 'tool_calls' && Array.isArray(value)) {
       // An entry with only its index (and empty arguments) names nothing.
@@ -246,6 +256,8 @@ function responsesFrames(frames: RawFrame[]): FrameCode[] {
   const serverSide = new Set<unknown>()
   return frames.map((frame) => {
     if (frame.data === undefined) return 'k'
+    // OpenRouter ends its Responses streams with Chat's `[DONE]` too.
+    if (frame.data.trim() === '[DONE]') return 't'
     const event = JSON.parse(frame.data) as Json
     const type = String(event.type ?? frame.event)
     if (type === 'response.completed' || type === 'response.incomplete') return 't'
@@ -524,7 +536,14 @@ export function cutClasses(codes: readonly FrameCode[]): CutClass[] {
   return ladder.slice(rung(lowest), rung(highest) + 1)
 }
 
-/** How the whole recording ends: `completed` when it has a terminal frame. */
-export function finalClass(codes: readonly FrameCode[]): CutClass[] | ['completed'] {
-  return codes.includes('t') ? ['completed'] : cutClasses(codes)
+/**
+ * How the whole recording ends: `completed` when it has a terminal frame. An error after the
+ * terminal frame (OpenRouter's "Token limit reached" after `finish_reason: length`) is left open
+ * by issue 51 item 10: `completed`, or the class of what came before.
+ */
+export function finalClass(codes: readonly FrameCode[]): (CutClass | 'completed')[] {
+  const terminal = codes.indexOf('t')
+  if (terminal === -1) return cutClasses(codes)
+  if (!codes.slice(terminal).includes('e')) return ['completed']
+  return ['completed', ...cutClasses(codes)]
 }

@@ -84,6 +84,13 @@ describe('the recorded corpus', () => {
       ['Anthropic compaction iterations', /"iterations":\[/],
       ['Responses reasoning summary', /response\.reasoning_summary_text\.delta/],
       ['Anthropic thinking', /"thinking_delta"/],
+      [
+        'OpenRouter usage on a chunk that repeats a choice after the finish',
+        /"finish_reason":null[^\n]*\],"usage":\{"prompt_tokens"/,
+      ],
+      ['an error after the finish (OpenRouter)', /"error":\{"code":400,"message":"Token limit/],
+      ['OpenRouter reasoning_details', /"reasoning_details":\[\{"type":"reasoning\.encrypted"/],
+      ['SSE comments (OpenRouter)', /^: OPENROUTER PROCESSING$/m],
     ]
     for (const [name, pattern] of cases) expect(text(pattern), name).not.toEqual([])
     // Streams with only tool calls (no answer text), in every protocol, and reasoning streams.

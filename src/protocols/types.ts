@@ -358,7 +358,8 @@ export interface StreamAdapter {
  *   `input_tokens` (a `message_delta` that leaves the cache counts out keeps the earlier ones
  *   in the sum). When the report has `iterations` (compaction), `inputTokens` and
  *   `outputTokens` are the sums over the iterations, what is billed (a 60385/522 compaction
- *   step and a 612/2819 message give 60997/3341); `output_tokens_details.thinking_tokens` is
+ *   step and a 612/2819 message give 60997/3341), less any iteration that names a `model` of
+ *   its own (an advisor's, billed as that model); `output_tokens_details.thinking_tokens` is
  *   `reasoningTokens`.
  * - Gemini: each chunk's `usageMetadata` is a snapshot, the last one wins. `inputTokens` is
  *   `promptTokenCount` plus `toolUsePromptTokenCount`; `outputTokens` is

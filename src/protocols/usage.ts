@@ -114,14 +114,20 @@ function sumOver<T>(
  * and writes are added to it: `inputTokens` is every input token, as in the other protocols.
  * With `iterations` (compaction: a summarising step, then the message), what is billed is
  * the sum over the iterations, so the counts are those sums (60385 + 612 input, 522 + 2819
- * output), where the top level gives the last iteration only.
+ * output), where the top level gives the last iteration only. An iteration that names a
+ * `model` of its own (the advisor tool's `advisor_message`) ran another model and is left out.
  * `output_tokens_details.thinking_tokens` is reasoning.
  */
 export function anthropicUsage(value: unknown): TokenUsage | undefined {
   if (typeof value !== 'object' || value === null) return undefined
   const top = anthropicInput(value)
   const iterations = field(value, 'iterations')
-  const steps = Array.isArray(iterations) && iterations.length > 0 ? iterations : undefined
+  // An iteration that names a model of its own (an advisor's) ran another model, billed at
+  // that model's rates: the request's usage is what its own model ran.
+  const own = Array.isArray(iterations)
+    ? iterations.filter((step) => field(step, 'model') === undefined)
+    : []
+  const steps = own.length > 0 ? own : undefined
   const input = steps === undefined ? top : sumOfSteps(steps, top)
   const reported = usage({
     inputTokens: input.input,

@@ -456,7 +456,8 @@ function anthropicUsageOf(payloads: Json[]): Usage | undefined {
     (count(u.input_tokens) ?? 0) +
     (count(u.cache_read_input_tokens) ?? 0) +
     (count(u.cache_creation_input_tokens) ?? 0)
-  const billed = iterations?.filter(isObject)
+  // Iterations that name a model of their own (an advisor's) are that model's, not the request's.
+  const billed = iterations?.filter(isObject).filter((u) => u.model === undefined)
   const out: Usage = {}
   if (billed !== undefined && billed.length > 0) {
     out.inputTokens = billed.reduce((sum, u) => sum + inputOf(u), 0)

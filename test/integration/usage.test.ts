@@ -329,6 +329,32 @@ describe('usage of a stream, by the one rule: the later report wins field by fie
     expect(usage).toEqual({ inputTokens: 60997, outputTokens: 3341, reasoningTokens: 400 })
   })
 
+  it("Anthropic with the advisor tool: an iteration that names its own model (another model's, billed as that model) is left out of the sums", async () => {
+    const usage = await trackedUsage(anthropicMessages, [
+      anthropicEvent('message_start', {
+        message: { id: 'msg_1', usage: { input_tokens: 1051, output_tokens: 1 } },
+      }),
+      anthropicEvent('message_delta', {
+        delta: { stop_reason: 'end_turn' },
+        usage: {
+          input_tokens: 4727,
+          output_tokens: 3391,
+          iterations: [
+            { type: 'message', input_tokens: 1051, output_tokens: 35 },
+            {
+              type: 'advisor_message',
+              model: 'claude-opus-4-7',
+              input_tokens: 2728,
+              output_tokens: 3880,
+            },
+            { type: 'message', input_tokens: 3676, output_tokens: 3356 },
+          ],
+        },
+      }),
+    ])
+    expect(usage).toEqual({ inputTokens: 4727, outputTokens: 3391 })
+  })
+
   it('Gemini: each usageMetadata is a snapshot, the last one wins (prompt 15, 15, then 14; output 169, then 79)', async () => {
     const part = (text: string, finish?: string) => ({
       candidates: [

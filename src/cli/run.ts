@@ -8,12 +8,7 @@
 
 import { mkdir, writeFile } from 'node:fs/promises'
 import { redactSecrets } from '../protocols/sanitize.js'
-import {
-  createFaultyUpstream,
-  type FaultKind,
-  type FaultyUpstream,
-  type Scenario,
-} from '../testing/faulty-upstream.js'
+import { createFaultyUpstream, type FaultyUpstream } from '../testing/faulty-upstream.js'
 import type { ChaosOptions } from './args.js'
 import { type ClientRun, runClient } from './client.js'
 import { buildClientRequest, protocolAdapters } from './client-request.js'
@@ -31,6 +26,7 @@ import {
   chaosReasoning,
   chaosScenarios,
   loadFaults,
+  upstreamScripts,
 } from './scenarios.js'
 
 /** A scenario's line on the scorecard. */
@@ -464,27 +460,6 @@ function perFault(
     out[scenario.name] = { ...counts, missed }
   }
   return out
-}
-
-/** The faults whose stall `--stall-ms` bounds. */
-const stalls: readonly string[] = ['keepalives-only', 'role-only-then-stall']
-
-/**
- * The scripts of every scenario, by name, for the upstream: the stalls last `stallMs`, then
- * the body ends cleanly with no output (`Infinity`: endless).
- */
-function upstreamScripts(stallMs: number): Record<string, Scenario> {
-  const bounded = (fault: Scenario[number]): Scenario[number] => {
-    if (stallMs === Number.POSITIVE_INFINITY) return fault
-    const kind = typeof fault === 'string' ? fault : fault.kind
-    if (!stalls.includes(kind)) return fault
-    return typeof fault === 'string'
-      ? { kind: fault as FaultKind, forMs: stallMs }
-      : { ...fault, forMs: stallMs }
-  }
-  return Object.fromEntries(
-    chaosScenarios.map((scenario) => [scenario.name, scenario.script.map(bounded)]),
-  )
 }
 
 /** The command as it may be logged: values of credential-like variables and keys hidden. */

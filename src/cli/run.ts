@@ -20,6 +20,7 @@ import {
   waitForPort,
 } from './gateway-process.js'
 import { badOutcomes, type Judgement, judgeObservation, type OutcomeKind } from './judge.js'
+import { nothingJudgedCause } from './nothing-judged.js'
 import {
   type ChaosScenario,
   chaosAnswer,
@@ -104,6 +105,8 @@ export interface ChaosReport {
    * n/a).
    */
   readonly exitCode: 0 | 1 | 3
+  /** Exit 3: the likely cause and what to check. */
+  readonly nothingJudged?: string
 }
 
 /**
@@ -557,6 +560,7 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
     const counts = count(judged)
     const marks = { '✓': 0, '✗': 0, 'n/a': 0 }
     for (const result of scenarios) marks[result.mark]++
+    const exitCode = exitCodeOf(options, counts, marks, scenarios.length)
     return {
       hangMs: options.hangMs,
       marks,
@@ -569,7 +573,8 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
       load,
       counts,
       durationMs: Math.round(performance.now() - started),
-      exitCode: exitCodeOf(options, counts, marks, scenarios.length),
+      exitCode,
+      ...(exitCode === 3 ? { nothingJudged: nothingJudgedCause(given, upstreamUrl) } : {}),
     }
   } finally {
     process.off('SIGINT', interrupt)

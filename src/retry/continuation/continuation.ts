@@ -206,7 +206,11 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const text = receivedText(cut.state, input.config.maxReceivedChars)
     const received = text === undefined ? undefined : Object.freeze({ text })
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
-    if (records.length >= input.config.maxContinuations || received === undefined) {
+    // Out of continuations is a budget spent, not a fault of the stream: its own word.
+    if (records.length >= input.config.maxContinuations) {
+      return tell({ ...base, keyId: null, result: 'exhausted', attempts: 0 })
+    }
+    if (received === undefined) {
       return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
     return continueOn(base, received, snapshot(cut.state), cut.signal)

@@ -14,7 +14,7 @@ import { type ChaosProtocol, chaosProtocols } from './client-request.js'
 import { chaosAnswer, chaosReasoning, selectScenarios, upstreamScripts } from './scenarios.js'
 
 /** Options of `stream-boundary upstream`. */
-export interface UpstreamOptions {
+interface UpstreamOptions {
   /** @default 0 (any free port) */
   readonly port: number
   /** @default '127.0.0.1' */

@@ -12,7 +12,7 @@ import type { Step, StepContext } from './fault-steps.js'
 import type { FaultKind } from './faults.js'
 
 /** A plain answer: the steps of a `200 application/json` body, or a refusal that says why. */
-export type PlainPlay = { readonly steps: readonly Step[] } | { readonly refused: string }
+type PlainPlay = { readonly steps: readonly Step[] } | { readonly refused: string }
 
 const encoder = new TextEncoder()
 

@@ -1,9 +1,11 @@
+import { readFileSync } from 'node:fs'
 import { relative, resolve, sep } from 'node:path'
 import { defineConfig, type Options } from 'tsup'
 
 type EsbuildPlugin = NonNullable<Options['esbuildPlugins']>[number]
 
 const src = resolve('src')
+const packageVersion: string = JSON.parse(readFileSync('package.json', 'utf8')).version
 
 /**
  * Code that belongs to a subpath entry ("./node", "./otel", "./redis", "./testing", the CLI); everything
@@ -102,4 +104,7 @@ export default defineConfig({
     /^node:/,
   ],
   esbuildPlugins: [coreFromRoot],
+  // The package's version as a constant (the OTel instrumentation scope's version), so no
+  // entry reads package.json at run time.
+  define: { __STREAM_BOUNDARY_VERSION__: JSON.stringify(packageVersion) },
 })

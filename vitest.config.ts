@@ -1,7 +1,12 @@
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
+const packageVersion: string = JSON.parse(readFileSync('package.json', 'utf8')).version
+
 export default defineConfig({
+  // As tsup.config.ts defines it for the build: the OTel instrumentation scope's version.
+  define: { __STREAM_BOUNDARY_VERSION__: JSON.stringify(packageVersion) },
   resolve: {
     alias: [
       {

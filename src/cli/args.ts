@@ -157,8 +157,8 @@ upstream at {upstream}/v1 and the client at its own protocol.
 
 Exit code: 0 all good; 1 a ✗ (with --fail-on silent: a silent failure, duplicate output or
 hang); 2 bad arguments or the gateway could not be reached; 3 nothing was judged (every
-scenario n/a: the gateway never called the upstream, so the target path or protocol is
-likely wrong).`
+scenario n/a: the gateway never called the upstream; most often the variable it reads its
+upstream URL from never got {upstream}, else the target path or protocol is wrong).`
 
 function integer(
   flag: string,

@@ -115,7 +115,8 @@ function summaryLines(report: ChaosReport): string[] {
   }
   if (report.exitCode === 3) {
     lines.push(
-      'nothing was judged: the gateway never called the upstream. Check the target path (OpenAI bases end in /v1, Anthropic and Gemini take the bare host) and --protocol.',
+      report.nothingJudged ??
+        'nothing was judged: the gateway never called the upstream. Check the target path (OpenAI bases end in /v1, Anthropic and Gemini take the bare host) and --protocol.',
     )
   }
   return lines

@@ -8,12 +8,7 @@
 
 import { mkdir, writeFile } from 'node:fs/promises'
 import { redactSecrets } from '../protocols/sanitize.js'
-import {
-  createFaultyUpstream,
-  type FaultKind,
-  type FaultyUpstream,
-  type Scenario,
-} from '../testing/faulty-upstream.js'
+import { createFaultyUpstream, type FaultyUpstream } from '../testing/faulty-upstream.js'
 import type { ChaosOptions } from './args.js'
 import { type ClientRun, runClient } from './client.js'
 import { buildClientRequest, protocolAdapters } from './client-request.js'
@@ -25,12 +20,14 @@ import {
   waitForPort,
 } from './gateway-process.js'
 import { badOutcomes, type Judgement, judgeObservation, type OutcomeKind } from './judge.js'
+import { nothingJudgedCause } from './nothing-judged.js'
 import {
   type ChaosScenario,
   chaosAnswer,
   chaosReasoning,
   chaosScenarios,
   loadFaults,
+  upstreamScripts,
 } from './scenarios.js'
 
 /** A scenario's line on the scorecard. */
@@ -108,6 +105,8 @@ export interface ChaosReport {
    * n/a).
    */
   readonly exitCode: 0 | 1 | 3
+  /** Exit 3: the likely cause and what to check. */
+  readonly nothingJudged?: string
 }
 
 /**
@@ -466,27 +465,6 @@ function perFault(
   return out
 }
 
-/** The faults whose stall `--stall-ms` bounds. */
-const stalls: readonly string[] = ['keepalives-only', 'role-only-then-stall']
-
-/**
- * The scripts of every scenario, by name, for the upstream: the stalls last `stallMs`, then
- * the body ends cleanly with no output (`Infinity`: endless).
- */
-function upstreamScripts(stallMs: number): Record<string, Scenario> {
-  const bounded = (fault: Scenario[number]): Scenario[number] => {
-    if (stallMs === Number.POSITIVE_INFINITY) return fault
-    const kind = typeof fault === 'string' ? fault : fault.kind
-    if (!stalls.includes(kind)) return fault
-    return typeof fault === 'string'
-      ? { kind: fault as FaultKind, forMs: stallMs }
-      : { ...fault, forMs: stallMs }
-  }
-  return Object.fromEntries(
-    chaosScenarios.map((scenario) => [scenario.name, scenario.script.map(bounded)]),
-  )
-}
-
 /** The command as it may be logged: values of credential-like variables and keys hidden. */
 function redactCommand(command: string): string {
   return redactSecrets(
@@ -582,6 +560,7 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
     const counts = count(judged)
     const marks = { '✓': 0, '✗': 0, 'n/a': 0 }
     for (const result of scenarios) marks[result.mark]++
+    const exitCode = exitCodeOf(options, counts, marks, scenarios.length)
     return {
       hangMs: options.hangMs,
       marks,
@@ -594,7 +573,8 @@ export async function runChaos(given: ChaosOptions, log: Log): Promise<ChaosRepo
       load,
       counts,
       durationMs: Math.round(performance.now() - started),
-      exitCode: exitCodeOf(options, counts, marks, scenarios.length),
+      exitCode,
+      ...(exitCode === 3 ? { nothingJudged: nothingJudgedCause(given, upstreamUrl) } : {}),
     }
   } finally {
     process.off('SIGINT', interrupt)

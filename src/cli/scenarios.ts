@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Scenario } from '../testing/faults.js'
+import type { FaultKind, Scenario } from '../testing/faults.js'
 
 /** What a client should get. */
 type Expectation =
@@ -219,4 +219,25 @@ export function selectScenarios(list: string): readonly ChaosScenario[] {
     )
   }
   return chaosScenarios.filter((scenario) => names.includes(scenario.name))
+}
+
+/** The faults whose stall `--stall-ms` bounds. */
+const stalls: readonly string[] = ['keepalives-only', 'role-only-then-stall']
+
+/**
+ * The scripts of every scenario, by name, for the upstream: the stalls last `stallMs`, then
+ * the body ends cleanly with no output (`Infinity`: endless).
+ */
+export function upstreamScripts(stallMs: number): Record<string, Scenario> {
+  const bounded = (fault: Scenario[number]): Scenario[number] => {
+    if (stallMs === Number.POSITIVE_INFINITY) return fault
+    const kind = typeof fault === 'string' ? fault : fault.kind
+    if (!stalls.includes(kind)) return fault
+    return typeof fault === 'string'
+      ? { kind: fault as FaultKind, forMs: stallMs }
+      : { ...fault, forMs: stallMs }
+  }
+  return Object.fromEntries(
+    chaosScenarios.map((scenario) => [scenario.name, scenario.script.map(bounded)]),
+  )
 }

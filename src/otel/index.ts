@@ -35,6 +35,14 @@ import { rejectUnknownKeys } from '../options.js'
 /** The instrumentation scope's name. */
 const scope = 'stream-boundary'
 
+// Written in by the build (tsup.config.ts `define`, and vitest.config.ts for the tests): the
+// package's version, without reading package.json at run time. Undefined when the source runs
+// unbuilt some other way; the scope then has no version.
+declare const __STREAM_BOUNDARY_VERSION__: string | undefined
+/** The instrumentation scope's version: the package's. */
+const scopeVersion =
+  typeof __STREAM_BOUNDARY_VERSION__ === 'string' ? __STREAM_BOUNDARY_VERSION__ : undefined
+
 /**
  * Options of {@link createRelayTelemetry}.
  *
@@ -419,8 +427,13 @@ export function createRelayTelemetry(options: RelayTelemetryOptions = {}): Relay
   if (options.content !== undefined && typeof options.content !== 'function') {
     throw new TypeError('createRelayTelemetry: content must be a function')
   }
-  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(scope)
-  const meters = instruments((options.meterProvider ?? metrics.getMeterProvider()).getMeter(scope))
+  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(
+    scope,
+    scopeVersion,
+  )
+  const meters = instruments(
+    (options.meterProvider ?? metrics.getMeterProvider()).getMeter(scope, scopeVersion),
+  )
   const sets = new Map<string, MetricSets>()
   const onOutcome = (outcome: RelayOutcome): void => {
     recordSpans(tracer, outcome, options.content)

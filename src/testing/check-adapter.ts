@@ -7,7 +7,7 @@
  */
 
 import type fc from 'fast-check'
-import { UserCodeError } from '../errors.js'
+import { isUserCodeError, UserCodeError } from '../errors.js'
 import { adapterReturns, guardMethods } from '../guard-methods.js'
 import { didYouMean, positiveInteger } from '../options.js'
 import type { StreamAdapter } from '../protocols/types.js'
@@ -124,6 +124,30 @@ const propertyNames = [
 ] as const
 
 type PropertyName = (typeof propertyNames)[number]
+
+/** What to change when a property fails and its rule names no plainer fix. */
+const fixes: Record<PropertyName, string> = {
+  'inspect never throws, whatever the bytes':
+    'inspect must return a verdict for every frame, whatever its bytes: catch your own JSON.parse and field reads, and return a verdict for a frame you cannot read instead of throwing',
+  'verdicts and the EOF class are the same under every chunking':
+    'inspect must read only the frame it is given (its fields and raw bytes), never how the bytes arrived or state kept between calls',
+  'the EOF class is the one the sample states':
+    "inspect must mark your protocol's terminal event terminal, its error frames { kind: 'error' } and text, tools and reasoning as output, as your streams generator's samples state",
+  'renderError writes one well-formed frame classified as error':
+    "renderError must return one whole SSE frame that your inspect reads as { kind: 'error' } carrying sanitizeMessage(error.message) (from 'stream-boundary/advanced')",
+  'renderStop after output writes well-formed frames that end the stream completed':
+    "renderStop must write your protocol's finishing frames, the ones your inspect marks terminal, as whole SSE frames",
+  'quickOutput vouches only for output frames that neither end nor fail':
+    'quickOutput may return true only for a frame your inspect reads as output that neither ends nor fails the stream; when unsure, return false',
+  'renderReasoningAsText writes visible text, never a keep-alive':
+    "renderReasoningAsText must write the reasoning as your protocol's visible text frames, the ones your inspect reads as text",
+  'renderErrorBody writes a JSON object holding the sanitised message':
+    "renderErrorBody must return a JSON object, as text, holding sanitizeMessage(message) (from 'stream-boundary/advanced')",
+  'renderFromMessage writes whole SSE frames its adapter reads, whatever the JSON object':
+    'renderFromMessage must return whole SSE frames your inspect reads, for any JSON object: check each field you read instead of assuming the shape',
+  'usage is counts of the known fields, in verdicts and from usageOf, whatever the input':
+    'usage must hold only non-negative integer counts of the known fields: leave a count out rather than pass on a value that is not one',
+}
 
 const checkAdapterDefaults = { numRuns: 100 } as const
 
@@ -284,13 +308,17 @@ export async function checkAdapter(
     if (property !== undefined && name !== property) continue
     const failure = await table[name]().run(parameters)
     if (failure === undefined) continue
-    throw new AdapterConformanceError(
+    // The cause is the adapter's own error when one of its methods threw (not the library's
+    // wrapper), and the stack starts at the caller: no frame names a file of this package.
+    const error = new AdapterConformanceError(
       adapter.name,
       name,
-      failure.detail,
+      `${failure.detail}\nHow to fix: ${failure.fix ?? fixes[name]}`,
       failure.seed,
       failure.path,
-      failure.error,
+      isUserCodeError(failure.error) ? failure.error.cause : failure.error,
     )
+    Error.captureStackTrace?.(error, checkAdapter)
+    throw error
   }
 }

@@ -64,12 +64,32 @@ async function framesOf(chunks: readonly Uint8Array[]): Promise<SseFrame[]> {
   return frames
 }
 
-/** A rule did not hold: the message says how, in plain words. */
-class RuleBroken extends Error {}
-
-function fail(message: string): never {
-  throw new RuleBroken(message)
+/**
+ * A rule did not hold: the message says how, in plain words, and `fix` what to change when the
+ * cause is plain. It keeps no stack: its frames would be this package's files, not the user's.
+ */
+class RuleBroken extends Error {
+  override readonly name = 'RuleBroken'
+  constructor(
+    message: string,
+    readonly fix: string | undefined,
+  ) {
+    super(message)
+    this.stack = `${this.name}: ${message}`
+  }
 }
+
+function fail(message: string, fix?: string): never {
+  throw new RuleBroken(message, fix)
+}
+
+/** How to fix a message that did not come back as it went in. */
+const keepTheMessage = (method: string) =>
+  `${method} must write the message it is given, sanitised as the library does: put sanitizeMessage(error.message) (from 'stream-boundary/advanced') where your inspect reads the error's message, not a fixed text, an empty one or the raw message`
+
+/** How to fix bytes that are not whole SSE frames. */
+const wholeFrameFix = (method: string) =>
+  `${method} must return a Uint8Array of whole SSE frames, each ending with a blank line: new TextEncoder().encode(\`data: \${JSON.stringify(body)}\\n\\n\`)`
 
 /** What went wrong, in one line: the rule broken, or the adapter method that threw and what. */
 function reasonOf(error: unknown): string {
@@ -102,17 +122,25 @@ async function track(
 /** Rendered bytes that are not whole SSE frames (one cut short, or bytes left over) fail. */
 async function wholeFrames(method: string, rendered: Uint8Array): Promise<SseFrame[]> {
   if (!(rendered instanceof Uint8Array))
-    fail(`adapter.${method} returned ${showValue(rendered)}, not a Uint8Array`)
+    fail(
+      `adapter.${method} returned ${showValue(rendered)}, not a Uint8Array`,
+      wholeFrameFix(method),
+    )
   const frames = await framesOf([rendered])
   const joined = decoder.decode(concatBytes(frames.map((f) => f.raw)))
   if (!frames.every((f) => f.terminated) || joined !== decoder.decode(rendered))
-    fail(`adapter.${method} wrote ${show(rendered)}, which is not whole SSE frames`)
+    fail(
+      `adapter.${method} wrote ${show(rendered)}, which is not whole SSE frames`,
+      wholeFrameFix(method),
+    )
   return frames
 }
 
 /** The failure of one property, ready to report. */
 interface Failure {
   readonly detail: string
+  /** What to change, when the broken rule says it. */
+  readonly fix: string | undefined
   readonly seed: number
   readonly path: string | undefined
   readonly error: unknown
@@ -143,6 +171,7 @@ function conformance<T>(
           : describe(result.counterexample[0])
       return {
         detail: `${counterexample}\nWhat went wrong: ${reasonOf(result.errorInstance)}`,
+        fix: result.errorInstance instanceof RuleBroken ? result.errorInstance.fix : undefined,
         seed: result.seed,
         path: result.counterexamplePath ?? undefined,
         error: result.errorInstance,
@@ -250,17 +279,27 @@ export function renderErrorIsError(adapter: StreamAdapter, inputs: Inputs): Conf
       const { tracker } = await track(adapter, [before])
       const rendered = adapter.renderError(error, tracker.state)
       if (!(rendered instanceof Uint8Array))
-        fail(`adapter.renderError returned ${showValue(rendered)}, not a Uint8Array`)
+        fail(
+          `adapter.renderError returned ${showValue(rendered)}, not a Uint8Array`,
+          wholeFrameFix('renderError'),
+        )
       const frames = await framesOf([rendered])
       if (frames.length !== 1 || frames[0]?.terminated !== true)
-        fail(`Rendered ${frames.length} frames: ${show(rendered)}`)
+        fail(
+          `Rendered ${frames.length} frames: ${show(rendered)}`,
+          'renderError must return exactly one whole SSE frame (ending with a blank line), the one your protocol uses for an error',
+        )
       const verdict = adapter.inspect(frames[0] as SseFrame)
       if (verdict.kind !== 'error')
-        fail(`Rendered error ${show(rendered)} was classified ${verdict.kind}`)
+        fail(
+          `Rendered error ${show(rendered)} was classified ${verdict.kind}`,
+          'renderError must write the frame your own inspect reads as { kind: "error" }: the same event name and error field inspect looks for',
+        )
       const expected = sanitizeMessage(error.message)
       if (verdict.error.message !== expected) {
         fail(
           `The message came back as ${JSON.stringify(verdict.error.message)}, not ${JSON.stringify(expected)}`,
+          keepTheMessage('renderError'),
         )
       }
     },
@@ -372,6 +411,7 @@ export function errorBodyHoldsMessage(adapter: StreamAdapter, inputs: Inputs): C
       if (!holdsString(parsed, expected))
         fail(
           `The body ${JSON.stringify(body)} does not hold the message ${JSON.stringify(expected)}`,
+          keepTheMessage('renderErrorBody'),
         )
     },
     (error) => `Error: ${showValue(error)}`,

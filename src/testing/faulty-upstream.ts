@@ -6,12 +6,13 @@
  * @module
  */
 
-import { rejectUnknownKeys } from '../options.js'
+import { didYouMean, rejectUnknownKeys } from '../options.js'
 import { adapterForUrl } from '../protocols/adapter-for-url.js'
 import { openaiChat } from '../protocols/openai-chat.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import { parseChaosMarker } from './chaos-marker.js'
-import { faultSteps, type Step } from './fault-steps.js'
+import { plainPlays } from './fault-plain.js'
+import { faultSteps, type Step, type StepContext } from './fault-steps.js'
 import { checkScenarios, type Fault, type FaultKind, type Scenario } from './faults.js'
 import { continuationRest, prefillOf } from './prefill.js'
 import { wireFor } from './wire.js'
@@ -81,6 +82,11 @@ export interface RecordedRequest {
   /** 1 for the first request of its scenario (of its request id, for a marked request). */
   readonly attempt: number
   readonly fault: FaultKind
+  /**
+   * Whether the request asked for a stream. A plain request gets each fault's plain form (an
+   * empty or cut JSON body, an error body); a fault with none is answered `501` naming it.
+   */
+  readonly streaming: boolean
   readonly protocol: string
   readonly method: string
   readonly path: string
@@ -243,15 +249,6 @@ export function statedOutputTokens(body: string): number | undefined {
   return undefined
 }
 
-const statusFaults: ReadonlySet<FaultKind> = new Set([
-  'rate-limited',
-  'overloaded',
-  'html-500',
-  'json-error-200',
-  'html-200',
-  'hang-before-headers',
-])
-
 const htmlPage = (status: number, title: string) =>
   new Response(
     `<!DOCTYPE html><html><head><title>${status} ${title}</title></head><body><h1>${title}</h1></body></html>`,
@@ -264,8 +261,6 @@ function statusAnswer(
   adapter: StreamAdapter,
   body: string,
   streaming: boolean,
-  tag: string,
-  answer: string,
 ): Response | undefined {
   const wire = wireFor(adapter)
   const json = (status: number, text: string, extra: Record<string, string> = {}) =>
@@ -286,10 +281,6 @@ function statusAnswer(
         wire.errorBody(wire.invalidRequestType, wire.overflowMessage(input, output, limit), 400),
       )
     }
-  }
-  // A plain (non-streaming) request that meets no status fault gets the whole answer as JSON.
-  if (!streaming && !statusFaults.has(fault.kind)) {
-    return json(200, JSON.stringify(wire.message(`${tag}${answer}`)))
   }
   switch (fault.kind) {
     case 'rate-limited': {
@@ -322,6 +313,24 @@ function statusAnswer(
     default:
       return undefined
   }
+}
+
+/** An answer `status` with the protocol's error body (an invalid request's type). */
+function errorResponse(adapter: StreamAdapter, status: number, message: string): Response {
+  const wire = wireFor(adapter)
+  return new Response(wire.errorBody(wire.invalidRequestType, message, status), {
+    status,
+    headers: { 'content-type': 'application/json' },
+  })
+}
+
+/**
+ * The message for a scenario name the upstream was not given (`default`, the name of a request
+ * that names none, plays `ok` unless given): a typo must not silently play a healthy answer.
+ */
+function unknownScenario(name: string, known: readonly string[]): string {
+  const list = known.length === 0 ? 'none were given' : `known: ${known.join(', ')}`
+  return `faulty upstream: unknown scenario ${JSON.stringify(name)}${didYouMean(name, known)} (${list}); name it in createFaultyUpstream({ scenarios }) or the --scenarios of \`stream-boundary upstream\``
 }
 
 /** Whether `body` continues a prefilled answer for one of the `models` that refuse it. */
@@ -391,9 +400,15 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     const body = request.body === null ? '' : await request.text()
     const marker = parseChaosMarker(body)
     const scenario = marker?.scenario ?? request.headers.get('x-fault-scenario') ?? 'default'
+    if (scenario !== 'default' && !Object.hasOwn(scenarios, scenario)) {
+      return errorResponse(adapter, 400, unknownScenario(scenario, Object.keys(scenarios)))
+    }
     const { fault, attempt } = faultFor(scenario, marker?.requestId)
+    // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
+    const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
     const record = {
       scenario,
+      streaming,
       requestId: marker?.requestId,
       attempt,
       fault: fault.kind,
@@ -411,18 +426,12 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     }
     if (refusePrefill.size > 0 && refusesPrefill(adapter, body, refusePrefill)) {
       ended()
-      const wire = wireFor(adapter)
-      return new Response(wire.errorBody(wire.invalidRequestType, prefillRefusalMessage, 400), {
-        status: 400,
-        headers: { 'content-type': 'application/json' },
-      })
+      return errorResponse(adapter, 400, prefillRefusalMessage)
     }
     const tag = marker === undefined ? '' : `[attempt ${attempt}] `
     // A continuation (a prefilled final assistant message) gets the rest of the answer it began.
     const rest = continuationRest(adapter, body, baseAnswer, marker === undefined ? 0 : attempt)
-    // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
-    const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
-    const early = statusAnswer(fault, adapter, body, streaming, tag, baseAnswer)
+    const early = statusAnswer(fault, adapter, body, streaming)
     if (early !== undefined) {
       ended()
       return early
@@ -438,32 +447,32 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
         request.signal.addEventListener('abort', stop, { once: true })
       })
     }
-    return new Response(
-      playSteps(
-        faultSteps[fault.kind]({
-          fault,
-          wire: wireFor(adapter),
-          answer: rest ?? `${tag}${baseAnswer}`,
-          thought: `${tag}${baseThought}`,
-          tag: rest === undefined ? tag : '',
-          frameDelayMs,
-          keepAliveMs,
-        }),
-        request.signal,
-        opened,
-        ended,
-      ),
-      {
-        status: 200,
-        headers: {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          'x-request-id': `req_faulty_${requests.length}`,
-          // Served over HTTP, the body is then delimited by the connection's close, not chunked.
-          ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
-        },
+    const context: StepContext = {
+      fault,
+      wire: wireFor(adapter),
+      answer: rest ?? `${tag}${baseAnswer}`,
+      thought: `${tag}${baseThought}`,
+      tag: rest === undefined ? tag : '',
+      frameDelayMs,
+      keepAliveMs,
+    }
+    const play = streaming
+      ? { steps: faultSteps[fault.kind](context) }
+      : plainPlays[fault.kind](context)
+    if ('refused' in play) {
+      ended()
+      return errorResponse(adapter, 501, `faulty upstream: ${play.refused}`)
+    }
+    return new Response(playSteps(play.steps, request.signal, opened, ended), {
+      status: 200,
+      headers: {
+        'content-type': streaming ? 'text/event-stream; charset=utf-8' : 'application/json',
+        'cache-control': 'no-cache',
+        'x-request-id': `req_faulty_${requests.length}`,
+        // Served over HTTP, the body is then delimited by the connection's close, not chunked.
+        ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
       },
-    )
+    })
   }
 
   return {

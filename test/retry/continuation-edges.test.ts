@@ -257,6 +257,27 @@ describe('continueAfterCut: a continuation that fails', () => {
     })
   })
 
+  it("a cut after maxContinuations is recorded 'exhausted', not 'not-sound'", async () => {
+    const upstream = createFaultyUpstream({
+      scenarios: { s: ['partial-then-cut', 'partial-then-cut', 'ok'] },
+    })
+    const { pool, outcomes, fetch } = await through(
+      anthropicMessages,
+      (input, init) =>
+        upstream.fetch(input, {
+          ...init,
+          headers: { ...Object.fromEntries(new Headers(init?.headers)), 'x-fault-scenario': 's' },
+        }),
+      { continueAfterCut: { maxContinuations: 1 } },
+    )
+    await expect(anthropicText(fetch)).rejects.toThrow()
+    expect(upstream.requests).toHaveLength(2)
+    expect(await settled(pool, outcomes)).toEqual({ inflight: 0, leased: 2, reported: 2 })
+    expect(outcomes[0]).toMatchObject({
+      continuations: [{ result: 'spliced' }, { result: 'exhausted', attempts: 0, keyId: null }],
+    })
+  })
+
   it('an upstream gone silent after output (the idle timeout) is continued', async () => {
     const upstream = createFaultyUpstream({
       scenarios: { s: [{ kind: 'slow-drip', delayMs: 400 }, 'ok'] },

@@ -124,9 +124,18 @@ describe.each(['memory', 'redis'] as const)('continueAfterCut.nextRoute, %s pool
     expect(outcome).toMatchObject({
       kind: 'committed',
       route: 'primary',
-      continuations: [{ result: 'spliced', attempts: 2, continuedOn }],
+      // The refusal on the cut's own route is a record of its own, before the splice.
+      continuations: [
+        {
+          result: 'prefill-refused',
+          attempts: 1,
+          continuedOn: { route: 'primary', model: 'claude-new' },
+        },
+        { result: 'spliced', attempts: 1, continuedOn },
+      ],
     })
     expect(records).toEqual([
+      expect.objectContaining({ result: 'prefill-refused', route: 'primary' }),
       expect.objectContaining({ result: 'spliced', route: 'primary', continuedOn }),
     ])
     const models = upstream.requests.map(

@@ -101,7 +101,7 @@ describe('non-streaming fallback', () => {
   })
 
   it('after the streaming attempts fail before output, one non-streaming request answers', async () => {
-    const { openai, upstream, outcomes } = setup(['empty', 'empty', 'empty'], {
+    const { openai, upstream, outcomes } = setup(['empty', 'empty', 'ok'], {
       nonStreamingFallback: true,
       maxAttempts: 2,
     })

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
@@ -398,5 +399,44 @@ describe('docs/testing.md lists the conformance properties', () => {
     const listed = [...docs.matchAll(/^ {2}\d+\. (.+)$/gm)].map((m) => m[1])
     expect(names.length).toBeGreaterThanOrEqual(10)
     expect(listed).toEqual(names)
+  })
+})
+
+describe('checkAdapter: a failure says how to fix it, and its stack names no file of the library', () => {
+  const library = fileURLToPath(new URL('../../src/', import.meta.url))
+  /** Stack lines that name a file of the library's own source (which the package does not ship). */
+  const libraryFrames = (stack: string | undefined) =>
+    (stack ?? '').split('\n').filter((line) => /^\s+at /.test(line) && line.includes(library))
+
+  it('a renderError that drops the message is told about sanitizeMessage', async () => {
+    const mute = {
+      ...openaiChat,
+      name: 'mute',
+      renderError: (...[error, state]: Parameters<StreamAdapter['renderError']>) =>
+        openaiChat.renderError({ ...error, message: 'Something went wrong' }, state),
+    } as StreamAdapter
+    const error = await checkAdapter(mute, {
+      streams: arbitraries.protocolStream(openaiChat),
+      property: 'renderError writes one well-formed frame classified as error',
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AdapterConformanceError)
+    const { message, stack, cause } = error as Error
+    expect(message).toContain(
+      "How to fix: renderError must write the message it is given, sanitised as the library does: put sanitizeMessage(error.message) (from 'stream-boundary/advanced')",
+    )
+    expect(libraryFrames(stack)).toEqual([])
+    expect(libraryFrames((cause as Error).stack)).toEqual([])
+    // The caller's frame is kept: this test file.
+    expect(stack).toContain('check-adapter.test.ts')
+  })
+
+  it('an adapter method that throws: the fix names the method, the cause is the adapter own error', async () => {
+    const error = await checkAdapter(throwingIn('inspect'), {
+      streams: arbitraries.protocolStream(openaiChat),
+    }).catch((e: unknown) => e)
+    const { message, stack, cause } = error as Error
+    expect(message).toMatch(/\nHow to fix: inspect must return a verdict for every frame/)
+    expect(libraryFrames(stack)).toEqual([])
+    expect((cause as Error).message).toBe('boom')
   })
 })

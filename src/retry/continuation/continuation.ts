@@ -175,6 +175,8 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     | undefined
   let usageAtCut: TokenUsage | undefined
   let cutSeen = false
+  /** Cuts met so far: each may be continued once, up to `maxContinuations`. */
+  let cuts = 0
   const continued: (() => TokenUsage | null)[] = []
 
   async function settle(outcome: KeyOutcome): Promise<void> {
@@ -206,7 +208,11 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const text = receivedText(cut.state, input.config.maxReceivedChars)
     const received = text === undefined ? undefined : Object.freeze({ text })
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
-    if (records.length >= input.config.maxContinuations || received === undefined) {
+    // Out of continuations is a budget spent, not a fault of the stream: its own word.
+    if (cuts++ >= input.config.maxContinuations) {
+      return tell({ ...base, keyId: null, result: 'exhausted', attempts: 0 })
+    }
+    if (received === undefined) {
       return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
     return continueOn(base, received, snapshot(cut.state), cut.signal)
@@ -223,8 +229,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     client: RenderState,
     signal: CutContext['signal'],
   ): Promise<ContinuedStream | null> {
-    let told: ContinuationRecord = { ...base, keyId: null, result: 'not-sound', attempts: 0 }
-    let attempts = 0
+    // A refusal is told as its own record once another route is tried (or at the end); a
+    // route skipped without a request (a model known to refuse) leaves the refusal as it is.
+    let refused: ContinuationRecord | undefined
     const refusedModels = new Set<string | undefined>()
     for (const candidate of input.candidates) {
       const parts = adapterParts(candidate.adapter, candidate.request, received, client)
@@ -232,12 +239,13 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       const continuedOn = { route: candidate.name, model: modelOf(parts.request) }
       const refusal = refusalKey(candidate.name, parts.request)
       if (prefillRefused(refusal) || refusedModels.has(continuedOn.model)) {
-        told = { ...base, keyId: null, result: 'prefill-refused', attempts, continuedOn }
+        refused ??= { ...base, keyId: null, result: 'prefill-refused', attempts: 0, continuedOn }
         continue
       }
+      if (refused !== undefined) tell(refused)
+      refused = undefined
       const tried = await attemptAll(inputOn(input, candidate), parts, signal)
-      attempts += tried.attempts
-      const { keyId } = tried
+      const { keyId, attempts } = tried
       if (tried.tried.kind === 'output') {
         current = {
           lease: tried.lease,
@@ -254,7 +262,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         // The key worked: the model refuses the request's shape. Not asked again for a while.
         rememberPrefillRefusal(refusal)
         if (continuedOn.model !== undefined) refusedModels.add(continuedOn.model)
-        told = { ...base, keyId, result: 'prefill-refused', attempts, continuedOn }
+        refused = { ...base, keyId, result: 'prefill-refused', attempts, continuedOn }
         continue
       }
       const usage = kind === 'restarted' ? tried.tried.usage : null
@@ -267,7 +275,7 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
         ...(usage === null ? {} : { usage }),
       })
     }
-    return tell(told)
+    return tell(refused ?? { ...base, keyId: null, result: 'not-sound', attempts: 0 })
   }
 
   return {

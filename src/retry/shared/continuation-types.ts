@@ -24,8 +24,9 @@ export interface ContinuationRecord {
   /** Characters of answer text the client had received at the cut (prefilled). */
   readonly receivedChars: number
   /**
-   * `spliced`: its output went to the client; `not-sound`: none was tried (no continuation
-   * left, tool output, reasoning or a refusal seen, the text too long, or the adapter's
+   * `spliced`: its output went to the client; `exhausted`: none was tried, every continuation
+   * the policy allows (`maxContinuations`) was spent; `not-sound`: none was tried (tool
+   * output, reasoning or a refusal seen, the text too long, or the adapter's
    * `buildContinuation` declined, threw or answered garbage); `failed`: its attempts got no
    * output; `restarted`: its answer began again with the text the client already had (the
    * request went out without the prefill, or the model ignored it), or ended while it still
@@ -33,7 +34,13 @@ export interface ContinuationRecord {
    * for this model (`attempts: 1`), or did so on this route within the hour (`attempts: 0`,
    * no request). The client got the honest error for all but `spliced`.
    */
-  readonly result: 'spliced' | 'not-sound' | 'failed' | 'restarted' | 'prefill-refused'
+  readonly result:
+    | 'spliced'
+    | 'exhausted'
+    | 'not-sound'
+    | 'failed'
+    | 'restarted'
+    | 'prefill-refused'
   /** Its attempts (0 when not sound). */
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */

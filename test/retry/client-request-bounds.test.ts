@@ -180,9 +180,7 @@ describe.each(twins)('%s: JSON nesting depth', (_name, via) => {
     const answer = await via(openaiChat, [utf8(body)])
     expect(answer.status).toBe(200)
     const messages = answer.read?.messages as { content: string }[]
-    expect(messages[0]?.content).toBe(
-      JSON.parse(`"${content}"`),
-    )
+    expect(messages[0]?.content).toBe(JSON.parse(`"${content}"`))
   })
 
   it('a depth split across chunks is counted whole', async () => {

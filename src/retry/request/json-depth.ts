@@ -7,6 +7,8 @@
  * @module
  */
 
+import { indexOfByte } from '../../sse/index-of.js'
+
 const quote = 0x22
 const backslash = 0x5c
 const openBrace = 0x7b
@@ -16,25 +18,39 @@ const closeBracket = 0x5d
 
 /**
  * Whether the JSON text in `bytes` nests deeper than `max` (the top-level object or array is
- * level 1). Exact for valid JSON: brackets inside strings are text (UTF-8 continuation bytes
- * are never ASCII, and an escaped quote is skipped), so only structure counts. For text that
- * is not JSON the answer does not matter: the parse refuses it either way. No allocation, one
- * pass, stops at the first level past `max`.
+ * level 1). Exact for valid JSON: brackets inside strings are text (a string is skipped whole,
+ * to its first quote not escaped; UTF-8 continuation bytes are never ASCII), so only structure
+ * counts. For text that is not JSON the answer does not matter: the parse refuses it either
+ * way. No allocation, one pass, stops at the first level past `max`.
  */
 export function nestsDeeperThan(bytes: Uint8Array, max: number): boolean {
   let depth = 0
-  let inString = false
   for (let i = 0; i < bytes.length; i++) {
     const byte = bytes[i]
-    if (inString) {
-      if (byte === backslash) i++
-      else if (byte === quote) inString = false
-    } else if (byte === quote) inString = true
-    else if (byte === openBrace || byte === openBracket) {
+    if (byte === quote) {
+      i = stringEnd(bytes, i)
+      if (i === -1) return false
+    } else if (byte === openBrace || byte === openBracket) {
       if (++depth > max) return true
     } else if (byte === closeBrace || byte === closeBracket) depth--
   }
   return false
+}
+
+/**
+ * The index of the quote that closes the string opened at `open`, or -1. Strings are most of a
+ * request's bytes: a native byte search crosses them (docs/performance.md), and a quote is
+ * escaped when an odd run of backslashes precedes it (each backslash is counted once: a run
+ * precedes one quote).
+ */
+function stringEnd(bytes: Uint8Array, open: number): number {
+  for (let end = indexOfByte(bytes, quote, open + 1); end !== -1; ) {
+    let backslashes = 0
+    while (bytes[end - 1 - backslashes] === backslash) backslashes++
+    if (backslashes % 2 === 0) return end
+    end = indexOfByte(bytes, quote, end + 1)
+  }
+  return -1
 }
 
 /** What {@link measureValue} found of a parsed value. */

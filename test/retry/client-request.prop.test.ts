@@ -73,7 +73,7 @@ describe('properties of the readers checks', () => {
     )
   })
 
-  it('no body the checks accept nests deeper than maxJsonDepth, and no bytes make them throw', () => {
+  it('no body the checks accept nests deeper than maxJsonDepth or fails to serialise, and no bytes make them throw', () => {
     const bytes = fc.oneof(
       deepJson.map((value) => encode(JSON.stringify({ model: 'm', x: value }))),
       fc.uint8Array({ maxLength: 64 }),
@@ -90,6 +90,10 @@ describe('properties of the readers checks', () => {
         const check = checkClientBody(body, openaiChat, { maxJsonDepth })
         if (!check.ok) return
         expect(depthOf(check.body)).toBeLessThanOrEqual(maxJsonDepth)
+        // What an attempt does with it first: serialising, here under a deep stack of its own.
+        const underDeepStack = (frames: number): string =>
+          frames === 0 ? JSON.stringify(check.body) : underDeepStack(frames - 1)
+        expect(() => underDeepStack(2_000)).not.toThrow()
         const parsed = checkParsedBody(check.body, openaiChat, {
           ...requestBodyDefaults,
           maxJsonDepth,

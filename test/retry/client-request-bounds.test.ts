@@ -222,6 +222,35 @@ describe.each(twins)('%s: time bound on the body', (_name, via) => {
   })
 })
 
+describe('the time bound leaves nothing behind', () => {
+  const timeouts = () =>
+    process.getActiveResourcesInfo().filter((name) => name === 'Timeout').length
+
+  it('readClientRequest: no timer outlives the read, whatever it ended in', async () => {
+    for (const body of ['{"model":"m"}', 'nope', `{"x":"${'x'.repeat(100)}"}`]) {
+      const before = timeouts()
+      const request = new Request('http://x', { method: 'POST', body })
+      await readClientRequest(request, { adapter: openaiChat, maxRequestBodyBytes: 50 })
+      expect(timeouts(), body).toBe(before)
+    }
+  })
+
+  it('readNodeRequest: no timer outlives the read, whatever it ended in', async () => {
+    const counts: [number, number][] = []
+    const server = createServer(async (req, res) => {
+      const before = timeouts()
+      const body = await readNodeRequest(req, res, { adapter: openaiChat, maxRequestBodyBytes: 50 })
+      counts.push([before, timeouts()])
+      if (body !== undefined) res.writeHead(200).end()
+    })
+    const url = await loopback.listen(server)
+    for (const body of ['{"model":"m"}', 'nope', `{"x":"${'x'.repeat(100)}"}`])
+      await (await fetch(url, { method: 'POST', body })).text()
+    expect(counts).toHaveLength(3)
+    for (const [before, after] of counts) expect(after).toBe(before)
+  })
+})
+
 const badOptions: readonly [string, number][] = [
   ['requestBodyTimeoutMs', Number.NaN],
   ['requestBodyTimeoutMs', -1],

@@ -107,37 +107,23 @@ export async function readWithin(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   limit: number,
 ): Promise<Uint8Array | undefined> {
-  const read = await readBounded(reader, limit, undefined)
-  return read === 'too-large' || read === 'timeout' ? undefined : read
-}
-
-/**
- * Reads a body to its end within `limit` bytes and before `expired` settles: its bytes, or
- * what stopped the read (nothing more is read then). A failed read rejects.
- */
-async function readBounded(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-  limit: number,
-  expired: Promise<'timeout'> | undefined,
-): Promise<Uint8Array | 'too-large' | 'timeout'> {
   const chunks: Uint8Array[] = []
   let size = 0
   for (;;) {
-    const next =
-      expired === undefined ? await reader.read() : await Promise.race([reader.read(), expired])
-    if (next === 'timeout') return next
-    if (next.done) break
-    size += next.value.byteLength
-    if (size > limit) return 'too-large'
-    chunks.push(next.value)
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) return undefined
+    chunks.push(value)
   }
   return chunks.length === 0 ? new Uint8Array(0) : joinBytes(chunks)
 }
 
 /**
- * A client's body within the reader's bounds of size and time, or the check of what stopped
- * it. The one timer is cleared on every path; a stream left unread is unlocked, not cancelled
- * (on a Node server, cancelling resets the connection before the answer is sent).
+ * A client's body within the reader's bounds of size and time, or the refusal of what stopped
+ * it. When the time runs out the reader is released, which rejects the read it waits on: one
+ * timer, no promise per chunk, cleared on every path. A stream left unread is unlocked, not
+ * cancelled (on a Node server, cancelling resets the connection before the answer is sent).
  */
 async function readClientBytes(
   request: Request,
@@ -148,22 +134,23 @@ async function readClientBytes(
     return tooLarge(limits.maxRequestBodyBytes)
   if (request.body === null) return new Uint8Array(0)
   const reader = request.body.getReader()
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const expired =
+  let timedOut = false
+  const timer =
     limits.requestBodyTimeoutMs === Number.POSITIVE_INFINITY
       ? undefined
-      : new Promise<'timeout'>((resolve) => {
-          timer = setTimeout(resolve, limits.requestBodyTimeoutMs, 'timeout')
-        })
+      : setTimeout(() => {
+          timedOut = true
+          reader.releaseLock()
+        }, limits.requestBodyTimeoutMs)
   try {
-    const read = await readBounded(reader, limits.maxRequestBodyBytes, expired)
-    if (read === 'too-large') return tooLarge(limits.maxRequestBodyBytes)
-    if (read === 'timeout') return tooSlow(limits.requestBodyTimeoutMs)
-    return read
+    const bytes = await readWithin(reader, limits.maxRequestBodyBytes)
+    return bytes ?? tooLarge(limits.maxRequestBodyBytes)
+  } catch (error) {
+    if (timedOut) return tooSlow(limits.requestBodyTimeoutMs)
+    throw error
   } finally {
     clearTimeout(timer)
-    // A read still pending (the time ran out) is rejected by the release; the race took it.
-    reader.releaseLock()
+    if (!timedOut) reader.releaseLock()
   }
 }
 
@@ -206,8 +193,8 @@ export interface ReadClientRequestOptions {
   /**
    * What code in front of the reader made of the body, when it read it already (Hono's
    * `await c.req.json()`): a parsed value, a string or bytes. Used only when the request's body
-   * was read already (`request.bodyUsed`, or its stream locked), through the same checks of size, depth and shape.
-   * Without it such a request is answered `500` naming the cause.
+   * was read already (`request.bodyUsed`, or its stream locked), through the same checks of
+   * size, depth and shape. Without it such a request is answered `500` naming the cause.
    */
   readonly parsedBody?: unknown
 }

@@ -149,6 +149,23 @@ async function bodyOf(
   return { check: checkClientBody(bytes, options.adapter, limits), bytes }
 }
 
+/** A client that left before it could be answered: nothing to write, a record to log. */
+function clientGone(
+  res: ServerResponse,
+  options: ReadNodeRequestOptions,
+  started: number,
+): undefined {
+  res.destroy()
+  callSafely(options.onRefused, {
+    kind: 'client-gone',
+    ok: false,
+    reason: 'client-gone',
+    status: null,
+    durationMs: now() - started,
+  })
+  return undefined
+}
+
 /**
  * Reads a client's request on a Node server for the relay: the body as bytes within
  * `maxRequestBodyBytes` (a declared `content-length` past it is refused before a byte is
@@ -179,22 +196,13 @@ export async function readNodeRequest(
   checkKeepClientBytes('readNodeRequest', options.keepClientBytes)
   const limits = readerLimits(options, requestBodyDefaults)
   const read = await bodyOf(req, options, limits)
-  if (read === 'gone' || res.destroyed) {
-    res.destroy()
-    callSafely(options.onRefused, {
-      kind: 'client-gone',
-      ok: false,
-      reason: 'client-gone',
-      status: null,
-      durationMs: now() - started,
-    })
-    return undefined
-  }
+  if (read === 'gone') return clientGone(res, options, started)
   const { check, bytes } = read
   if (check.ok)
     return options.keepClientBytes === true && bytes !== undefined
       ? keepClientBytes(check.body, bytes)
       : check.body
+  if (res.destroyed) return clientGone(res, options, started)
   if (!res.headersSent) {
     const head: Record<string, string> = { 'content-type': 'application/json' }
     // The unread rest of a body past a bound must not be taken for a next request.

@@ -329,6 +329,23 @@ describe('readNodeRequest: onRefused', () => {
     expect(big.refusal).toMatchObject({ kind: 'refused', status: 413, reason: 'too-large' })
   })
 
+  it("a client that leaves mid-body: kind 'client-gone', nothing written, no wait", async () => {
+    let resolveSeen: (refusal: ClientRequestRefusal) => void = () => {}
+    const seen = new Promise<ClientRequestRefusal>((resolve) => {
+      resolveSeen = resolve
+    })
+    const server = createServer(async (req, res) => {
+      await readNodeRequest(req, res, { adapter: openaiChat, onRefused: resolveSeen })
+    })
+    const url = await loopback.listen(server)
+    const req = httpRequest(url, { method: 'POST', headers: { 'content-length': '100' } })
+    req.on('error', () => {})
+    req.write('{"model":')
+    await new Promise((resume) => setTimeout(resume, 50))
+    req.destroy()
+    expect(await seen).toMatchObject({ kind: 'client-gone', ok: false, status: null })
+  })
+
   it('a hook that throws changes nothing', async () => {
     const server = createServer(async (req, res) => {
       const body = await readNodeRequest(req, res, {

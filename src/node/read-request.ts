@@ -15,6 +15,11 @@ import {
   alreadyRead,
   type ClientBodyCheck,
   type ClientRequestRefusal,
+  refusalOf,
+  tooLarge,
+  tooSlow,
+} from '../retry/request/client-refusal.js'
+import {
   checkClientBody,
   checkKeepClientBytes,
   checkParsedBody,
@@ -22,9 +27,6 @@ import {
   keepClientBytes,
   type ReaderLimits,
   readerLimits,
-  refusalOf,
-  tooLarge,
-  tooSlow,
 } from '../retry/request/client-request.js'
 
 /**

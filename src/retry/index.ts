@@ -43,7 +43,7 @@ export type {
   ClientBodyCheck,
   ClientRequestRefusal,
   ClientRequestRefusalReason,
-} from './request/client-request.js'
+} from './request/client-refusal.js'
 export { isFirstPartyApi } from './request/correlation.js'
 export type {
   AttemptRequestContext,

@@ -16,6 +16,11 @@ import {
   type ClientBodyCheck,
   type ClientBodyRefusal,
   type ClientRequestRefusal,
+  refusalOf,
+  tooLarge,
+  tooSlow,
+} from './client-refusal.js'
+import {
   checkClientBody,
   checkKeepClientBytes,
   checkParsedBody,
@@ -24,9 +29,6 @@ import {
   keepClientBytes,
   type ReaderLimits,
   readerLimits,
-  refusalOf,
-  tooLarge,
-  tooSlow,
 } from './client-request.js'
 
 /**

@@ -46,6 +46,8 @@ const copyable = new Set([
   'key-pool/selection.ts',
   'retry/request/ready-attempt.ts',
   'retry/request/client-request.ts',
+  // The readers' refusals: plain values and their constructors.
+  'retry/request/client-refusal.ts',
 ])
 
 /**

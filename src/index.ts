@@ -163,6 +163,8 @@ export type {
   ClientBodyCheck,
   ClientHeaders,
   ClientRequestRead,
+  ClientRequestRefusal,
+  ClientRequestRefusalReason,
   ConnectionErrorVerdict,
   ContextOverflow,
   ContextWindowFitOptions,

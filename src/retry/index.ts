@@ -39,7 +39,11 @@ export type {
 export { relay } from './relay/relay.js'
 export type { FetchFunction, ResilientFetchOptions } from './relay/resilient-fetch.js'
 export { createResilientFetch } from './relay/resilient-fetch.js'
-export type { ClientBodyCheck } from './request/client-request.js'
+export type {
+  ClientBodyCheck,
+  ClientRequestRefusal,
+  ClientRequestRefusalReason,
+} from './request/client-refusal.js'
 export { isFirstPartyApi } from './request/correlation.js'
 export type {
   AttemptRequestContext,

@@ -79,6 +79,8 @@ const publicNames = {
       'ClientBodyCheck',
       'ClientHeaders',
       'ClientRequestRead',
+      'ClientRequestRefusal',
+      'ClientRequestRefusalReason',
       'CommitGate',
       'CommitGateOptions',
       'CommitOn',

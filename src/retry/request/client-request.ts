@@ -1,50 +1,51 @@
 /**
  * What a gateway must check of a client's request before the relay sends it anywhere: the
- * bytes are UTF-8 (decoded once, never chunk by chunk), they parse as a JSON object, `stream`
- * is absent or a boolean, and the protocol's own fields hold (`model` a string where the body
- * names it). A request that fails gets a `400` in the client's protocol and never reaches the
- * upstream. Pure: `readClientRequest` (web `Request`) and `readNodeRequest`
- * (`stream-boundary/node`) read the bytes, this decides.
+ * bytes are UTF-8 (decoded once, never chunk by chunk), they nest no deeper than a bound, they
+ * parse as a JSON object, `stream` is absent or a boolean, and the protocol's own fields hold
+ * (`model` a string where the body names it). A request that fails gets a `400` in the
+ * client's protocol and never reaches the upstream. Pure: `readClientRequest` (web `Request`)
+ * and `readNodeRequest` (`stream-boundary/node`) read the bytes, this decides.
  *
  * @module
  */
 
+import { positiveInteger, timeoutMilliseconds } from '../../options.js'
 import type { RenderableError, StreamAdapter } from '../../protocols/types.js'
+import { type ClientBodyCheck, invalid, tooDeep, tooLarge } from './client-refusal.js'
+import { measureValue, nestsDeeperThan } from './json-depth.js'
 
 /**
- * What a client's request body turned out to be: a request the relay can send, or the
- * status and error to answer it with (in the client's protocol, by {@link clientErrorBody}).
- *
- * @group Relay
+ * The reader options every reader shares, checked once per call before a byte is read.
+ * @internal
  */
-export type ClientBodyCheck =
-  | { readonly ok: true; readonly body: Record<string, unknown> }
-  | { readonly ok: false; readonly status: 400 | 413; readonly error: RenderableError }
+export interface ReaderLimits {
+  readonly maxRequestBodyBytes: number
+  readonly maxJsonDepth: number
+  /** `Infinity`: no time bound. */
+  readonly requestBodyTimeoutMs: number
+}
+
+/**
+ * Checks a reader's bounds (a `RangeError` naming the option: a size or depth that is not a
+ * positive integer, a timeout that is not a positive number of milliseconds below 2^31, or
+ * `Infinity` for none) and fills in the defaults.
+ */
+export function readerLimits(options: Partial<ReaderLimits>, defaults: ReaderLimits): ReaderLimits {
+  return {
+    maxRequestBodyBytes: positiveInteger(
+      'maxRequestBodyBytes',
+      options.maxRequestBodyBytes ?? defaults.maxRequestBodyBytes,
+    ),
+    maxJsonDepth: positiveInteger('maxJsonDepth', options.maxJsonDepth ?? defaults.maxJsonDepth),
+    requestBodyTimeoutMs: timeoutMilliseconds(
+      'requestBodyTimeoutMs',
+      options.requestBodyTimeoutMs ?? defaults.requestBodyTimeoutMs,
+    ),
+  }
+}
 
 // `fatal`: a byte sequence that is not UTF-8 is refused, not turned into U+FFFD and sent on.
 const utf8 = new TextDecoder('utf-8', { fatal: true })
-
-function invalid(message: string): ClientBodyCheck {
-  return {
-    ok: false,
-    status: 400,
-    error: { type: 'invalid_request_error', code: 'invalid_request', message, status: 400 },
-  }
-}
-
-/** The `413` of a body past `limit` bytes; the message names the bound, never the body. */
-export function tooLarge(limit: number): ClientBodyCheck & { ok: false } {
-  return {
-    ok: false,
-    status: 413,
-    error: {
-      type: 'request_too_large',
-      code: 'request_too_large',
-      message: `The request body is larger than this gateway accepts (${limit} bytes)`,
-      status: 413,
-    },
-  }
-}
 
 /** What kind of JSON value `value` is, for a message. */
 function kindOf(value: unknown): string {
@@ -53,38 +54,98 @@ function kindOf(value: unknown): string {
 }
 
 /**
- * Decides whether a client's request body is a request `adapter`'s protocol can relay: UTF-8,
- * a JSON object, `stream` absent or a boolean, and the adapter's own `invalidRequest` check.
- * Never throws: an adapter check that throws is answered `400` naming the adapter.
+ * Decides whether a client's request body is a request `adapter`'s protocol can relay: nested
+ * no deeper than `bounds.maxJsonDepth` (128 by default; one pass over the bytes, before the
+ * parse, so no deep body ever reaches code that recurses), UTF-8, a JSON object, `stream`
+ * absent or a boolean, and the adapter's own `invalidRequest` check. Never throws: an adapter
+ * check that throws is answered `400` naming the adapter.
  *
  * @group Relay
  */
-export function checkClientBody(bytes: Uint8Array, adapter: StreamAdapter): ClientBodyCheck {
+export function checkClientBody(
+  bytes: Uint8Array,
+  adapter: StreamAdapter,
+  bounds: { readonly maxJsonDepth?: number } = {},
+): ClientBodyCheck {
+  const maxDepth = bounds.maxJsonDepth ?? defaultMaxJsonDepth
+  // Before the parse: a body nested a million deep is refused before it becomes objects.
+  if (nestsDeeperThan(bytes, maxDepth)) return tooDeep(maxDepth)
   let text: string
   try {
     text = utf8.decode(bytes)
   } catch {
-    return invalid('The request body is not valid UTF-8')
+    return invalid('invalid-utf8', 'The request body is not valid UTF-8')
   }
   let json: unknown
   try {
     json = JSON.parse(text)
   } catch {
-    return invalid('The request body is not valid JSON')
+    return invalid('invalid-json', 'The request body is not valid JSON')
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json))
-    return invalid(`The request body must be a JSON object, got ${kindOf(json)}`)
+    return invalid('not-an-object', `The request body must be a JSON object, got ${kindOf(json)}`)
   const body = json as Record<string, unknown>
   if (body.stream !== undefined && typeof body.stream !== 'boolean')
-    return invalid(`\`stream\` must be a boolean, got ${kindOf(body.stream)}`)
+    return invalid('invalid-request', `\`stream\` must be a boolean, got ${kindOf(body.stream)}`)
   let problem: unknown
   try {
     problem = adapter.invalidRequest?.(body)
   } catch {
     problem = `the ${adapter.name} adapter could not check the request`
   }
-  if (typeof problem === 'string') return invalid(`The request is invalid: ${problem}`)
+  if (typeof problem === 'string')
+    return invalid('invalid-request', `The request is invalid: ${problem}`)
   return { ok: true, body }
+}
+
+/**
+ * 128 levels: the default recursion limit of serde_json, which many gateways and upstreams
+ * parse with, so a deeper body would be refused further on anyway; what real requests need
+ * (a tool's JSON Schema nested 30 deep is about 65 levels of request) fits twice over, and
+ * serialising 128 levels is far from any stack's limit. docs/errors.md says why.
+ */
+export const defaultMaxJsonDepth = 128
+
+const encoder = new TextEncoder()
+
+/**
+ * A body that code in front of the reader already parsed or read (`req.body` of
+ * `express.json()`, Fastify's `request.body`, Hono's `c.req.json()`), through the checks a
+ * read body gets: a string or bytes as the bytes they are; a parsed value measured without
+ * recursion (depth, and no more values than the byte bound allows), then serialised once and
+ * checked as those bytes (the bytes a `keepClientBytes` body keeps). `undefined` only when
+ * there is nothing to check.
+ */
+export function checkParsedBody(
+  parsed: unknown,
+  adapter: StreamAdapter,
+  limits: ReaderLimits,
+): { readonly check: ClientBodyCheck; readonly bytes: Uint8Array | undefined } {
+  let bytes: Uint8Array
+  if (parsed instanceof Uint8Array) bytes = parsed
+  else if (parsed instanceof ArrayBuffer) bytes = new Uint8Array(parsed)
+  else if (typeof parsed === 'string') bytes = encoder.encode(parsed)
+  else {
+    const measure = measureValue(parsed, limits.maxJsonDepth, limits.maxRequestBodyBytes)
+    if (measure === 'too-deep') return { check: tooDeep(limits.maxJsonDepth), bytes: undefined }
+    if (measure === 'too-large')
+      return { check: tooLarge(limits.maxRequestBodyBytes), bytes: undefined }
+    let text: string | undefined
+    try {
+      text = JSON.stringify(parsed)
+    } catch {
+      // A value JSON cannot write (a BigInt, a throwing toJSON): not a JSON body.
+    }
+    if (text === undefined)
+      return {
+        check: invalid('invalid-json', 'The request body is not valid JSON'),
+        bytes: undefined,
+      }
+    bytes = encoder.encode(text)
+  }
+  if (bytes.byteLength > limits.maxRequestBodyBytes)
+    return { check: tooLarge(limits.maxRequestBodyBytes), bytes: undefined }
+  return { check: checkClientBody(bytes, adapter, limits), bytes }
 }
 
 /** Where a body read with `keepClientBytes` keeps the client's bytes (`Symbol.for`: copies agree). */

@@ -6,7 +6,11 @@
  * @module
  */
 
-import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
+import {
+  positiveMilliseconds as duration,
+  positiveNumber as positive,
+  rejectUnknownKeys,
+} from '../options.js'
 import {
   initialKeyState,
   KeyHealth,
@@ -222,25 +226,25 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   return {
     selection,
     maxInflight: positive('maxInflight', options.maxInflight ?? d.maxInflight, true),
-    defaultCooldownMs: positive(
+    defaultCooldownMs: duration(
       'defaultCooldownMs',
       options.defaultCooldownMs ?? d.defaultCooldownMs,
     ),
-    minCooldownMs: positive('minCooldownMs', options.minCooldownMs ?? d.minCooldownMs),
-    headroomHorizonMs: positive(
+    minCooldownMs: duration('minCooldownMs', options.minCooldownMs ?? d.minCooldownMs),
+    headroomHorizonMs: duration(
       'headroomHorizonMs',
       options.headroomHorizonMs ?? d.headroomHorizonMs,
     ),
-    latencyHalfLifeMs: positive(
+    latencyHalfLifeMs: duration(
       'latencyHalfLifeMs',
       options.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
     ),
-    maxCooldownMs: positive('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
+    maxCooldownMs: duration('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
     failureThreshold: positive('failureThreshold', options.failureThreshold ?? d.failureThreshold),
-    breakerWindowMs: positive('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
+    breakerWindowMs: duration('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
     breakerFailureRatio: ratio,
-    circuitOpenMs: positive('circuitOpenMs', options.circuitOpenMs ?? d.circuitOpenMs),
-    authDisableMs: positive('authDisableMs', options.authDisableMs ?? d.authDisableMs),
+    circuitOpenMs: duration('circuitOpenMs', options.circuitOpenMs ?? d.circuitOpenMs),
+    authDisableMs: duration('authDisableMs', options.authDisableMs ?? d.authDisableMs),
     onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
   }

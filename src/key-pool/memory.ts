@@ -8,6 +8,7 @@
 
 import {
   positiveMilliseconds as duration,
+  maxTimerDelayMs,
   positiveNumber as positive,
   rejectUnknownKeys,
 } from '../options.js'
@@ -299,11 +300,15 @@ class WaitQueue {
         reject(signal?.reason)
       }
       // Request-scoped: it holds the process while the caller waits, and is always cleared.
-      const timer = setTimeout(() => {
-        leave()
-        signal?.removeEventListener('abort', onAbort)
-        resolve(decide(options))
-      }, waitMs)
+      const timer = setTimeout(
+        () => {
+          leave()
+          signal?.removeEventListener('abort', onAbort)
+          resolve(decide(options))
+          // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
+        },
+        Math.min(waitMs, maxTimerDelayMs),
+      )
       signal?.addEventListener('abort', onAbort, { once: true })
       waiters.push(waiter)
     })

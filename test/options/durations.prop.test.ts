@@ -144,6 +144,22 @@ describe('duration options', () => {
     },
   )
 
+  it("a pool's wait for a busy key past the timer limit (Infinity, 2^31) waits for the release, not at once", async () => {
+    for (const waitMs of [2 ** 31, Number.POSITIVE_INFINITY]) {
+      const pool = createMemoryKeyPool(keys, { maxInflight: 1 })
+      const first = await pool.acquire()
+      expect(first.kind).toBe('leased')
+      const second = pool.acquire({ waitMs })
+      const early = await Promise.race([
+        second.then((result) => result.kind),
+        new Promise((resolve) => setTimeout(() => resolve('still waiting'), 30)),
+      ])
+      expect(early).toBe('still waiting')
+      if (first.kind === 'leased') await first.lease.report({ kind: 'success' })
+      expect((await second).kind).toBe('leased')
+    }
+  })
+
   it('a deadline and a hedge delay at the limit wait; one past it is a RangeError, never "at once"', async () => {
     const answer = () =>
       new Response(

@@ -300,12 +300,12 @@ class WaitQueue {
         reject(signal?.reason)
       }
       // Request-scoped: it holds the process while the caller waits, and is always cleared.
+      // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
       const timer = setTimeout(
         () => {
           leave()
           signal?.removeEventListener('abort', onAbort)
           resolve(decide(options))
-          // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
         },
         Math.min(waitMs, maxTimerDelayMs),
       )

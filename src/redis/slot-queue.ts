@@ -93,11 +93,11 @@ export function waitForSlot(
       },
     }
     const onAbort = () => settle(() => reject(signal?.reason))
+    // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
     const deadline = setTimeout(
       () => {
         timedOut = true
         if (!running) waiter.attempt(false)
-        // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
       },
       Math.min(waitMs, maxTimerDelayMs),
     )

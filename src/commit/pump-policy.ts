@@ -229,7 +229,7 @@ export interface PumpOptions extends PumpPolicy {
   /** Aborting ends the pump (the host gave up); the upstream is cancelled. */
   readonly signal?: AbortSignal | undefined
   /**
-   * Credentials to redact by exact value (as they are and JSON-escaped) from every frame
+   * Credentials to redact by exact value (as they are and in any JSON escaping) from every frame
    * relayed after commit (`relay()` passes the request's keys): a frame that quotes a key, in
    * an error or an answer's id, never reaches the client with it. Error frames are also
    * redacted by shape (`sk-…`, `AIza…`, `?key=…`, bearer tokens), with or without secrets.

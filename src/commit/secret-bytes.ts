@@ -6,10 +6,11 @@
  */
 
 import { escapedPattern, formsOf, minRedactedLength } from '../protocols/sanitize.js'
-import { includesBytes } from '../sse/index-of.js'
+import { includesBytes, indexOfByte } from '../sse/index-of.js'
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
+const backslash = 0x5c
 
 /** The short JSON escapes a secret's characters may take, besides `\u`. */
 const shortEscapes = new Map([
@@ -59,7 +60,11 @@ export class SecretBytes {
     }
     for (const form of this.#forms) if (includesBytes(bytes, form)) return true
     // Any other form holds an escape: only then is the chunk decoded and matched.
-    if (this.#long.length === 0 || !this.#escapes.some((form) => includesBytes(bytes, form)))
+    if (
+      this.#long.length === 0 ||
+      indexOfByte(bytes, backslash) < 0 ||
+      !this.#escapes.some((form) => includesBytes(bytes, form))
+    )
       return false
     const text = decoder.decode(bytes)
     return this.#long.some((secret) => text.search(escapedPattern(secret)) >= 0)

@@ -42,6 +42,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
  * The most body a client keeps: far more than any scenario's answer (a few hundred bytes),
  * far less than a gateway that streams without end would grow it to. Past it, or in one frame
  * past it, the client stops reading and the judge says why, with memory bounded.
+ * @internal exported for tests
  */
 export const maxClientBodyBytes = 8 * 1024 * 1024
 

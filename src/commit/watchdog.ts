@@ -163,11 +163,8 @@ export class Watchdog {
       if (taken !== undefined && taken > (this.#takenAt as number)) {
         this.#takenAt = taken
         this.#progressAt = this.#progressTime(at)
-        if (at - this.#progressAt >= this.#stallMs) {
-          this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
-          return
-        }
-      } else if (at - this.#progressAt >= this.#stallMs) {
+      }
+      if (at - this.#progressAt >= this.#stallMs) {
         this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
         return
       }

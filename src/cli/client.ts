@@ -49,6 +49,9 @@ export const maxClientBodyBytes = 8 * 1024 * 1024
 /** The client stopped reading a body past {@link maxClientBodyBytes}. */
 class BodyTooLargeError extends Error {}
 
+// A frame that never ends is the body's bound too: the frame reader's bound is the same.
+const tooLargeMessage = `the body passed ${maxClientBodyBytes} bytes with no end (the client stopped reading)`
+
 const messageOf = (error: unknown): string => {
   const cause = (error as { cause?: unknown })?.cause
   const own = error instanceof Error ? error.message : String(error)
@@ -62,12 +65,6 @@ function tooLarge(error: unknown): boolean {
   return [error, cause].some(
     (each) => each instanceof BodyTooLargeError || isFrameTooLargeError(each),
   )
-}
-
-function tooLargeMessage(error: unknown): string {
-  return isFrameTooLargeError(error) || isFrameTooLargeError((error as { cause?: unknown }).cause)
-    ? `one frame passed ${maxClientBodyBytes} bytes with no end (the client stopped reading)`
-    : `the body passed ${maxClientBodyBytes} bytes with no end (the client stopped reading)`
 }
 
 /** Sends `request` and reads the answer as `options` say. Never throws. */
@@ -107,9 +104,7 @@ export async function runClient(
           kept += read.value.length
           if (kept > maxClientBodyBytes) {
             chunks.push(read.value.subarray(0, read.value.length - (kept - maxClientBodyBytes)))
-            throw new BodyTooLargeError(
-              `the body passed ${maxClientBodyBytes} bytes with no end (the client stopped reading)`,
-            )
+            throw new BodyTooLargeError(tooLargeMessage)
           }
           chunks.push(read.value)
           yield read.value
@@ -133,7 +128,7 @@ export async function runClient(
   } catch (caught) {
     if (leftAt === null) {
       end = timedOut ? 'timeout' : tooLarge(caught) ? 'too-large' : 'error'
-      error = end === 'too-large' ? tooLargeMessage(caught) : messageOf(caught)
+      error = end === 'too-large' ? tooLargeMessage : messageOf(caught)
     }
     // Stop the gateway's stream: nothing more of it is read.
     if (!controller.signal.aborted) controller.abort(caught)

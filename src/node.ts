@@ -87,6 +87,14 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
   }
 
   let given = 0
+  // When a write's bytes were all taken by the kernel, and the count then (the client's
+  // progress, timed when it happened: see `bytesTakenAt`).
+  let stampAt: number | undefined
+  let stampTaken = 0
+  const stamp = () => {
+    stampAt = performance.now()
+    stampTaken = bytesTakenOf(res, given)
+  }
   const sink: DownstreamSink & PlainHeadSink & { readonly [ownStop]: Stop } = {
     get signal() {
       return gone.real
@@ -106,10 +114,11 @@ export function nodeSink(res: ServerResponse): DownstreamSink {
       if (res.destroyed || res.writableEnded)
         return Promise.reject(new Error('the response is closed'))
       given += chunk.length
-      if (res.write(chunk)) return
+      if (res.write(chunk, stamp)) return
       return waitFor('drain')
     },
     bytesTaken: () => bytesTakenOf(res, given),
+    bytesTakenAt: () => (bytesTakenOf(res, given) === stampTaken ? stampAt : undefined),
     flush() {
       // The head alone (early headers); then compression middleware's own flush(), if any.
       if (!res.destroyed && !res.writableEnded) res.flushHeaders()

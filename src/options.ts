@@ -13,18 +13,10 @@ export function positiveInteger(name: string, value: number): number {
   return value
 }
 
-/** A positive, finite number of milliseconds, or a `RangeError` naming the option. */
 /** `value` when it is a boolean; a `TypeError` naming the option otherwise. */
 export function boolean(name: string, value: boolean): boolean {
   if (typeof value !== 'boolean') {
     throw new TypeError(`${name} must be a boolean, got ${typeof value}`)
-  }
-  return value
-}
-
-export function positiveMilliseconds(name: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new RangeError(`${name} must be a positive number of milliseconds, got ${String(value)}`)
   }
   return value
 }
@@ -42,6 +34,36 @@ export function positiveNumber(name: string, value: number, allowInfinity = fals
  * would cut a stream immediately instead of never.
  */
 export const maxTimerDelayMs = 2_147_483_647
+
+/**
+ * A duration in milliseconds: finite, above 0 (or at least 0 with `zero`), and at most
+ * {@link maxTimerDelayMs}; else a `RangeError` naming the option. Every duration option is
+ * checked by it or by {@link timeoutMilliseconds}: a value past `setTimeout`'s limit would
+ * fire at once, so it is refused rather than taken as "now".
+ */
+function milliseconds(name: string, value: number, zero: boolean): number {
+  if (
+    typeof value !== 'number' ||
+    !(zero ? value >= 0 : value > 0) ||
+    !(value <= maxTimerDelayMs)
+  ) {
+    const least = zero ? '0 or more' : 'a positive number of'
+    throw new RangeError(
+      `${name} must be ${least} milliseconds up to ${maxTimerDelayMs}, got ${String(value)}`,
+    )
+  }
+  return value
+}
+
+/** A positive number of milliseconds up to {@link maxTimerDelayMs}, or a `RangeError`. */
+export function positiveMilliseconds(name: string, value: number): number {
+  return milliseconds(name, value, false)
+}
+
+/** 0 or more milliseconds up to {@link maxTimerDelayMs}, or a `RangeError`. */
+export function nonNegativeMilliseconds(name: string, value: number): number {
+  return milliseconds(name, value, true)
+}
 
 /**
  * A timeout in milliseconds: positive and at most {@link maxTimerDelayMs}, or `Infinity`

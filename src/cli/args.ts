@@ -7,6 +7,7 @@
 
 import { parseArgs } from 'node:util'
 import type { KeySelection } from '../key-pool/memory.js'
+import { maxTimerDelayMs } from '../options.js'
 import { type ChaosProtocol, chaosProtocols } from './client-request.js'
 import { type ChaosScenario, expectingContinuation, selectScenarios } from './scenarios.js'
 
@@ -176,12 +177,17 @@ function integer(
   return n
 }
 
-/** A bound in milliseconds: an integer >= 1, or `Infinity` for none (the library's one rule). */
+/**
+ * A bound in milliseconds: an integer from 1 to `setTimeout`'s limit, or `Infinity` for none
+ * (the library's one rule).
+ */
 function boundMs(flag: string, value: string | undefined, fallback: number): number {
   if (value?.trim() === 'Infinity') return Number.POSITIVE_INFINITY
   const n = value === undefined || value.trim() === '' ? Number.NaN : Number(value)
-  if (value !== undefined && (!Number.isSafeInteger(n) || n < 1)) {
-    throw new UsageError(`--${flag} must be an integer >= 1 or Infinity, got "${value}"`)
+  if (value !== undefined && (!Number.isSafeInteger(n) || n < 1 || n > maxTimerDelayMs)) {
+    throw new UsageError(
+      `--${flag} must be an integer from 1 to ${maxTimerDelayMs} or Infinity, got "${value}"`,
+    )
   }
   return value === undefined ? fallback : n
 }
@@ -314,13 +320,14 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
     requests: requestsText === undefined ? undefined : integer('requests', requestsText, 1, 1),
     faultRate,
     seed: integer('seed', text('seed'), chaosDefaults.seed, 0),
-    hangMs: integer('hang-ms', text('hang-ms'), chaosDefaults.hangMs, 100),
+    hangMs: integer('hang-ms', text('hang-ms'), chaosDefaults.hangMs, 100, maxTimerDelayMs),
     stallMs: boundMs('stall-ms', text('stall-ms'), chaosDefaults.stallMs),
     startTimeoutMs: integer(
       'start-timeout-ms',
       text('start-timeout-ms'),
       chaosDefaults.startTimeoutMs,
       100,
+      maxTimerDelayMs,
     ),
     headers: parseHeaders((values.header as string[] | undefined) ?? []),
     json: values.json === true,

@@ -6,6 +6,7 @@
  */
 
 import { createStreamTracker } from '../classify/index.js'
+import { isFrameTooLargeError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import { createFrameReader } from '../sse/reader.js'
@@ -37,10 +38,33 @@ export interface ClientOptions {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/**
+ * The most body a client keeps: far more than any scenario's answer (a few hundred bytes),
+ * far less than a gateway that streams without end would grow it to. Past it, or in one frame
+ * past it, the client stops reading and the judge says why, with memory bounded.
+ * @internal exported for tests
+ */
+export const maxClientBodyBytes = 8 * 1024 * 1024
+
+/** The client stopped reading a body past {@link maxClientBodyBytes}. */
+class BodyTooLargeError extends Error {}
+
+// A frame that never ends is the body's bound too: the frame reader's bound is the same.
+const tooLargeMessage = `the body passed ${maxClientBodyBytes} bytes with no end (the client stopped reading)`
+
 const messageOf = (error: unknown): string => {
   const cause = (error as { cause?: unknown })?.cause
   const own = error instanceof Error ? error.message : String(error)
   return cause instanceof Error ? `${own} (${cause.message})` : own
+}
+
+/** A body or one frame past the bound the client keeps. */
+function tooLarge(error: unknown): boolean {
+  // The frame reader wraps what its source threw.
+  const cause = (error as { cause?: unknown } | undefined)?.cause
+  return [error, cause].some(
+    (each) => each instanceof BodyTooLargeError || isFrameTooLargeError(each),
+  )
 }
 
 /** Sends `request` and reads the answer as `options` say. Never throws. */
@@ -72,15 +96,21 @@ export async function runClient(
     headers = Object.fromEntries(response.headers)
     if (response.body !== null) {
       const body = response.body
+      let kept = 0
       const recorded = (async function* () {
         const source = body.getReader()
         for (let read = await source.read(); !read.done; read = await source.read()) {
           firstByteMs ??= since()
+          kept += read.value.length
+          if (kept > maxClientBodyBytes) {
+            chunks.push(read.value.subarray(0, read.value.length - (kept - maxClientBodyBytes)))
+            throw new BodyTooLargeError(tooLargeMessage)
+          }
           chunks.push(read.value)
           yield read.value
         }
       })()
-      const reader = createFrameReader(recorded, { maxFrameBytes: 64 * 1024 * 1024 })
+      const reader = createFrameReader(recorded, { maxFrameBytes: maxClientBodyBytes })
       const tracker = createStreamTracker(options.adapter, { keepReasoningChars: 0 })
       for (let frame = await reader.next(); frame !== null; frame = await reader.next()) {
         const kind = tracker.observe(frame).kind
@@ -97,9 +127,11 @@ export async function runClient(
     }
   } catch (caught) {
     if (leftAt === null) {
-      end = timedOut ? 'timeout' : 'error'
-      error = messageOf(caught)
+      end = timedOut ? 'timeout' : tooLarge(caught) ? 'too-large' : 'error'
+      error = end === 'too-large' ? tooLargeMessage : messageOf(caught)
     }
+    // Stop the gateway's stream: nothing more of it is read.
+    if (!controller.signal.aborted) controller.abort(caught)
   } finally {
     clearTimeout(timer)
   }

@@ -16,9 +16,12 @@ export interface Observation {
   readonly contentType: string | null
   /** Every body byte the client read. */
   readonly body: Uint8Array
-  /** `eof`: the body ended; `error`: the request or body failed; `timeout`: no end in time. */
-  readonly end: 'eof' | 'error' | 'timeout'
-  /** The failure's message, for `error`. */
+  /**
+   * `eof`: the body ended; `error`: the request or body failed; `timeout`: no end in time;
+   * `too-large`: the body (or one frame) grew past what the client keeps with no end.
+   */
+  readonly end: 'eof' | 'error' | 'timeout' | 'too-large'
+  /** The failure's message, for `error` and `too-large`. */
   readonly error?: string
 }
 
@@ -219,7 +222,8 @@ export async function judgeObservation(
   const sse =
     (observation.contentType ?? '').includes('text/event-stream') ||
     /^(data|event|id|retry)?:/.test(decoder.decode(observation.body.subarray(0, 16)))
-  if (!sse && observation.end !== 'timeout') return judgeNonStream(observation, options.adapter)
+  if (!sse && observation.end !== 'timeout' && observation.end !== 'too-large')
+    return judgeNonStream(observation, options.adapter)
   const read = await readSse(observation.body, options.adapter)
   const attemptsSeen = tagsOf(read.text + read.reasoning)
   const textChars = read.text.replace(tagPattern, '').length
@@ -237,6 +241,12 @@ export async function judgeObservation(
     return { ...got, kind: 'duplicate', reason: 'the same answer twice' }
   if (observation.end === 'timeout')
     return { ...got, kind: 'hang', reason: `no end before the hang bound (${seen} so far)` }
+  if (observation.end === 'too-large')
+    return {
+      ...got,
+      kind: 'hang',
+      reason: `no end: ${short(observation.error ?? 'the body grew without bound', 80)} (${seen} so far)`,
+    }
   if (observation.end === 'error')
     return {
       ...got,

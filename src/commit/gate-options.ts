@@ -35,6 +35,13 @@ export interface DownstreamSink {
    * taken within the bound is a stall. `nodeSink` and `webSink` have it.
    */
   bytesTaken?(): number
+  /**
+   * When the sink saw {@link DownstreamSink.bytesTaken}'s count reached (`performance.now()`
+   * time, from an event such as a drain, a write's callback or the consumer's pull), or
+   * `undefined` when the count moved since without an event it saw. With it, a client's last
+   * byte is timed when it happened rather than when the write-stall clock next looks.
+   */
+  bytesTakenAt?(): number | undefined
 }
 
 /**
@@ -152,6 +159,8 @@ export interface CommitGate {
    * or `undefined` when the sink cannot tell (or its count threw).
    */
   readonly bytesTaken: number | undefined
+  /** The sink's {@link DownstreamSink.bytesTakenAt}, or `undefined` (or when it threw). */
+  readonly bytesTakenAt: number | undefined
   /**
    * Sets the upstream's headers to pass on with the head (replacing those of an earlier
    * attempt), filtered by `forwardHeaders`, each value redacted: `secrets` (the keys the

@@ -126,6 +126,15 @@ class Gate implements CommitGate {
     }
   }
 
+  get bytesTakenAt(): number | undefined {
+    try {
+      const at = this.#sink.bytesTakenAt?.()
+      return typeof at === 'number' && Number.isFinite(at) ? at : undefined
+    } catch {
+      return undefined
+    }
+  }
+
   #fail(error: DownstreamClosedError): void {
     if (this.#failure !== undefined) return
     this.#failure = error

@@ -46,8 +46,11 @@ export interface PumpPolicy {
   /**
    * End the stream when a write is blocked and the client has taken no byte for this long
    * (it stopped reading), as the sink's `bytesTaken` shows (`nodeSink`, `webSink`; looked at
-   * every quarter of the bound): a slow client still reading is never cut, however long one
-   * write waits on it. A sink without `bytesTaken` is measured by the blocked write's own wait.
+   * from the moment a write blocks and every second after, a quarter of the bound when that
+   * is shorter): a slow client still reading is never cut, however long one write waits on
+   * it. The bound runs from the client's last byte (or the block, if later), timed when the
+   * sink saw it (a write's callback, the consumer's pull) or else by the look that found it, so
+   * the cut comes within the bound and one look of that byte. A sink without `bytesTaken` is measured by the blocked write's own wait.
    * The response is cut, the upstream body cancelled, and the end is `downstream-stalled`, a
    * downstream failure that never counts against the upstream. Give the gate's
    * `writeStallTimeoutMs` the same value so its keep-alives are bounded too. `Infinity` turns
@@ -226,7 +229,7 @@ export interface PumpOptions extends PumpPolicy {
   /** Aborting ends the pump (the host gave up); the upstream is cancelled. */
   readonly signal?: AbortSignal | undefined
   /**
-   * Credentials to redact by exact value (as they are and JSON-escaped) from every frame
+   * Credentials to redact by exact value (as they are and in any JSON escaping) from every frame
    * relayed after commit (`relay()` passes the request's keys): a frame that quotes a key, in
    * an error or an answer's id, never reaches the client with it. Error frames are also
    * redacted by shape (`sk-…`, `AIza…`, `?key=…`, bearer tokens), with or without secrets.

@@ -13,13 +13,28 @@ import type { normalizePumpPolicy } from './pump-policy.js'
 
 export { now }
 
+/** While a write is blocked, the longest time between two looks at the client's progress. */
+const maxLookMs = 1_000
+
+/** What the watchdog can see of the client: the sink's counts, through the gate. */
+export interface ClientProgress {
+  /** Bytes the client has taken so far, or `undefined` when the sink cannot tell. */
+  taken(): number | undefined
+  /** When the sink saw that count reached (an event), or `undefined` when it cannot tell. */
+  takenAt(): number | undefined
+}
+
 /**
  * The pump's two clocks on one referenced timer (invariants 12 and 14). Upstream silence
  * counts only while the pump is ready to read: time blocked on a write the client has not
  * taken is subtracted, and that time counts toward the write-stall bound instead. The stall
- * bound measures the client's progress when the sink can tell it (`taken`): a blocked write
- * is a stall only once the client took no byte for the bound (looked at every quarter of
- * it), however long the write itself waits; without it, the write's own wait is the measure.
+ * bound measures the client's progress when the sink can tell it: a blocked write is a stall
+ * once the client took no byte for the bound since its last byte (or since the write
+ * blocked, if later), however long the write itself waits. Progress is looked at from the
+ * moment a write blocks and then every second (a quarter of the bound when that is shorter),
+ * and stamped with when the sink saw it happen, else with the look that found it: the cut
+ * comes within the bound and one look of the client's last byte. Without a count, the
+ * write's own wait is the measure.
  */
 export class Watchdog {
   readonly #idleMs: number
@@ -37,7 +52,7 @@ export class Watchdog {
   #failWrite: ((reason: unknown) => void) | undefined
   /** Whether the blocked write may be ended by `interrupt` (a close may not). */
   #interruptible = true
-  readonly #taken: (() => number | undefined) | undefined
+  readonly #client: ClientProgress | undefined
   /** While a write is blocked: when the client was last seen taking bytes, and its count then. */
   #progressAt = 0
   #takenAt: number | undefined
@@ -46,12 +61,12 @@ export class Watchdog {
     idleMs: number,
     stallMs: number,
     onIdle: (error: StreamTimeoutError) => void,
-    taken?: () => number | undefined,
+    client?: ClientProgress,
   ) {
     this.#idleMs = idleMs
     this.#stallMs = stallMs
     this.#onIdle = onIdle
-    this.#taken = taken
+    this.#client = client
     this.#arm()
   }
 
@@ -75,7 +90,9 @@ export class Watchdog {
     this.#writingSince = now()
     this.#interruptible = interruptible
     this.#progressAt = this.#writingSince
-    this.#takenAt = this.#taken?.()
+    this.#takenAt = this.#client?.taken()
+    // The first look comes within one look's time of the block, not at a timer armed before.
+    this.#arm(true)
     try {
       await new Promise<void>((resolve, reject) => {
         this.#failWrite = reject
@@ -109,8 +126,8 @@ export class Watchdog {
     let delay: number
     if (this.#writingSince !== undefined) {
       delay = this.#stallMs - (at - this.#progressAt)
-      // Progress is only seen when looked for: a quarter of the bound at most between looks.
-      if (this.#takenAt !== undefined) delay = Math.min(delay, this.#stallMs / 4)
+      // Progress is only seen when looked for: a look at least every second.
+      if (this.#takenAt !== undefined) delay = Math.min(delay, this.#stallMs / 4, maxLookMs)
     } else {
       const quiet = at - this.#lastActivity - this.#blockedMs
       // Never sleep past a stall bound: a write may start blocking at any moment.
@@ -124,15 +141,30 @@ export class Watchdog {
     this.#timer = setTimeout(this.#check, due - at)
   }
 
+  /**
+   * When the progress a look at `at` found happened: the sink's own stamp when it saw the
+   * count reached (an event between the last look and this one), else the look's time.
+   */
+  #progressTime(at: number): number {
+    let stamp: number | undefined
+    try {
+      stamp = this.#client?.takenAt()
+    } catch {
+      // A sink's own code: a throw only means it cannot tell.
+    }
+    return typeof stamp === 'number' && stamp > this.#progressAt && stamp <= at ? stamp : at
+  }
+
   readonly #check = (): void => {
     this.#timer = undefined
     const at = now()
     if (this.#writingSince !== undefined) {
-      const taken = this.#takenAt === undefined ? undefined : this.#taken?.()
+      const taken = this.#takenAt === undefined ? undefined : this.#client?.taken()
       if (taken !== undefined && taken > (this.#takenAt as number)) {
         this.#takenAt = taken
-        this.#progressAt = at
-      } else if (at - this.#progressAt >= this.#stallMs) {
+        this.#progressAt = this.#progressTime(at)
+      }
+      if (at - this.#progressAt >= this.#stallMs) {
         this.#failWrite?.(new StreamTimeoutError('write-stall', this.#stallMs))
         return
       }
@@ -165,7 +197,7 @@ export function watchPump(
     policy.idleTimeoutMs,
     policy.writeStallTimeoutMs,
     (error) => stop.abort(error),
-    () => gate.bytesTaken,
+    { taken: () => gate.bytesTaken, takenAt: () => gate.bytesTakenAt },
   )
   const gone = stopOf(gate)
   const onGateAbort = () => stop.abort(gone.reason)

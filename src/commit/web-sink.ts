@@ -66,6 +66,13 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
   let given = 0
   let closed = false
   let waiting: { resolve: () => void; reject: (reason: unknown) => void } | undefined
+  let stampAt: number | undefined
+  let stampTaken = 0
+  // What the consumer pulled: the body's queue holds the rest (none once it is closed).
+  const taken = () => {
+    const desired = controller?.desiredSize ?? highWaterMark
+    return closed && desired === 0 ? given : given - (highWaterMark - desired)
+  }
 
   const body = new ReadableStream<Uint8Array>(
     {
@@ -73,6 +80,9 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
         controller = c
       },
       pull() {
+        // The consumer took bytes: its progress, timed when it happened (`bytesTakenAt`).
+        stampAt = performance.now()
+        stampTaken = taken()
         waiting?.resolve()
         waiting = undefined
       },
@@ -111,11 +121,8 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
       closed = true
       if (!gone.aborted) controller.close()
     },
-    // What the consumer pulled: the body's queue holds the rest (none once it is closed).
-    bytesTaken: () => {
-      const desired = controller.desiredSize ?? highWaterMark
-      return closed && desired === 0 ? given : given - (highWaterMark - desired)
-    },
+    bytesTaken: taken,
+    bytesTakenAt: () => (taken() === stampTaken ? stampAt : undefined),
     abort(reason) {
       if (!headSent) rejectResponse(reason)
       waiting?.reject(reason)

@@ -6,7 +6,12 @@
  * @module
  */
 
-import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
+import {
+  positiveMilliseconds as duration,
+  maxTimerDelayMs,
+  positiveNumber as positive,
+  rejectUnknownKeys,
+} from '../options.js'
 import {
   initialKeyState,
   KeyHealth,
@@ -222,25 +227,25 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   return {
     selection,
     maxInflight: positive('maxInflight', options.maxInflight ?? d.maxInflight, true),
-    defaultCooldownMs: positive(
+    defaultCooldownMs: duration(
       'defaultCooldownMs',
       options.defaultCooldownMs ?? d.defaultCooldownMs,
     ),
-    minCooldownMs: positive('minCooldownMs', options.minCooldownMs ?? d.minCooldownMs),
-    headroomHorizonMs: positive(
+    minCooldownMs: duration('minCooldownMs', options.minCooldownMs ?? d.minCooldownMs),
+    headroomHorizonMs: duration(
       'headroomHorizonMs',
       options.headroomHorizonMs ?? d.headroomHorizonMs,
     ),
-    latencyHalfLifeMs: positive(
+    latencyHalfLifeMs: duration(
       'latencyHalfLifeMs',
       options.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
     ),
-    maxCooldownMs: positive('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
+    maxCooldownMs: duration('maxCooldownMs', options.maxCooldownMs ?? d.maxCooldownMs),
     failureThreshold: positive('failureThreshold', options.failureThreshold ?? d.failureThreshold),
-    breakerWindowMs: positive('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
+    breakerWindowMs: duration('breakerWindowMs', options.breakerWindowMs ?? d.breakerWindowMs),
     breakerFailureRatio: ratio,
-    circuitOpenMs: positive('circuitOpenMs', options.circuitOpenMs ?? d.circuitOpenMs),
-    authDisableMs: positive('authDisableMs', options.authDisableMs ?? d.authDisableMs),
+    circuitOpenMs: duration('circuitOpenMs', options.circuitOpenMs ?? d.circuitOpenMs),
+    authDisableMs: duration('authDisableMs', options.authDisableMs ?? d.authDisableMs),
     onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
   }
@@ -295,11 +300,15 @@ class WaitQueue {
         reject(signal?.reason)
       }
       // Request-scoped: it holds the process while the caller waits, and is always cleared.
-      const timer = setTimeout(() => {
-        leave()
-        signal?.removeEventListener('abort', onAbort)
-        resolve(decide(options))
-      }, waitMs)
+      // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
+      const timer = setTimeout(
+        () => {
+          leave()
+          signal?.removeEventListener('abort', onAbort)
+          resolve(decide(options))
+        },
+        Math.min(waitMs, maxTimerDelayMs),
+      )
       signal?.addEventListener('abort', onAbort, { once: true })
       waiters.push(waiter)
     })

@@ -53,9 +53,53 @@ export function formsOf(secret: string): readonly string[] {
   return json === secret ? [secret] : [secret, json]
 }
 
+/** The short JSON escapes (the pattern of what follows the backslash), by their character. */
+const shortEscapes: Readonly<Record<string, string>> = {
+  '"': '"',
+  '\\': '\\\\',
+  '/': '/',
+  '\b': 'b',
+  '\f': 'f',
+  '\n': 'n',
+  '\r': 'r',
+  '\t': 't',
+}
+
+/** One UTF-16 unit in any form a JSON string may hold it: itself, `\uXXXX` (any case), `\/`… */
+function unitPattern(char: string): string {
+  const hex = [...char.charCodeAt(0).toString(16).padStart(4, '0')]
+    .map((digit) => (digit >= 'a' ? `[${digit}${digit.toUpperCase()}]` : digit))
+    .join('')
+  const short = shortEscapes[char]
+  const literal = /[\\^$.*+?()[\]{}|/-]/.test(char) ? `\\${char}` : char
+  return `(?:${literal}|\\\\(?:u${hex}${short === undefined ? '' : `|${short}`}))`
+}
+
+/** Patterns of recent secrets: a pool's keys come back request after request. */
+const patterns = new Map<string, RegExp>()
+
+/**
+ * Every way `secret` may be written in text or inside a JSON string: each character as it is
+ * or in any JSON escaping (`\/`, `\u003d`, `\u003D`, a surrogate pair's halves…), mixed
+ * freely, as a client's JSON parser reads them all back into the secret. Global: for
+ * `replace`; test it with `search`.
+ */
+export function escapedPattern(secret: string): RegExp {
+  let pattern = patterns.get(secret)
+  if (pattern === undefined) {
+    if (patterns.size >= 256) patterns.clear()
+    let source = ''
+    for (let i = 0; i < secret.length; i++) source += unitPattern(secret[i] as string)
+    pattern = new RegExp(source, 'g')
+    patterns.set(secret, pattern)
+  }
+  return pattern
+}
+
 /**
  * Replaces every occurrence of each of `secrets` (the exact values the library put on an
- * attempt: leased keys, a caller's credential), as it is or JSON-escaped, with `[redacted]`,
+ * attempt: leased keys, a caller's credential), as it is or in any JSON escaping (`\/`,
+ * `\u003d`, `\u003D`, any `\uXXXX` of any character, mixed), with `[redacted]`,
  * and a message cut at its bound (`…`) that ends in the start of one. Secrets shorter than
  * 6 characters are left alone.
  *
@@ -68,9 +112,9 @@ export function redactValues(text: string, secrets: readonly string[]): string {
   let out = text
   for (const secret of secrets) {
     if (secret.length < minRedactedLength) continue
-    for (const form of formsOf(secret)) {
-      if (out.includes(form)) out = out.split(form).join('[redacted]')
-    }
+    if (out.includes(secret)) out = out.split(secret).join('[redacted]')
+    // Any other form holds an escape.
+    if (out.includes('\\')) out = out.replace(escapedPattern(secret), '[redacted]')
     if (out.endsWith('…')) out = redactCutTail(out, secret)
   }
   return out

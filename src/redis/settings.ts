@@ -9,7 +9,7 @@
 import { createMemoryKeyPool } from '../key-pool/memory.js'
 import { outcomeKinds } from '../key-pool/outcomes.js'
 import type { PoolKey } from '../key-pool/types.js'
-import { positiveNumber as positive, rejectUnknownKeys } from '../options.js'
+import { positiveMilliseconds as duration, rejectUnknownKeys } from '../options.js'
 import { type RedisKeyPoolOptions, redisKeyPoolDefaults, redisOptionKeys } from './options.js'
 import {
   commandNames,
@@ -50,12 +50,12 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
   const config = {
     selection: memoryOptions.selection ?? redisKeyPoolDefaults.selection,
     maxInflight: memoryOptions.maxInflight ?? redisKeyPoolDefaults.maxInflight,
-    leaseTtlMs: positive('leaseTtlMs', leaseTtlMs ?? redisKeyPoolDefaults.leaseTtlMs),
-    commandTimeoutMs: positive(
+    leaseTtlMs: duration('leaseTtlMs', leaseTtlMs ?? redisKeyPoolDefaults.leaseTtlMs),
+    commandTimeoutMs: duration(
       'commandTimeoutMs',
       commandTimeoutMs ?? redisKeyPoolDefaults.commandTimeoutMs,
     ),
-    probeIntervalMs: positive(
+    probeIntervalMs: duration(
       'probeIntervalMs',
       probeIntervalMs ?? redisKeyPoolDefaults.probeIntervalMs,
     ),

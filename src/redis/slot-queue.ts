@@ -6,6 +6,7 @@
  */
 
 import type { AcquireOptions, AcquireResult } from '../key-pool/types.js'
+import { maxTimerDelayMs } from '../options.js'
 
 /** One acquire waiting in the queue. */
 export interface RedisWaiter {
@@ -92,10 +93,14 @@ export function waitForSlot(
       },
     }
     const onAbort = () => settle(() => reject(signal?.reason))
-    const deadline = setTimeout(() => {
-      timedOut = true
-      if (!running) waiter.attempt(false)
-    }, waitMs)
+    // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
+    const deadline = setTimeout(
+      () => {
+        timedOut = true
+        if (!running) waiter.attempt(false)
+      },
+      Math.min(waitMs, maxTimerDelayMs),
+    )
     signal?.addEventListener('abort', onAbort, { once: true })
     waiters.push(waiter)
     schedule()

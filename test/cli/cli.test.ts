@@ -116,15 +116,27 @@ describe('stream-boundary chaos: bad arguments exit 2 with a message naming the 
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--hang-ms', 'soon'],
-      /--hang-ms must be an integer >= 100, got "soon"/,
+      /--hang-ms must be an integer from 100 to 2147483647, got "soon"/,
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '1.5'],
-      /--stall-ms must be an integer >= 1 or Infinity, got "1.5"/,
+      /--stall-ms must be an integer from 1 to 2147483647 or Infinity, got "1.5"/,
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '0'],
-      /--stall-ms must be an integer >= 1 or Infinity, got "0"/,
+      /--stall-ms must be an integer from 1 to 2147483647 or Infinity, got "0"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--stall-ms', '2147483648'],
+      /--stall-ms must be an integer from 1 to 2147483647 or Infinity, got "2147483648"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--hang-ms', '2147483648'],
+      /--hang-ms must be an integer from 100 to 2147483647, got "2147483648"/,
+    ],
+    [
+      ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--start-timeout-ms', '1e10'],
+      /--start-timeout-ms must be an integer from 100 to 2147483647, got "1e10"/,
     ],
     [
       ['--target', 'http://127.0.0.1:1', '--protocol', 'gemini', '--bogus'],

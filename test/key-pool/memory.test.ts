@@ -64,10 +64,10 @@ describe('createMemoryKeyPool', () => {
     })
     for (const option of ['minCooldownMs', 'headroomHorizonMs', 'latencyHalfLifeMs'] as const) {
       expect(() => createMemoryKeyPool([], { [option]: 0 })).toThrow(
-        `${option} must be a positive number, got 0`,
+        `${option} must be a positive number of milliseconds up to 2147483647, got 0`,
       )
       expect(() => createMemoryKeyPool([], { [option]: Number.POSITIVE_INFINITY })).toThrow(
-        `${option} must be a positive number, got Infinity`,
+        `${option} must be a positive number of milliseconds up to 2147483647, got Infinity`,
       )
     }
     for (const selection of ['headroom', 'fastest'] as const) {
@@ -77,16 +77,16 @@ describe('createMemoryKeyPool', () => {
       'breakerFailureRatio must be a number in (0, 1], got 1.5',
     )
     expect(() => createMemoryKeyPool([], { breakerWindowMs: 0 })).toThrow(
-      'breakerWindowMs must be a positive number, got 0',
+      'breakerWindowMs must be a positive number of milliseconds up to 2147483647, got 0',
     )
     expect(() => createMemoryKeyPool([], { authDisableMs: Number.POSITIVE_INFINITY })).toThrow(
-      'authDisableMs must be a positive number, got Infinity',
+      'authDisableMs must be a positive number of milliseconds up to 2147483647, got Infinity',
     )
     expect(() => createMemoryKeyPool([], { maxCooldownMs: 0 })).toThrow(
-      'maxCooldownMs must be a positive number, got 0',
+      'maxCooldownMs must be a positive number of milliseconds up to 2147483647, got 0',
     )
     expect(() => createMemoryKeyPool([], { maxCooldownMs: Number.POSITIVE_INFINITY })).toThrow(
-      'maxCooldownMs must be a positive number, got Infinity',
+      'maxCooldownMs must be a positive number of milliseconds up to 2147483647, got Infinity',
     )
     expect(() =>
       createMemoryKeyPool([

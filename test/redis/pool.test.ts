@@ -483,14 +483,16 @@ describe('createRedisKeyPool', () => {
       'prefix must be a non-empty string without { or }, got a{b}',
     )
     expect(() => createRedisKeyPool([], { redis, prefix: 'p', leaseTtlMs: 0 })).toThrow(
-      'leaseTtlMs must be a positive number, got 0',
+      'leaseTtlMs must be a positive number of milliseconds up to 2147483647, got 0',
     )
     expect(() =>
       createRedisKeyPool([], { redis, prefix: 'p', commandTimeoutMs: Number.NaN }),
-    ).toThrow('commandTimeoutMs must be a positive number, got NaN')
+    ).toThrow(
+      'commandTimeoutMs must be a positive number of milliseconds up to 2147483647, got NaN',
+    )
     // The memory pool's own checks, with its messages; no secret in them.
     expect(() => createRedisKeyPool([], { redis, prefix: 'p', maxCooldownMs: -1 })).toThrow(
-      'maxCooldownMs must be a positive number, got -1',
+      'maxCooldownMs must be a positive number of milliseconds up to 2147483647, got -1',
     )
     expect(() =>
       createRedisKeyPool([{ id: 'a', secret: 'sk-live-abcdef', weight: -1 }], {

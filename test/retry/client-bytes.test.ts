@@ -7,7 +7,11 @@
  * serialised, so what goes upstream is always what the request says.
  */
 
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest } from 'node:http'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import fc from 'fast-check'
 import {
   createMemoryKeyPool,
@@ -184,6 +188,74 @@ describe.each(twins)('%s', (_name, attempt, read) => {
   })
 })
 
+/**
+ * Host code in sloppy mode: a CommonJS file without "use strict", as many Express apps are.
+ * There a plain frozen object ignores an assignment in silence; the docs promise a TypeError.
+ */
+function sloppyHost(): Record<string, (body?: unknown) => unknown> {
+  const dir = mkdtempSync(join(tmpdir(), 'sloppy-host-'))
+  const file = join(dir, 'host.cjs')
+  writeFileSync(
+    file,
+    [
+      '// No "use strict": this module runs in sloppy mode.',
+      'exports.isSloppy = function () { return this === undefined ? false : true }',
+      "exports.setModel = function (body) { body.model = 'gpt-other'; return body.model }",
+      "exports.addField = function (body) { body.user = 'u1'; return body.user }",
+      "exports.setContent = function (body) { body.messages[0].content = 'changed'; return body.messages[0].content }",
+      "exports.pushMessage = function (body) { body.messages[1] = { role: 'user', content: 'x' }; return body.messages.length }",
+      'exports.dropModel = function (body) { delete body.model; return body.model }',
+      "exports.redefine = function (body) { Object.defineProperty(body, 'model', { value: 'x' }) }",
+    ].join('\n'),
+  )
+  try {
+    return createRequire(import.meta.url)(file)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+describe.each([
+  ['readClientRequest', viaWeb],
+  ['readNodeRequest', viaNode],
+] as const)('keepClientBytes in sloppy-mode host code (%s)', (_name, read) => {
+  it('every change to a kept body throws a TypeError, in sloppy mode as in strict', async () => {
+    const host = sloppyHost()
+    expect(host.isSloppy?.()).toBe(true)
+    const text = JSON.stringify({
+      model: 'm',
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    for (const change of [
+      'setModel',
+      'addField',
+      'setContent',
+      'pushMessage',
+      'dropModel',
+      'redefine',
+    ]) {
+      const body = await read(text)
+      expect(() => host[change]?.(body), change).toThrow(TypeError)
+      // Unchanged, and still sent as the client's bytes.
+      expect(JSON.stringify(body)).toBe(text)
+      expect(
+        new TextDecoder().decode(
+          attemptRequest(
+            {
+              key: undefined,
+              adapter: openaiChat,
+              request: { url: 'http://upstream/v1/chat/completions', body },
+              requestId: undefined,
+            },
+            {},
+          ).body as Uint8Array,
+        ),
+      ).toBe(text)
+    }
+  })
+})
+
 describe('keepClientBytes', () => {
   const context = (body: unknown) => ({
     key: undefined,
@@ -211,7 +283,8 @@ describe('keepClientBytes', () => {
           ).toBe(text)
           // A copy is a body of its own: serialised, never sent as the client's bytes.
           expect(attemptRequest(context({ ...body }), {}).body).toBe(JSON.stringify(body))
-          expect(attemptRequest(context(structuredClone(body)), {}).body).toBe(JSON.stringify(body))
+          const copy = JSON.parse(JSON.stringify(body))
+          expect(attemptRequest(context(copy), {}).body).toBe(JSON.stringify(body))
         },
       ),
       { numRuns: runs(50) },

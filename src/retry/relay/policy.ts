@@ -9,7 +9,14 @@
 
 import { commitGateDefaults } from '../../commit/gate.js'
 import { type DownstreamOptions, normalizePumpPolicy } from '../../commit/pump-policy.js'
-import { boolean, positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
+import {
+  boolean,
+  nonNegativeMilliseconds,
+  positiveInteger,
+  positiveMilliseconds,
+  rejectUnknownKeys,
+  timeoutMilliseconds,
+} from '../../options.js'
 import { normalizePeekOptions } from '../../peek/index.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import {
@@ -143,9 +150,7 @@ function optionalFunction(name: string, value: unknown): void {
 
 function normalizeBackoff(backoff: BackoffOptions | undefined): Required<BackoffOptions> {
   const merged = { ...relayDefaults.backoff, ...backoff }
-  if (!(merged.baseMs >= 0) || !Number.isFinite(merged.baseMs)) {
-    throw new RangeError(`backoff.baseMs must be 0 or more milliseconds, got ${merged.baseMs}`)
-  }
+  nonNegativeMilliseconds('backoff.baseMs', merged.baseMs)
   if (!(merged.factor >= 1) || !Number.isFinite(merged.factor)) {
     throw new RangeError(`backoff.factor must be a number of at least 1, got ${merged.factor}`)
   }
@@ -275,7 +280,7 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     deadlineMs:
       policy.deadlineMs === undefined
         ? Number.POSITIVE_INFINITY
-        : positiveMilliseconds('deadlineMs', policy.deadlineMs),
+        : timeoutMilliseconds('deadlineMs', policy.deadlineMs),
     maxWaitMs: positiveMilliseconds('maxWaitMs', policy.maxWaitMs ?? relayDefaults.maxWaitMs),
     backoff: normalizeBackoff(policy.backoff),
     peek: withKeptText(peek, continuation),

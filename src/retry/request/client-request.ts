@@ -151,15 +151,46 @@ export function checkParsedBody(
 /** Where a body read with `keepClientBytes` keeps the client's bytes (`Symbol.for`: copies agree). */
 const clientBytes = Symbol.for('stream-boundary.clientBytes')
 
-/** Freezes a parsed JSON value and everything in it, with no recursion (any depth JSON took). */
-function freezeDeep(root: object): void {
+const unchangeable = (): never => {
+  throw new TypeError(
+    'a body read with keepClientBytes cannot change in place (its bytes go upstream as they came): build a new one, e.g. { ...body, model }',
+  )
+}
+
+/**
+ * What guards a kept body and each object in it: any change throws, in sloppy-mode code too,
+ * where a frozen object alone ignores an assignment in silence.
+ */
+const guard: ProxyHandler<object> = {
+  set: unchangeable,
+  defineProperty: unchangeable,
+  deleteProperty: unchangeable,
+  setPrototypeOf: unchangeable,
+}
+
+/**
+ * Freezes a parsed JSON value and everything in it behind guards, with no recursion (any
+ * depth JSON took): children first, so each object holds its children's guards and a read
+ * through a guard hands out a guard.
+ */
+function guardDeep(root: object): object {
+  const order: object[] = []
   const pending: object[] = [root]
   for (let value = pending.pop(); value !== undefined; value = pending.pop()) {
-    Object.freeze(value)
-    const members = Array.isArray(value) ? value : Object.values(value)
-    for (const member of members)
+    order.push(value)
+    for (const member of Object.values(value))
       if (typeof member === 'object' && member !== null) pending.push(member)
   }
+  const guarded = new Map<object, object>()
+  for (let i = order.length - 1; i >= 0; i--) {
+    const value = order[i] as Record<string, unknown>
+    for (const key of Object.keys(value)) {
+      const member = value[key]
+      if (typeof member === 'object' && member !== null) value[key] = guarded.get(member)
+    }
+    guarded.set(value, new Proxy(Object.freeze(value), guard))
+  }
+  return guarded.get(root) as object
 }
 
 /** Checks a reader's `keepClientBytes` option: absent or a boolean. */
@@ -170,10 +201,11 @@ export function checkKeepClientBytes(where: string, value: unknown): void {
 
 /**
  * Freezes a client's parsed body deeply and keeps the bytes it was parsed from on it (a
- * non-enumerable symbol: a spread copy, `structuredClone` and `JSON.stringify` leave them
- * behind), so an attempt that sends this very body sends the client's bytes as they came. A
- * frozen body cannot change in place, so its bytes always say what it says. A UTF-8 byte order
- * mark is left out, as the parse left it out.
+ * non-enumerable symbol: a spread copy and `JSON.stringify` leave them behind), so an attempt
+ * that sends this very body sends the client's bytes as they came. The body and every object
+ * in it are frozen behind a `Proxy` whose every change throws a `TypeError`, in sloppy-mode
+ * code too (a frozen object alone ignores an assignment there), so its bytes always say what
+ * it says. A UTF-8 byte order mark is left out, as the parse left it out.
  */
 export function keepClientBytes(
   body: Record<string, unknown>,
@@ -181,8 +213,7 @@ export function keepClientBytes(
 ): Record<string, unknown> {
   const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf
   Object.defineProperty(body, clientBytes, { value: bom ? bytes.subarray(3) : bytes })
-  freezeDeep(body)
-  return body
+  return guardDeep(body) as Record<string, unknown>
 }
 
 /**

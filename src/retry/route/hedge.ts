@@ -9,7 +9,12 @@
 
 import { now } from '../../call-safely.js'
 import { countInWindow, pruneWindow, windowTotals } from '../../key-pool/window.js'
-import { positiveInteger, positiveMilliseconds, rejectUnknownKeys } from '../../options.js'
+import {
+  nonNegativeMilliseconds,
+  positiveInteger,
+  positiveMilliseconds,
+  rejectUnknownKeys,
+} from '../../options.js'
 import type {
   AdaptiveHedgeOptions,
   HedgeState,
@@ -101,11 +106,7 @@ function normalizeHedging(options: HedgingOptions): NormalizedHedging {
   positiveMilliseconds('hedge.adaptive.initialMs', adaptive.initialMs)
   positiveMilliseconds('hedge.adaptive.minMs', adaptive.minMs)
   const overloadPauseMs = options.overloadPauseMs ?? hedgingDefaults.overloadPauseMs
-  if (!(overloadPauseMs >= 0)) {
-    throw new RangeError(
-      `hedge.overloadPauseMs must be 0 or more milliseconds, got ${overloadPauseMs}`,
-    )
-  }
+  nonNegativeMilliseconds('hedge.overloadPauseMs', overloadPauseMs)
   const maxHedges = positiveInteger(
     'hedge.maxHedges',
     options.maxHedges ?? hedgingDefaults.maxHedges,

@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { indexOfByte } from '../sse/index-of.js'
 import { sanitizeMessage } from './sanitize.js'
 import type {
   ErrorVerdict,
@@ -282,3 +283,15 @@ export function carriesContent(value: unknown, skip: ReadonlySet<string>, depth 
 
 /** The verdict for content an adapter does not know the kind of: output, as text with no text. */
 export const unknownOutput = Object.freeze({ kind: 'text', text: '' } as const)
+
+/**
+ * Whether `raw` has no line break from `from` up to its trailing ones: a quick check that a
+ * frame ends on the line it is at (no `event: error` line after its data makes it an error).
+ */
+export function noLineBreakFrom(raw: Uint8Array, from: number): boolean {
+  let end = raw.length
+  while (end > from && (raw[end - 1] === 10 || raw[end - 1] === 13)) end--
+  const lf = indexOfByte(raw, 10, from)
+  const cr = indexOfByte(raw, 13, from)
+  return (lf === -1 || lf >= end) && (cr === -1 || cr >= end)
+}

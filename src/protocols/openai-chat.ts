@@ -15,6 +15,7 @@ import {
   inspectWithoutData,
   malformedFrame,
   mapReason,
+  noLineBreakFrom,
   parseData,
   renderable,
   sseFrameText,
@@ -45,7 +46,7 @@ import type {
 import { chatUsage, withUsage } from './usage.js'
 
 const dataObject = needle('data: {')
-/** `"finish_reason":null` (bit 1) and an `"error"` key (bit 2), found in one pass. */
+
 const quickKeys = needleSet('r', '"finish_reason":null', '"error"')
 
 const reasons: Readonly<Record<string, TerminalReason>> = {
@@ -355,9 +356,15 @@ export const openaiChat: StreamAdapter = Object.freeze({
     return withUsage(inspectChunk(body), chatUsage(body.usage))
   },
   quickOutput(frame: SseFrame): boolean {
-    // A chunk whose finish_reason is null and that holds no error neither ends nor fails.
+    // A chunk whose finish_reason is null and that holds no error neither ends nor fails; one
+    // line only, so no `event: error` beside it makes it an error.
     const raw = frame.raw
-    return startsWith(raw, dataObject) && endsWithObject(raw) && findNeedles(raw, quickKeys) === 1
+    return (
+      startsWith(raw, dataObject) &&
+      endsWithObject(raw) &&
+      noLineBreakFrom(raw, 0) &&
+      findNeedles(raw, quickKeys) === 1
+    )
   },
   clientEndsAt: endsAtDone,
   renderError(error: RenderableError): Uint8Array {

@@ -13,6 +13,7 @@ import {
   field,
   inspectWithoutData,
   malformedFrame,
+  noLineBreakFrom,
   parseData,
   renderable,
   sseFrameText,
@@ -371,7 +372,10 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     return withUsage(inspectEvent(type, body), responsesUsage(field(body.response, 'usage')))
   },
   quickOutput(frame: SseFrame): boolean {
-    return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
+    const raw = frame.raw
+    const event = outputDeltas.find((prefix) => startsWith(raw, prefix))
+    // Its data line is its last: no `event: error` after it makes it an error.
+    return event !== undefined && endsWithObject(raw) && noLineBreakFrom(raw, event.bytes.length)
   },
   // Not the protocol's end, but the SDK's all the same: it shares Chat's stream reader.
   clientEndsAt: endsAtDone,

@@ -96,6 +96,24 @@ describe('openai-chat: what both openai majors (6.x and 7.x) raise on is an erro
     expect(openaiChat.clientEndsAt?.(frames[0] as never)).toBe(false)
   })
 
+  it('the quick path never calls output a chunk that a named `event: error` beside it makes an error', async () => {
+    const text =
+      'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\nevent: error\nid: {}\n\n'
+    const [frame] = await readAll(createFrameReader(chunkSource([utf8(text)])))
+    expect(openaiChat.inspect(frame as never).kind).toBe('error')
+    expect(openaiChat.quickOutput?.(frame as never)).toBe(false)
+    const plain = await readAll(createFrameReader(chunkSource([utf8(chat({ content: 'Hi' }))])))
+    expect(openaiChat.quickOutput?.(plain[0] as never)).toBe(true)
+    const delta = responses('response.output_text.delta', { delta: 'Hi' })
+    const named = await readAll(
+      createFrameReader(chunkSource([utf8(`${delta.trimEnd()}\nevent: error\nid: {}\n\n`)])),
+    )
+    expect(openaiResponses.inspect(named[0] as never).kind).toBe('error')
+    expect(openaiResponses.quickOutput?.(named[0] as never)).toBe(false)
+    const ordinary = await readAll(createFrameReader(chunkSource([utf8(delta)])))
+    expect(openaiResponses.quickOutput?.(ordinary[0] as never)).toBe(true)
+  })
+
   it('an event without data is an error (both majors parse its empty data and raise)', async () => {
     expect(await kinds(openaiChat, 'event: ping\n\n')).toEqual(['error'])
     expect(await kinds(openaiResponses, 'event: error\n\n')).toEqual(['error'])

@@ -414,6 +414,9 @@ const clientEvents: ReadonlySet<string> = new Set([
  *
  * - `text_delta` is text, `thinking_delta` and `signature_delta` are reasoning,
  *   `input_json_delta` and a `tool_use` block start are tool output; `ping` is a keep-alive.
+ * - A server tool's result block and any block or delta type it does not know, with content,
+ *   are output (guarantee 27); an empty block start, compaction and events the SDK skips are
+ *   `meta`.
  * - `message_delta` with a `stop_reason`, and `message_stop`, are terminal.
  * - `event: error` is an error, with data or without (the SDK raises on either):
  *   `overloaded_error`, `rate_limit_error`, `api_error` are retryable.

@@ -167,8 +167,10 @@ function chunk(state: RenderState | undefined, candidate: Record<string, unknown
 /**
  * The Gemini `streamGenerateContent` (`alt=sse`) adapter.
  *
- * - Parts with `thought: true` are reasoning, other text parts are text, `functionCall`
- *   parts are tool output; a chunk with parts and a `finishReason` is output and terminal.
+ * - Parts with `thought: true` are reasoning, other text parts are text, `functionCall`,
+ *   `executableCode` and `toolCall` parts are tool output, and any other part with content
+ *   (`codeExecutionResult`, `toolResponse`, `inlineData`, a kind it does not know) is output
+ *   (guarantee 27); a chunk with parts and a `finishReason` is output and terminal.
  * - `finishReason` `STOP` → stop, `MAX_TOKENS` → length, `SAFETY`/`RECITATION`/… →
  *   content_filter; a `promptFeedback.blockReason` with no candidates is terminal.
  * - A frame holding an `error` object is an error; `UNAVAILABLE`, `RESOURCE_EXHAUSTED`,

@@ -332,6 +332,11 @@ function chunk(
  *   (`clientEndsAt`): the relay writes nothing after it.
  * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
  *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
+ * - `delta.content` as typed parts (Mistral): `text` parts are text, `thinking` parts reasoning.
+ *   Any other part, or delta member, with content is output (guarantee 27): only what is known
+ *   to show nothing (a role, empty content, usage) is `meta`.
+ * - A named `event: error` (nested or flat body), an event without data and `[DONE]x` are
+ *   errors: the 7.x SDK raises on each (6.x on the second), and only exactly `[DONE]` ends.
  * - A data frame whose `error` is truthy is an error (the SDK raises on it), even with
  *   `finish_reason: "error"`: an `error` object, or a string or `true` as some servers send.
  *

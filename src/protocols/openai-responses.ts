@@ -335,8 +335,12 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
  * The OpenAI Responses adapter.
  *
  * - `response.output_text.delta` is text, `response.refusal.delta` a refusal, reasoning
- *   summary/text deltas are reasoning, function-call argument deltas and an added
- *   `function_call` item are tool output.
+ *   summary/text deltas are reasoning; an added call item (`function_call`, `apply_patch_call`,
+ *   `shell_call`, `mcp_approval_request`, a client `tool_search_call`…) and its input deltas
+ *   are tool output.
+ * - Lifecycle events, `.done` events, sub-item statuses and server-side work that shows
+ *   nothing yet (a search running) are `meta`; any other event or item with content, known or
+ *   not, is output (guarantee 27).
  * - `response.completed` and `response.incomplete` are terminal; `response.failed`,
  *   `event: error` (nested or flat error fields) and any event whose `error` is truthy (the
  *   SDK raises on it) are errors.

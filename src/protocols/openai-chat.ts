@@ -227,7 +227,7 @@ export function openaiUnreadable(frame: SseFrame): ErrorVerdict | undefined {
  * its `APIError` on it whatever the data holds (`data.error ?? data`), nested or flat
  * (`{"message":…,"code":…,"type":…}`), so it is an error, not bookkeeping.
  */
-export function openaiErrorEvent(body: Record<string, unknown>): ErrorVerdict {
+function openaiErrorEvent(body: Record<string, unknown>): ErrorVerdict {
   const error = typeof body.error === 'object' && body.error !== null ? body.error : body
   if (error !== body && typeof error !== 'object') return openaiScalarError(error)
   const code = field(error, 'code')

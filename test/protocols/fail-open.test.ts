@@ -64,6 +64,9 @@ describe('openai-chat: typed content parts (Mistral) and members it does not kno
     expect(await kinds(openaiChat, chat({ audio: { id: 'a1', transcript: 'Hi' } }))).toEqual([
       'text:',
     ])
+    // Groq's compound models: a built-in tool's call and result.
+    const executed = [{ index: 0, type: 'search', arguments: '{"query":"weather"}', output: '' }]
+    expect(await kinds(openaiChat, chat({ executed_tools: executed }))).toEqual(['text:'])
   })
 
   it('a role-only chunk, an empty part list, null members and numbers stay bookkeeping', async () => {

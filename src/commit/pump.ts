@@ -341,6 +341,12 @@ class PumpRun {
     })
   }
 
+  /** Whether a block's close is held: a continuation may heal a cut, and the adapter splices. */
+  holdsCloses(): boolean {
+    const { continuation, tracker } = this.options
+    return continuation !== undefined && tracker.adapter.spliceContinuation !== undefined
+  }
+
   /** Writes the held block close, when a frame shows the message goes on or no heal came. */
   async flushHeld(): Promise<void> {
     const { held } = this
@@ -451,8 +457,7 @@ class PumpRun {
     }
     this.previous = now()
     // Holding a block's close needs each chunk's last frame: frame by frame then.
-    const fast =
-      this.encoder.raw && options.continuation === undefined ? rawFrameReader(reader) : undefined
+    const fast = this.encoder.raw && !this.holdsCloses() ? rawFrameReader(reader) : undefined
     if (fast !== undefined) {
       // The hot path: the reader hands each chunk's frames over where the chunk lands.
       let ended: { readonly failed: unknown } | null
@@ -513,7 +518,7 @@ class PumpRun {
       )
       await this.flushHeld()
       if (
-        this.options.continuation !== undefined &&
+        this.holdsCloses() &&
         !clientEnded &&
         kinds.at(-1) === 'meta' &&
         closedBlock(batch.at(-1) as SseFrame, tracker) !== undefined

@@ -67,12 +67,14 @@ export interface HealingRun {
 /**
  * At a cut: the end of a healed stream, or `undefined` when the cut must be told (not a cut
  * after output, or no continuation could be had). The cut upstream is
- * released before the next is asked for.
+ * released before the next is asked for. `held`: the index of a block whose close the pump
+ * held back, which the continuation extends.
  */
 export async function healCut(
   run: HealingRun,
   continuation: PumpContinuation,
   cause: PumpErrorCause,
+  held?: number,
 ): Promise<PumpEnd | undefined> {
   const { state } = run.options.tracker
   if (state.terminalSeen || state.errors > 0 || classifyEof(state).kind !== 'partial') {
@@ -80,9 +82,11 @@ export async function healCut(
   }
   await run.reader.cancel().catch(() => {})
   run.rewatch()
+  // A block whose close the pump held (the client never got it) is still open to the client.
+  const client = held === undefined ? state : { ...state, openBlocks: [...state.openBlocks, held] }
   let continued: ContinuedStream | null
   try {
-    continued = await continuation.next({ cause, state, signal: run.stop })
+    continued = await continuation.next({ cause, state: client, signal: run.stop })
   } catch {
     continued = null
   }

@@ -71,7 +71,9 @@ export async function endAtEof(
   switch (eof.kind) {
     case 'completed':
       await out.close()
-      return { kind: 'completed' }
+      // An error frame went out after the terminal (OpenRouter's after a `length` finish): the
+      // client's SDK raises on it, so the client got the upstream's error, not a completion.
+      return state.errors > 0 ? { kind: 'upstream-error' } : { kind: 'completed' }
     case 'error-only':
       // The upstream's own error frame already went out, in its protocol.
       await out.close()

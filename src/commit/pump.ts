@@ -117,6 +117,16 @@ function takeBatch(
   return { batch, kinds, clientEnded: false }
 }
 
+/** The index of the block `frame` closes, or `undefined` when it closes none. */
+function closedBlock(frame: SseFrame, tracker: StreamTracker): number | undefined {
+  try {
+    const { block } = tracker.adapter.inspect(frame) as { block?: { index: number; edge: string } }
+    return block?.edge === 'close' ? block.index : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * What the hot path's `take` rejects with once the client's end went out: the read stops there
  * and the pump ends as at the upstream's end (`atClientEnd`).
@@ -170,6 +180,12 @@ class PumpRun {
   readonly secrets: SecretBytes
   readonly translator: TranslatorRun | undefined
   readonly out: EndingWriter
+  /**
+   * With a continuation to heal cuts: a block's close (Anthropic's `content_block_stop`) is
+   * held until the next frame shows the message goes on, so a cut right after it is healed
+   * inside the same block (guarantee 20 in docs/guarantees.md). The frame held, if any.
+   */
+  held: SseFrame | undefined
 
   constructor(
     readonly options: PumpInput,
@@ -294,6 +310,7 @@ class PumpRun {
     this.eof = classifyEof(tracker.state)
     const healed = await this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
     if (healed !== undefined) return healed
+    await this.flushHeld()
     return endAtEof(this.out, tracker, this.eof, this.policy, cut)
   }
 
@@ -313,10 +330,29 @@ class PumpRun {
   heal(cause: PumpErrorCause): Promise<PumpEnd | undefined> | undefined {
     const { continuation } = this.options
     if (continuation === undefined) return undefined
-    return healCut(this, continuation, cause).then((end) => {
-      if (end !== undefined) this.eof = classifyEof(this.options.tracker.state)
+    const held = this.held === undefined ? undefined : closedBlock(this.held, this.options.tracker)
+    return healCut(this, continuation, cause, held).then((end) => {
+      if (end !== undefined) {
+        // The continuation goes on inside the held block and closes it itself.
+        this.held = undefined
+        this.eof = classifyEof(this.options.tracker.state)
+      }
       return end
     })
+  }
+
+  /** Whether a block's close is held: a continuation may heal a cut, and the adapter splices. */
+  holdsCloses(): boolean {
+    const { continuation, tracker } = this.options
+    return continuation !== undefined && tracker.adapter.spliceContinuation !== undefined
+  }
+
+  /** Writes the held block close, when a frame shows the message goes on or no heal came. */
+  async flushHeld(): Promise<void> {
+    const { held } = this
+    if (held === undefined) return
+    this.held = undefined
+    await this.write(held, 'meta')
   }
 
   rewatch(): void {
@@ -420,7 +456,8 @@ class PumpRun {
         return this.atClientEnd()
     }
     this.previous = now()
-    const fast = this.encoder.raw ? rawFrameReader(reader) : undefined
+    // Holding a block's close needs each chunk's last frame: frame by frame then.
+    const fast = this.encoder.raw && !this.holdsCloses() ? rawFrameReader(reader) : undefined
     if (fast !== undefined) {
       // The hot path: the reader hands each chunk's frames over where the chunk lands.
       let ended: { readonly failed: unknown } | null
@@ -451,6 +488,7 @@ class PumpRun {
     if (!tracker.state.terminalSeen && (idle || isUpstreamReadError(error))) {
       const healed = await this.heal(idle ? 'idle-timeout' : 'read-error')
       if (healed !== undefined) return healed
+      await this.flushHeld()
     }
     return endAfterReadFailure(error, stop, this.reader, tracker, this.out, () => this.atEof())
   }
@@ -478,6 +516,17 @@ class PumpRun {
         this.watchdog,
         arrived,
       )
+      await this.flushHeld()
+      if (
+        this.holdsCloses() &&
+        !clientEnded &&
+        kinds.at(-1) === 'meta' &&
+        closedBlock(batch.at(-1) as SseFrame, tracker) !== undefined
+      ) {
+        this.held = batch.pop()
+        kinds.pop()
+        if (batch.length === 0) continue
+      }
       if (batch.length === 1 || !encoder.raw || kinds.includes('error')) {
         for (let index = 0; index < batch.length; index++) {
           await this.write(batch[index] as SseFrame, kinds[index])

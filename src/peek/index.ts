@@ -92,9 +92,11 @@ export interface PeekOptions {
    */
   clockStartedAt?: number | undefined
   /**
-   * The most bytes of frames held before output. Past it, a stream already showing reasoning
-   * (held under `commitOn: 'content'`) is committed (`trigger: 'bound'`); any other is
-   * `peek-overflow`, which `relay()` does not retry (another attempt would end the same way).
+   * The most bytes of frames held before output. Past it, a stream that sent any frame other
+   * than a keep-alive (reasoning held under `commitOn: 'content'`, preambles, frames no
+   * adapter knows) is committed (`trigger: 'bound'`): a live upstream is never refused for
+   * holding too much. Only keep-alives alone past it are `peek-overflow`, which `relay()` does
+   * not retry (another attempt would end the same way).
    * @default 1_048_576 (1 MiB)
    */
   maxPeekBytes?: number
@@ -149,8 +151,9 @@ export type PeekOutcome =
       readonly kind: 'output'
       /**
        * `output` (per `commitOn`), `terminal` (the upstream ended its answer before any), or
-       * `bound` (a peek bound was reached by a stream already showing reasoning under
-       * `commitOn: 'content'`: committed rather than retried).
+       * `bound` (a peek bound was reached by a stream that sent frames other than keep-alives:
+       * reasoning held under `commitOn: 'content'`, preambles, frames no adapter knows;
+       * committed rather than retried).
        */
       readonly trigger: 'output' | 'terminal' | 'bound'
       /** The verdict that ended the peek. */
@@ -424,11 +427,11 @@ export async function peekOn(
       const bound =
         held > maxPeekBytes ? 'maxPeekBytes' : counted > maxPeekFrames ? 'maxPeekFrames' : undefined
       if (bound !== undefined) {
-        // A stream showing progress (reasoning held under `commitOn: 'content'`) is committed
-        // at the bound: a retry would pay for all of it again and likely end the same way.
-        if (tracker.state.firstVisibleIndex !== null) {
-          return { ...base(), kind: 'output', trigger: 'bound', verdict }
-        }
+        // A live upstream sending frames that are not keep-alives is committed at the bound
+        // (guarantee 27 in docs/guarantees.md): what it sends may be output no adapter knows
+        // yet, and a retry would pay for all of it again and end the same way. Only a stream
+        // of keep-alives alone overflows.
+        if (counted > 0) return { ...base(), kind: 'output', trigger: 'bound', verdict }
         const limit = bound === 'maxPeekBytes' ? maxPeekBytes : maxPeekFrames
         return { ...base(), kind: 'peek-overflow', error: new PeekOverflowError(bound, limit) }
       }

@@ -9,6 +9,7 @@ import type { SseFrame } from '../sse/frame.js'
 import { anthropicContinuation, anthropicSplice } from './anthropic-continuation.js'
 import { endsWithObject, needle, startsWith } from './bytes.js'
 import {
+  carriesContent,
   encode,
   field,
   inspectWithoutData,
@@ -19,6 +20,7 @@ import {
   sseFrameText,
   stringField,
   textField,
+  unknownOutput,
   upstreamError,
 } from './common.js'
 import { fitAnthropicBudget, modelNamedInBody, pathEndsWith, streamFlagInBody } from './request.js'
@@ -165,9 +167,22 @@ function blockIndex(body: Record<string, unknown>): number {
   return typeof index === 'number' ? index : 0
 }
 
+/** Members of an unknown block or delta that are never shown: ids, indexes, types. */
+const notContent: ReadonlySet<string> = new Set(['type', 'id', 'index'])
+
+/** Blocks that name a call: the client's own tool, a server tool, an MCP server's tool. */
+const toolBlocks: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use'])
+
+/**
+ * Blocks and deltas that carry nothing the client shows: compaction is a summary of the
+ * earlier context for the API to read back, not part of the answer.
+ */
+const quietTypes: ReadonlySet<string> = new Set(['compaction', 'compaction_delta'])
+
 function inspectDelta(body: Record<string, unknown>): FrameVerdict {
   const delta = body.delta
-  switch (stringField(delta, 'type')) {
+  const type = stringField(delta, 'type')
+  switch (type) {
     case 'text_delta': {
       const text = textField(delta, 'text')
       return text === undefined ? { kind: 'meta' } : { kind: 'text', text }
@@ -187,8 +202,37 @@ function inspectDelta(body: Record<string, unknown>): FrameVerdict {
     case 'citations_delta':
       return { kind: 'text', text: '' }
     default:
-      return { kind: 'meta' }
+      // A delta type the adapter does not know: output when it carries content (fail open).
+      if (type !== undefined && quietTypes.has(type)) return { kind: 'meta' }
+      return carriesContent(delta, notContent) ? unknownOutput : { kind: 'meta' }
   }
+}
+
+/**
+ * A block start: text and thinking with their first text, a call (`tool`), redacted thinking
+ * (reasoning), and any other block with content (a server tool's result, a type the adapter
+ * does not know) output; an empty block, or compaction, is bookkeeping.
+ */
+function blockStart(body: Record<string, unknown>): FrameVerdict {
+  const block = body.content_block
+  const edge = { index: blockIndex(body), edge: 'open' } as const
+  const type = stringField(block, 'type') ?? ''
+  if (toolBlocks.has(type))
+    return { kind: 'tool', text: stringField(block, 'name') ?? '', block: edge }
+  if (type === 'text') {
+    const text = textField(block, 'text')
+    return text === undefined ? { kind: 'meta', block: edge } : { kind: 'text', text, block: edge }
+  }
+  if (type === 'thinking') {
+    const text = textField(block, 'thinking')
+    return text === undefined
+      ? { kind: 'meta', block: edge }
+      : { kind: 'reasoning', text, block: edge }
+  }
+  if (type === 'redacted_thinking') return { kind: 'reasoning', text: '', block: edge }
+  if (quietTypes.has(type) || !carriesContent(block, notContent))
+    return { kind: 'meta', block: edge }
+  return { ...unknownOutput, block: edge }
 }
 
 function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict {
@@ -199,19 +243,8 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
       return anthropicError(body) ?? errorEventWithoutDetail
     case 'content_block_delta':
       return inspectDelta(body)
-    case 'content_block_start': {
-      const block = body.content_block
-      const edge = { index: blockIndex(body), edge: 'open' } as const
-      const blockType = stringField(block, 'type')
-      if (blockType === 'tool_use' || blockType === 'server_tool_use') {
-        return { kind: 'tool', text: stringField(block, 'name') ?? '', block: edge }
-      }
-      const text = blockType === 'text' ? textField(block, 'text') : undefined
-      if (text !== undefined) return { kind: 'text', text, block: edge }
-      const thinking = blockType === 'thinking' ? textField(block, 'thinking') : undefined
-      if (thinking !== undefined) return { kind: 'reasoning', text: thinking, block: edge }
-      return { kind: 'meta', block: edge }
-    }
+    case 'content_block_start':
+      return blockStart(body)
     case 'content_block_stop':
       return { kind: 'meta', block: { index: blockIndex(body), edge: 'close' } }
     case 'message_delta': {
@@ -223,6 +256,8 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
     case 'message_stop':
       return { kind: 'terminal', terminal: { reason: null, raw: 'message_stop' } }
     default:
+      // The SDK's stream acts on the events above only (`clientIgnores`): what any other
+      // carries, no client shows.
       return { kind: 'meta' }
   }
 }
@@ -379,6 +414,9 @@ const clientEvents: ReadonlySet<string> = new Set([
  *
  * - `text_delta` is text, `thinking_delta` and `signature_delta` are reasoning,
  *   `input_json_delta` and a `tool_use` block start are tool output; `ping` is a keep-alive.
+ * - A server tool's result block and any block or delta type it does not know, with content,
+ *   are output (guarantee 27); an empty block start, compaction and events the SDK skips are
+ *   `meta`.
  * - `message_delta` with a `stop_reason`, and `message_stop`, are terminal.
  * - `event: error` is an error, with data or without (the SDK raises on either):
  *   `overloaded_error`, `rate_limit_error`, `api_error` are retryable.

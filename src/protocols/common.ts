@@ -6,6 +6,7 @@
  */
 
 import type { SseFrame } from '../sse/frame.js'
+import { indexOfByte } from '../sse/index-of.js'
 import { sanitizeMessage } from './sanitize.js'
 import type {
   ErrorVerdict,
@@ -256,4 +257,41 @@ export function errorBodyFor(adapter: StreamAdapter, error: RenderableError): st
   if (adapter.renderErrorBody !== undefined) return adapter.renderErrorBody(error)
   const { type, message, code } = renderable(error)
   return JSON.stringify({ error: { type, message, code } })
+}
+
+/** How deep {@link carriesContent} looks into nested objects and arrays. */
+const maxContentDepth = 8
+
+/**
+ * Whether a value holds anything a client could show: a non-empty string anywhere inside it,
+ * members named in `skip` (ids, indexes, types, obfuscation padding) left out at every depth.
+ * Numbers, booleans and `null` are never content (token ids, flags). Adapters use it for what
+ * they do not know (an unknown event, item, block or part type): with content it is output,
+ * without it bookkeeping (guarantee 27 in docs/guarantees.md).
+ */
+export function carriesContent(value: unknown, skip: ReadonlySet<string>, depth = 0): boolean {
+  if (typeof value === 'string') return value.length > 0
+  if (typeof value !== 'object' || value === null) return false
+  // Deeper than any protocol nests: unknown, so content (fail open).
+  if (depth > maxContentDepth) return true
+  if (Array.isArray(value)) return value.some((item) => carriesContent(item, skip, depth + 1))
+  for (const [key, member] of Object.entries(value)) {
+    if (!skip.has(key) && carriesContent(member, skip, depth + 1)) return true
+  }
+  return false
+}
+
+/** The verdict for content an adapter does not know the kind of: output, as text with no text. */
+export const unknownOutput = Object.freeze({ kind: 'text', text: '' } as const)
+
+/**
+ * Whether `raw` has no line break from `from` up to its trailing ones: a quick check that a
+ * frame ends on the line it is at (no `event: error` line after its data makes it an error).
+ */
+export function noLineBreakFrom(raw: Uint8Array, from: number): boolean {
+  let end = raw.length
+  while (end > from && (raw[end - 1] === 10 || raw[end - 1] === 13)) end--
+  const lf = indexOfByte(raw, 10, from)
+  const cr = indexOfByte(raw, 13, from)
+  return (lf === -1 || lf >= end) && (cr === -1 || cr >= end)
 }

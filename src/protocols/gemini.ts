@@ -8,6 +8,7 @@
 import type { SseFrame } from '../sse/frame.js'
 import { endsWithObject, includes, needle, startsWith } from './bytes.js'
 import {
+  carriesContent,
   encode,
   field,
   inspectWithoutData,
@@ -18,6 +19,7 @@ import {
   sseFrameText,
   stringField,
   textField,
+  unknownOutput,
   upstreamError,
 } from './common.js'
 import { fitGeminiBudget } from './request.js'
@@ -68,24 +70,59 @@ function geminiError(body: Record<string, unknown>): ErrorVerdict | undefined {
   }
 }
 
+/**
+ * Part members that are tool output: the model's function calls and the code it writes, and
+ * the built-in tools' calls (`toolCall`) and their results (`toolResponse`,
+ * `codeExecutionResult`), which the client shows as part of the answer.
+ */
+const toolMembers = ['functionCall', 'executableCode', 'toolCall'] as const
+const resultMembers = ['codeExecutionResult', 'toolResponse', 'functionResponse'] as const
+/** Part members that are never shown: the thought flag and signature, metadata. */
+const notContent: ReadonlySet<string> = new Set([
+  'thought',
+  'thoughtSignature',
+  'partMetadata',
+  'videoMetadata',
+  'mediaResolution',
+])
+
+/** What the parts of a candidate carry: the first text, a tool, other output, reasoning. */
+interface PartFinds {
+  tool?: string | undefined
+  reasoning?: string | undefined
+  output?: true
+}
+
+function readPart(part: unknown, finds: PartFinds): string | undefined {
+  const text = textField(part, 'text')
+  if (field(part, 'thought') === true) {
+    finds.reasoning ??= text ?? ''
+    return undefined
+  }
+  if (text !== undefined) return text
+  for (const member of toolMembers) {
+    const value = field(part, member)
+    if (value !== undefined && value !== null) finds.tool ??= stringField(value, 'name') ?? ''
+  }
+  if (resultMembers.some((member) => carriesContent(field(part, member), notContent)))
+    finds.output = true
+  // A part of a kind the adapter does not know (inlineData, fileData, a new one): output when
+  // it carries content (fail open). A signature alone belongs to the reasoning before it.
+  else if (carriesContent(part, notContent)) finds.output = true
+  else if (textField(part, 'thoughtSignature') !== undefined) finds.reasoning ??= ''
+  return undefined
+}
+
 function partsVerdict(parts: unknown): Omit<OutputVerdict, 'terminal'> | undefined {
   if (!Array.isArray(parts)) return undefined
-  let tool: string | undefined
-  let reasoning: string | undefined
+  const finds: PartFinds = {}
   for (const part of parts) {
-    const text = textField(part, 'text')
-    if (field(part, 'thought') === true) {
-      reasoning ??= text ?? ''
-      continue
-    }
+    const text = readPart(part, finds)
     if (text !== undefined) return { kind: 'text', text }
-    const call = field(part, 'functionCall')
-    if (call !== undefined) tool ??= stringField(call, 'name') ?? ''
-    else if (field(part, 'executableCode') !== undefined) tool ??= ''
-    else if (field(part, 'inlineData') !== undefined) return { kind: 'text', text: '' }
   }
-  if (tool !== undefined) return { kind: 'tool', text: tool }
-  if (reasoning !== undefined) return { kind: 'reasoning', text: reasoning }
+  if (finds.tool !== undefined) return { kind: 'tool', text: finds.tool }
+  if (finds.output === true) return unknownOutput
+  if (finds.reasoning !== undefined) return { kind: 'reasoning', text: finds.reasoning }
   return undefined
 }
 
@@ -130,8 +167,10 @@ function chunk(state: RenderState | undefined, candidate: Record<string, unknown
 /**
  * The Gemini `streamGenerateContent` (`alt=sse`) adapter.
  *
- * - Parts with `thought: true` are reasoning, other text parts are text, `functionCall`
- *   parts are tool output; a chunk with parts and a `finishReason` is output and terminal.
+ * - Parts with `thought: true` are reasoning, other text parts are text, `functionCall`,
+ *   `executableCode` and `toolCall` parts are tool output, and any other part with content
+ *   (`codeExecutionResult`, `toolResponse`, `inlineData`, a kind it does not know) is output
+ *   (guarantee 27); a chunk with parts and a `finishReason` is output and terminal.
  * - `finishReason` `STOP` → stop, `MAX_TOKENS` → length, `SAFETY`/`RECITATION`/… →
  *   content_filter; a `promptFeedback.blockReason` with no candidates is terminal.
  * - A frame holding an `error` object is an error; `UNAVAILABLE`, `RESOURCE_EXHAUSTED`,

@@ -9,16 +9,19 @@
 import type { SseFrame } from '../sse/frame.js'
 import { endsWithObject, findNeedles, needle, needleSet, startsWith } from './bytes.js'
 import {
+  carriesContent,
   encode,
   field,
   inspectWithoutData,
   malformedFrame,
   mapReason,
+  noLineBreakFrom,
   parseData,
   renderable,
   sseFrameText,
   stringField,
   textField,
+  unknownOutput,
   upstreamError,
 } from './common.js'
 import { chatWithOptions, type OpenAIChatOptions } from './openai-chat-continuation.js'
@@ -32,6 +35,7 @@ import {
 import type {
   ErrorVerdict,
   FrameVerdict,
+  OutputVerdict,
   RenderableError,
   RenderState,
   StreamAdapter,
@@ -42,7 +46,7 @@ import type {
 import { chatUsageOf, withUsage } from './usage.js'
 
 const dataObject = needle('data: {')
-/** `"finish_reason":null` (bit 1) and an `"error"` key (bit 2), found in one pass. */
+
 const quickKeys = needleSet('r', '"finish_reason":null', '"error"')
 
 const reasons: Readonly<Record<string, TerminalReason>> = {
@@ -88,49 +92,150 @@ function hasToolData(calls: unknown): string | undefined {
   return undefined
 }
 
+/** Delta members whose meaning the adapter knows; any other with content is output. */
+const knownDeltaMembers = new Set([
+  'role',
+  'content',
+  'tool_calls',
+  'function_call',
+  'refusal',
+  'reasoning_content',
+  'reasoning',
+  'reasoning_details',
+])
+/** Members of unknown content that are never shown: ids, indexes, types. */
+const notContent: ReadonlySet<string> = new Set(['type', 'id', 'index', 'format'])
+
+/** What one choice's delta carries, each kind's first text. */
+interface DeltaFinds {
+  text?: string | undefined
+  tool?: string | undefined
+  refusal?: string | undefined
+  reasoning?: string | undefined
+  unknown?: true
+}
+
+/** The text of a Mistral `thinking` part: a string, or text parts. */
+function thinkingText(thinking: unknown): string {
+  if (typeof thinking === 'string') return thinking
+  if (!Array.isArray(thinking)) return ''
+  let out = ''
+  for (const part of thinking) out += stringField(part, 'text') ?? ''
+  return out
+}
+
+/**
+ * `delta.content` as an array of typed parts (Mistral's reasoning models, for the answer as
+ * well as the thinking): `text` parts are text, `thinking` parts reasoning, and a part of any
+ * other type with content is output.
+ */
+function readContentParts(parts: unknown[], finds: DeltaFinds): void {
+  let text = ''
+  let reasoning = ''
+  for (const part of parts) {
+    const type = stringField(part, 'type')
+    if (type === 'text') text += stringField(part, 'text') ?? ''
+    else if (type === 'thinking') reasoning += thinkingText(field(part, 'thinking'))
+    else if (carriesContent(part, notContent)) finds.unknown = true
+  }
+  if (text !== '') finds.text ??= text
+  if (reasoning !== '') finds.reasoning ??= reasoning
+}
+
+function readDelta(delta: unknown, finds: DeltaFinds): void {
+  const content = field(delta, 'content')
+  if (typeof content === 'string' && content !== '') finds.text ??= content
+  else if (Array.isArray(content)) readContentParts(content, finds)
+  finds.tool ??=
+    hasToolData(field(delta, 'tool_calls')) ?? textField(field(delta, 'function_call'), 'arguments')
+  finds.refusal ??= textField(delta, 'refusal')
+  finds.reasoning ??= textField(delta, 'reasoning_content') ?? textField(delta, 'reasoning')
+  if (
+    finds.reasoning === undefined &&
+    carriesContent(field(delta, 'reasoning_details'), notContent)
+  )
+    finds.reasoning = ''
+  if (typeof delta !== 'object' || delta === null) return
+  for (const [key, member] of Object.entries(delta)) {
+    if (!knownDeltaMembers.has(key) && carriesContent(member, notContent)) finds.unknown = true
+  }
+}
+
+/** The output a choice's deltas carry: text first, then tool, refusal, unknown, reasoning. */
+function outputOf(finds: DeltaFinds): Omit<OutputVerdict, 'terminal'> | undefined {
+  if (finds.text !== undefined) return { kind: 'text', text: finds.text }
+  if (finds.tool !== undefined) return { kind: 'tool', text: finds.tool }
+  if (finds.refusal !== undefined) return { kind: 'refusal', text: finds.refusal }
+  if (finds.unknown === true) return unknownOutput
+  if (finds.reasoning !== undefined) return { kind: 'reasoning', text: finds.reasoning }
+  return undefined
+}
+
 function inspectChunk(body: Record<string, unknown>): FrameVerdict {
   const error = chatError(body)
   if (error !== undefined) return error
   const choices = body.choices
   if (!Array.isArray(choices) || choices.length === 0) return { kind: 'meta' }
   let terminal: TerminalInfo | undefined
-  let reasoning: string | undefined
-  let tool: string | undefined
-  let refusal: string | undefined
+  const finds: DeltaFinds = {}
   for (const choice of choices) {
     const finish = field(choice, 'finish_reason')
     if (typeof finish === 'string' && terminal === undefined) {
       terminal = { reason: mapReason(reasons, finish), raw: finish }
     }
     const delta = field(choice, 'delta')
-    if (delta === undefined || delta === null) continue
-    const content = textField(delta, 'content')
-    if (content !== undefined) {
-      return terminal === undefined
-        ? { kind: 'text', text: content }
-        : { kind: 'text', text: content, terminal }
-    }
-    tool ??=
-      hasToolData(field(delta, 'tool_calls')) ??
-      textField(field(delta, 'function_call'), 'arguments')
-    refusal ??= textField(delta, 'refusal')
-    reasoning ??= textField(delta, 'reasoning_content') ?? textField(delta, 'reasoning')
+    if (delta !== undefined && delta !== null) readDelta(delta, finds)
   }
-  const output =
-    tool !== undefined
-      ? ({ kind: 'tool', text: tool } as const)
-      : refusal !== undefined
-        ? ({ kind: 'refusal', text: refusal } as const)
-        : reasoning !== undefined
-          ? ({ kind: 'reasoning', text: reasoning } as const)
-          : undefined
+  const output = outputOf(finds)
   if (output !== undefined) return terminal === undefined ? output : { ...output, terminal }
   return terminal === undefined ? { kind: 'meta' } : { kind: 'terminal', terminal }
 }
 
-/** Where the `openai` SDK stops reading a stream: `if (sse.data.startsWith('[DONE]'))`. */
+/**
+ * Where every `openai` SDK stops reading a stream cleanly: data that is exactly `[DONE]`. The
+ * 6.x SDK stops at any data starting with `[DONE]`, the 7.x SDK only at `[DONE]` itself and
+ * raises on `[DONE]x` (it is no JSON): such a frame is no clean end, so no SDK may be shown one.
+ */
 export function endsAtDone(frame: SseFrame): boolean {
-  return frame.data?.startsWith('[DONE]') === true
+  return frame.data === '[DONE]'
+}
+
+/**
+ * The verdict of a frame the `openai` SDK reads as an event but that has no JSON data: the
+ * SDK raises on it (a `SyntaxError`, or its `APIError` for `event: error`), in Chat and
+ * Responses alike, so it is an error, never bookkeeping: an event without data (`event:
+ * ping` alone: both 6.x and 7.x parse its empty data and raise) and data starting `[DONE]`
+ * that is not `[DONE]` itself (7.x raises). `undefined` for every other frame.
+ */
+export function openaiUnreadable(frame: SseFrame): ErrorVerdict | undefined {
+  const data = frame.data
+  if (data === undefined) {
+    if (frame.event === undefined) return undefined
+    if (frame.event === 'error')
+      return { kind: 'error', error: upstreamError('upstream_error', 'upstream error event') }
+    return malformedFrame(`an event without data, which the openai SDK raises on: ${frame.event}`)
+  }
+  if (data.startsWith('[DONE]') && data !== '[DONE]')
+    return malformedFrame(
+      `an end marker that is not [DONE], which the openai SDK raises on: ${data}`,
+    )
+  return undefined
+}
+
+/**
+ * The error of a named `event: error` whose data is a JSON object: the 7.x `openai` SDK raises
+ * its `APIError` on it whatever the data holds (`data.error ?? data`), nested or flat
+ * (`{"message":…,"code":…,"type":…}`), so it is an error, not bookkeeping.
+ */
+function openaiErrorEvent(body: Record<string, unknown>): ErrorVerdict {
+  const error = typeof body.error === 'object' && body.error !== null ? body.error : body
+  if (error !== body && typeof error !== 'object') return openaiScalarError(error)
+  const code = field(error, 'code')
+  const codeText = typeof code === 'string' ? code : null
+  const status = typeof code === 'number' ? code : null
+  const type = stringField(error, 'type') ?? codeText ?? 'upstream_error'
+  const message = stringField(error, 'message') ?? 'upstream error event'
+  return { kind: 'error', error: upstreamError(type, message, codeText, status) }
 }
 
 /** The same body with streaming off (and its stream-only options dropped). */
@@ -227,6 +332,11 @@ function chunk(
  *   (`clientEndsAt`): the relay writes nothing after it.
  * - `delta.reasoning_content` (DeepSeek style) and `delta.reasoning` (OpenRouter style) are
  *   reasoning; `delta.refusal` is a refusal; tool calls with a name or argument data are tool output.
+ * - `delta.content` as typed parts (Mistral): `text` parts are text, `thinking` parts reasoning.
+ *   Any other part, or delta member, with content is output (guarantee 27): only what is known
+ *   to show nothing (a role, empty content, usage) is `meta`.
+ * - A named `event: error` (nested or flat body), an event without data and `[DONE]x` are
+ *   errors: the 7.x SDK raises on each (6.x on the second), and only exactly `[DONE]` ends.
  * - A data frame whose `error` is truthy is an error (the SDK raises on it), even with
  *   `finish_reason: "error"`: an `error` object, or a string or `true` as some servers send.
  *
@@ -239,19 +349,27 @@ export const openaiChat: StreamAdapter = Object.freeze({
   name: 'openai-chat',
   inspect(frame: SseFrame): FrameVerdict {
     const data = frame.data
-    if (data === undefined) return inspectWithoutData(frame, chatError)
     // Cheap check before JSON.parse: the end marker.
-    if (data.startsWith('[DONE]'))
-      return { kind: 'terminal', terminal: { reason: null, raw: '[DONE]' } }
+    if (data === '[DONE]') return { kind: 'terminal', terminal: { reason: null, raw: '[DONE]' } }
+    const unreadable = openaiUnreadable(frame)
+    if (unreadable !== undefined) return unreadable
+    if (data === undefined) return inspectWithoutData(frame, chatError)
     const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Chat Completions data frame is not a JSON object: ${data}`)
+    if (frame.event === 'error') return chatError(body) ?? openaiErrorEvent(body)
     return withUsage(inspectChunk(body), chatUsageOf(body))
   },
   quickOutput(frame: SseFrame): boolean {
-    // A chunk whose finish_reason is null and that holds no error neither ends nor fails.
+    // A chunk whose finish_reason is null and that holds no error neither ends nor fails; one
+    // line only, so no `event: error` beside it makes it an error.
     const raw = frame.raw
-    return startsWith(raw, dataObject) && endsWithObject(raw) && findNeedles(raw, quickKeys) === 1
+    return (
+      startsWith(raw, dataObject) &&
+      endsWithObject(raw) &&
+      noLineBreakFrom(raw, 0) &&
+      findNeedles(raw, quickKeys) === 1
+    )
   },
   clientEndsAt: endsAtDone,
   renderError(error: RenderableError): Uint8Array {

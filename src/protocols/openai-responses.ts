@@ -8,18 +8,27 @@
 import type { SseFrame } from '../sse/frame.js'
 import { endsWithObject, needle, startsWith } from './bytes.js'
 import {
+  carriesContent,
   encode,
   field,
   inspectWithoutData,
   malformedFrame,
+  noLineBreakFrom,
   parseData,
   renderable,
   sseFrameText,
   stringField,
   textField,
+  unknownOutput,
   upstreamError,
 } from './common.js'
-import { endsAtDone, openaiErrorBody, openaiScalarError, withoutStreaming } from './openai-chat.js'
+import {
+  endsAtDone,
+  openaiErrorBody,
+  openaiScalarError,
+  openaiUnreadable,
+  withoutStreaming,
+} from './openai-chat.js'
 import {
   bearerCredential,
   fitTopLevelBudget,
@@ -36,22 +45,99 @@ import type {
 } from './types.js'
 import { responsesUsage, withUsage } from './usage.js'
 
-const toolItems = new Set([
+/**
+ * Items the model writes as a call for the client (or a client-visible action) to act on:
+ * `tool` from the moment they are added. `tool_search_call` is one only when the client
+ * executes it (`execution: "client"`).
+ */
+const toolItems: ReadonlySet<string> = new Set([
   'function_call',
   'custom_tool_call',
-  'mcp_call',
-  'computer_call',
+  'apply_patch_call',
+  'shell_call',
   'local_shell_call',
+  'computer_call',
+  'mcp_call',
+  'mcp_approval_request',
+  'code_interpreter_call',
 ])
-const toolDeltas = new Set([
-  'response.function_call_arguments.delta',
-  'response.custom_tool_call_input.delta',
-  'response.mcp_call_arguments.delta',
+/**
+ * Items that carry nothing a client shows when they are added: a message's and a summary's
+ * text comes in deltas, and server-side work (a search, listing an MCP server's tools,
+ * compaction, an image being made) shows nothing until it has a result, which the final
+ * answer cites. Held, so a retry before the answer stays possible; the peek's bounds commit
+ * a stream that runs long (guarantee 27 in docs/guarantees.md).
+ */
+const quietItems: ReadonlySet<string> = new Set([
+  'message',
+  'web_search_call',
+  'file_search_call',
+  'mcp_list_tools',
+  'image_generation_call',
+  'compaction',
+  'tool_search_call',
 ])
-const reasoningDeltas = new Set([
-  'response.reasoning_summary_text.delta',
-  'response.reasoning_text.delta',
-  'response.reasoning.delta',
+
+type DeltaKind = 'text' | 'refusal' | 'reasoning' | 'tool' | 'output'
+
+/**
+ * Events whose `delta` (or image, or output) is what the client shows, by kind: `text` and
+ * `refusal` carry their text; `output` is content of a server-side result (a partial image,
+ * a hosted shell's output, audio) counted as text without text.
+ */
+const deltaKinds: Readonly<Record<string, DeltaKind>> = {
+  'response.output_text.delta': 'text',
+  'response.refusal.delta': 'refusal',
+  'response.reasoning_summary_text.delta': 'reasoning',
+  'response.reasoning_text.delta': 'reasoning',
+  'response.reasoning.delta': 'reasoning',
+  'response.function_call_arguments.delta': 'tool',
+  'response.custom_tool_call_input.delta': 'tool',
+  'response.mcp_call_arguments.delta': 'tool',
+  'response.code_interpreter_call_code.delta': 'tool',
+  'response.apply_patch_call_operation_diff.delta': 'tool',
+  'response.shell_call_command.delta': 'tool',
+  'response.shell_call_command.added': 'tool',
+  'response.shell_call_output_content.delta': 'output',
+  'response.image_generation_call.partial_image': 'output',
+  'response.audio.delta': 'output',
+  'response.audio.transcript.delta': 'output',
+  'response.output_text.annotation.added': 'output',
+}
+
+/** Lifecycle events with nothing for the client to see, besides the sub-item statuses below. */
+const metaEvents: ReadonlySet<string> = new Set([
+  'response.created',
+  'response.in_progress',
+  'response.queued',
+  'response.reasoning_summary_part.added',
+  'response.steer',
+  'keepalive',
+])
+/**
+ * A sub-item's status or a finished part (`response.web_search_call.searching`,
+ * `response.output_text.done`…): `.done` events repeat what their deltas already carried,
+ * status events carry none.
+ */
+const statusSuffix =
+  /\.(?:done|in_progress|searching|interpreting|generating|compacting|completed|failed|incomplete|pending|accepted)$/
+
+/** Members of an event or item that are never shown: ids, indexes, types, padding. */
+const notContent: ReadonlySet<string> = new Set([
+  'type',
+  'id',
+  'status',
+  'sequence_number',
+  'item_id',
+  'output_index',
+  'content_index',
+  'summary_index',
+  'annotation_index',
+  'command_index',
+  'obfuscation',
+  'logprobs',
+  'created_by',
+  'response',
 ])
 
 const outputDeltas = [
@@ -82,26 +168,50 @@ function outputIndex(body: Record<string, unknown>): number {
   return typeof index === 'number' ? index : 0
 }
 
+/** An added item: a tool call, reasoning with text, or unknown content, else bookkeeping. */
+function addedItem(body: Record<string, unknown>): FrameVerdict {
+  const item = body.item
+  const block = { index: outputIndex(body), edge: 'open' } as const
+  const type = stringField(item, 'type') ?? ''
+  const execution = stringField(item, 'execution')
+  const clientCall =
+    toolItems.has(type) ||
+    (type === 'tool_search_call' && execution === 'client') ||
+    // An item type the adapter does not know, with a call id: a call the client acts on.
+    (!quietItems.has(type) && type !== 'reasoning' && textField(item, 'call_id') !== undefined)
+  if (clientCall) return { kind: 'tool', text: stringField(item, 'name') ?? '', block }
+  if (type === 'reasoning') {
+    return carriesContent(field(item, 'summary'), notContent) ||
+      carriesContent(field(item, 'content'), notContent)
+      ? { kind: 'reasoning', text: '', block }
+      : { kind: 'meta', block }
+  }
+  if (quietItems.has(type) || !carriesContent(item, notContent)) return { kind: 'meta', block }
+  return { ...unknownOutput, block }
+}
+
+/** An event that carries a delta (or image, or output) of a known kind. */
+function deltaVerdict(kind: DeltaKind, body: Record<string, unknown>): FrameVerdict {
+  if (kind === 'text' || kind === 'refusal' || kind === 'reasoning') {
+    const text = textField(body, 'delta')
+    if (text !== undefined) return { kind, text }
+    return kind !== 'reasoning' || !carriesContent(body, notContent)
+      ? { kind: 'meta' }
+      : { kind, text: '' }
+  }
+  if (!carriesContent(body, notContent)) return { kind: 'meta' }
+  return kind === 'tool' ? { kind: 'tool', text: textField(body, 'delta') ?? '' } : unknownOutput
+}
+
 function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict {
   switch (type) {
-    case 'response.output_text.delta': {
-      const text = textField(body, 'delta')
-      return text === undefined ? { kind: 'meta' } : { kind: 'text', text }
-    }
-    case 'response.refusal.delta': {
-      const text = textField(body, 'delta')
-      return text === undefined ? { kind: 'meta' } : { kind: 'refusal', text }
-    }
-    case 'response.output_item.added': {
-      const item = body.item
-      const edge = { index: outputIndex(body), edge: 'open' } as const
-      if (toolItems.has(stringField(item, 'type') ?? '')) {
-        return { kind: 'tool', text: stringField(item, 'name') ?? '', block: edge }
-      }
-      return { kind: 'meta', block: edge }
-    }
+    case 'response.output_item.added':
+      return addedItem(body)
     case 'response.output_item.done':
       return { kind: 'meta', block: { index: outputIndex(body), edge: 'close' } }
+    case 'response.content_part.added':
+      // A part starts empty; its text comes in deltas. One that starts with content is output.
+      return carriesContent(body.part, notContent) ? unknownOutput : { kind: 'meta' }
     case 'response.completed':
       return { kind: 'terminal', terminal: { reason: 'stop', raw: 'completed' } }
     case 'response.incomplete': {
@@ -119,16 +229,14 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
       return errorFrom(field(body.response, 'error'), 'server_error')
     case 'error':
       return responsesError(body) ?? errorFrom(body, 'server_error')
-    default:
-      if (toolDeltas.has(type)) {
-        const text = textField(body, 'delta')
-        return text === undefined ? { kind: 'meta' } : { kind: 'tool', text }
-      }
-      if (reasoningDeltas.has(type)) {
-        const text = textField(body, 'delta')
-        return text === undefined ? { kind: 'meta' } : { kind: 'reasoning', text }
-      }
-      return { kind: 'meta' }
+    default: {
+      const kind = Object.hasOwn(deltaKinds, type) ? deltaKinds[type] : undefined
+      if (kind !== undefined) return deltaVerdict(kind, body)
+      if (metaEvents.has(type) || type.startsWith('response.steer') || statusSuffix.test(type))
+        return { kind: 'meta' }
+      // An event the adapter does not know: output when it carries content (fail open).
+      return carriesContent(body, notContent) ? unknownOutput : { kind: 'meta' }
+    }
   }
 }
 
@@ -227,8 +335,12 @@ function event(type: string, sequence: number, body: Record<string, unknown>): s
  * The OpenAI Responses adapter.
  *
  * - `response.output_text.delta` is text, `response.refusal.delta` a refusal, reasoning
- *   summary/text deltas are reasoning, function-call argument deltas and an added
- *   `function_call` item are tool output.
+ *   summary/text deltas are reasoning; an added call item (`function_call`, `apply_patch_call`,
+ *   `shell_call`, `mcp_approval_request`, a client `tool_search_call`…) and its input deltas
+ *   are tool output.
+ * - Lifecycle events, `.done` events, sub-item statuses and server-side work that shows
+ *   nothing yet (a search running) are `meta`; any other event or item with content, known or
+ *   not, is output (guarantee 27).
  * - `response.completed` and `response.incomplete` are terminal; `response.failed`,
  *   `event: error` (nested or flat error fields) and any event whose `error` is truthy (the
  *   SDK raises on it) are errors.
@@ -246,20 +358,28 @@ export const openaiResponses: StreamAdapter = Object.freeze({
   // `response.completed` replaces the client's accumulated response: it must carry the text.
   trackerDefaults: Object.freeze({ keepTextChars: 262_144 }),
   inspect(frame: SseFrame): FrameVerdict {
+    const unreadable = openaiUnreadable(frame)
+    if (unreadable !== undefined) return unreadable
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, responsesError)
     const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)
-    // The SDK raises on a truthy `error` in any event, whatever its type.
+    // The SDK raises on a truthy `error` in any event, whatever its type, and 7.x on any
+    // `event: error`, whatever its data.
     const raised = body.error ? responsesError(body) : undefined
     if (raised !== undefined) return raised
+    if (frame.event === 'error')
+      return responsesError(body) ?? errorFrom({ ...body, type: undefined }, 'server_error')
     const type = stringField(body, 'type') ?? frame.event
     if (type === undefined) return responsesError(body) ?? { kind: 'meta' }
     return withUsage(inspectEvent(type, body), responsesUsage(field(body.response, 'usage')))
   },
   quickOutput(frame: SseFrame): boolean {
-    return endsWithObject(frame.raw) && outputDeltas.some((event) => startsWith(frame.raw, event))
+    const raw = frame.raw
+    const event = outputDeltas.find((prefix) => startsWith(raw, prefix))
+    // Its data line is its last: no `event: error` after it makes it an error.
+    return event !== undefined && endsWithObject(raw) && noLineBreakFrom(raw, event.bytes.length)
   },
   // Not the protocol's end, but the SDK's all the same: it shares Chat's stream reader.
   clientEndsAt: endsAtDone,

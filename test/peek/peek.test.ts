@@ -185,13 +185,19 @@ describe('peekFirstOutput outcomes', () => {
     expect(outcome).toMatchObject({ kind: 'output', trigger: 'terminal' })
   })
 
-  it('fails with peek-overflow past maxPeekFrames or maxPeekBytes instead of growing', async () => {
+  it('commits at maxPeekFrames or maxPeekBytes when frames other than keep-alives came (trigger bound), never peek-overflow', async () => {
     const frames = await peekText(role.repeat(10), { maxPeekFrames: 3 })
-    expect(frames.kind).toBe('peek-overflow')
+    expect(frames).toMatchObject({ kind: 'output', trigger: 'bound' })
     expect(frames.frames).toHaveLength(4)
-    if (frames.kind === 'peek-overflow') expect(isPeekOverflowError(frames.error)).toBe(true)
     const bytes = await peekText(role.repeat(10), { maxPeekBytes: 200 })
+    expect(bytes).toMatchObject({ kind: 'output', trigger: 'bound' })
+    expect(bytes.frames).toHaveLength(3)
+  })
+
+  it('fails with peek-overflow past maxPeekBytes when only keep-alives came, instead of growing', async () => {
+    const bytes = await peekText(': keep-alive\n\n'.repeat(100), { maxPeekBytes: 200 })
     expect(bytes.kind === 'peek-overflow' && bytes.error.message).toContain('maxPeekBytes')
+    if (bytes.kind === 'peek-overflow') expect(isPeekOverflowError(bytes.error)).toBe(true)
     expect(peekDefaults).toMatchObject({
       maxPeekBytes: 1_048_576,
       maxPeekFrames: 4096,

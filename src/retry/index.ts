@@ -47,7 +47,7 @@ export type {
   ReadyAttempt,
   ReadyAttemptOptions,
 } from './request/ready-attempt.js'
-export { fetchAttempt } from './request/ready-attempt.js'
+export { fetchAttempt } from './request/fetch-attempt.js'
 export type {
   ClientRequestRead,
   ReadClientRequestOptions,

@@ -509,7 +509,9 @@ const notSent: NotSentError = (step, message, cause) =>
  */
 function upgradedError(): Error {
   return Object.assign(
-    new Error('the upstream answered 101 Switching Protocols to a request that asked for no upgrade'),
+    new Error(
+      'the upstream answered 101 Switching Protocols to a request that asked for no upgrade',
+    ),
     { code: 'ERR_UPSTREAM_UPGRADE' },
   )
 }

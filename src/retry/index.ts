@@ -41,13 +41,13 @@ export type { FetchFunction, ResilientFetchOptions } from './relay/resilient-fet
 export { createResilientFetch } from './relay/resilient-fetch.js'
 export type { ClientBodyCheck } from './request/client-request.js'
 export { isFirstPartyApi } from './request/correlation.js'
+export { fetchAttempt } from './request/fetch-attempt.js'
 export type {
   AttemptRequestContext,
   ClientHeaders,
   ReadyAttempt,
   ReadyAttemptOptions,
 } from './request/ready-attempt.js'
-export { fetchAttempt } from './request/fetch-attempt.js'
 export type {
   ClientRequestRead,
   ReadClientRequestOptions,

@@ -10,8 +10,8 @@
 import { createServer } from 'node:http'
 import fc from 'fast-check'
 import {
-  anthropicMessages,
   type AttemptFunction,
+  anthropicMessages,
   createMemoryKeyPool,
   fetchAttempt,
   type KeyPool,
@@ -87,7 +87,12 @@ interface Step {
   build(
     url: string,
     transport: Transport,
-  ): { body: Record<string, unknown>; url: string; attempt: AttemptFunction; adapter?: StreamAdapter }
+  ): {
+    body: Record<string, unknown>
+    url: string
+    attempt: AttemptFunction
+    adapter?: StreamAdapter
+  }
 }
 
 const ordinary = () => ({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] })
@@ -259,7 +264,9 @@ describe('invariant 28: a client’s request never blames a key', () => {
   }
 
   it.each(
-    steps.flatMap((step) => step.transports.map((transport) => [step.name, transport, step] as const)),
+    steps.flatMap((step) =>
+      step.transports.map((transport) => [step.name, transport, step] as const),
+    ),
   )('%s (%s): one attempt, the request’s answer, no key blamed', async (_name, transport, step) => {
     await check(createMemoryKeyPool(keys(2)), 2, step, transport, openaiChat, true, 3)
   })

@@ -5,11 +5,11 @@
  * @module
  */
 
+import type { RequestNotSentStep } from '../../errors.js'
 import type { PeekOutcome } from '../../peek/index.js'
 import { sanitizeMessage } from '../../protocols/sanitize.js'
 import type { RenderableError, UpstreamErrorInfo } from '../../protocols/types.js'
 import type { AttemptFailure, FailureVerdict } from '../shared/verdict.js'
-import type { RequestNotSentStep } from '../../errors.js'
 import { classifyConnectionError, notSentStep, staleConnectionCodes } from './connection-errors.js'
 import { errorTypeForStatus } from './error-body.js'
 import { parseHeadroom } from './headroom.js'
@@ -370,7 +370,8 @@ export function wholeAnswerVerdict(
 /** What the client is told when its request failed at a step before it was sent. */
 const notSentMessages: Readonly<Record<RequestNotSentStep, string>> = {
   body: 'the request body cannot be sent as JSON (nested too deep, cyclic, or holding a value JSON has no form for)',
-  request: 'the gateway has no request to send upstream (no request, or no header to send its key in)',
+  request:
+    'the gateway has no request to send upstream (no request, or no header to send its key in)',
   url: 'the gateway could not build the upstream URL',
   headers: 'the gateway could not build the request headers (a name or value HTTP cannot carry)',
   attempt: 'the gateway failed before sending the request upstream',

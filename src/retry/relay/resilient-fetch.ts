@@ -6,6 +6,7 @@
  * @module
  */
 
+import { settleWithin } from '../../call-safely.js'
 import { webSink } from '../../commit/web-sink.js'
 import { RequestNotSentError } from '../../errors.js'
 import type { KeyPool } from '../../key-pool/types.js'
@@ -284,7 +285,7 @@ async function readBody(incoming: Request, limit: number): Promise<string | unde
     })
     return bytes === undefined ? undefined : new TextDecoder().decode(bytes)
   } catch (error) {
-    await incoming.body?.cancel(error).catch(() => {})
+    await settleWithin(incoming.body?.cancel(error))
     throw error
   }
 }

@@ -8,7 +8,6 @@
 
 import { RequestNotSentError } from '../../errors.js'
 import {
-  type AttemptRequestContext,
   attemptRequest,
   checkReadyAttemptOptions,
   type NotSentError,

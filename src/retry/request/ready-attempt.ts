@@ -214,10 +214,7 @@ export function attemptRequest(
   const secret = context.key?.secret ?? options.credential
   if (secret !== undefined) {
     if (adapter.credentialHeader === undefined)
-      throw notSent(
-        'request',
-        `adapter "${adapter.name}" has no credentialHeader to send a key in`,
-      )
+      throw notSent('request', `adapter "${adapter.name}" has no credentialHeader to send a key in`)
     const [name, value] = adapter.credentialHeader(secret)
     headers[name.toLowerCase()] = value
   }

@@ -105,7 +105,7 @@ const shapes: [string, () => Promise<unknown>, boolean][] = [
       const response = Object.assign(await readResponse(), { data: notFound, config: {} })
       return new GaxiosError(
         'Not Found',
-        { url: new URL('http://upstream.test/') },
+        { url: new URL('http://upstream.test/'), headers: new Headers() },
         response as never,
       )
     },

@@ -38,8 +38,11 @@ import { build } from 'esbuild'
  * free pass to an untried key, `headroom` and `fastest` selection with the cooldown floor and
  * bare-429 backoff in the memory pool, the spread wake, continuation on the next route,
  * `keepClientBytes`, one clock per attempt and the head as a plain record: 57,095 B.
+ * 58,500 → 59,000 for requests that never blame a key and waits that end (+1.5 KB over
+ * 57,095 B): `RequestNotSentError` and the pre-send rule, other libraries' thrown errors read
+ * as responses, the attempt raced against its clocks and releases given a grace: 58,571 B.
  */
-const budgetGzipBytes = 58_500
+const budgetGzipBytes = 59_000
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

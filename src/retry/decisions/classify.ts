@@ -369,12 +369,11 @@ export function wholeAnswerVerdict(
 
 /** What the client is told when its request failed at a step before it was sent. */
 const notSentMessages: Readonly<Record<RequestNotSentStep, string>> = {
-  body: 'the request body cannot be sent as JSON (nested too deep, cyclic, or holding a value JSON has no form for)',
-  request:
-    'the gateway has no request to send upstream (no request, or no header to send its key in)',
+  body: 'the request body cannot be sent as JSON (nested too deep, cyclic or a BigInt)',
+  request: 'the gateway has no request to send',
   url: 'the gateway could not build the upstream URL',
-  headers: 'the gateway could not build the request headers (a name or value HTTP cannot carry)',
-  attempt: 'the gateway failed before sending the request upstream',
+  headers: 'the gateway could not build the request headers',
+  attempt: 'the gateway failed before sending the request',
 }
 
 /**

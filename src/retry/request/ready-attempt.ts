@@ -225,14 +225,9 @@ export function attemptRequest(
   )
     headers['x-client-request-id'] = context.requestId
   const refused = unsendableHeader(headers)
-  if (refused !== undefined)
-    throw notSent('headers', `the header "${refused}" has a name or value HTTP cannot carry`)
+  if (refused !== undefined) throw notSent('headers', `the header "${refused}" cannot be sent`)
   const body = serialised(request.body)
-  if (body === undefined)
-    throw notSent(
-      'body',
-      'the request body cannot be serialised as JSON (nested too deep, cyclic, or holding a value JSON has no form for)',
-    )
+  if (body === undefined) throw notSent('body', 'the request body cannot be serialised as JSON')
   return { url, headers, body }
 }
 

@@ -29,7 +29,7 @@ export const now = (): number => performance.now()
  * Past it the release goes on by itself and the request moves on (invariant 29): a generator
  * stalled in an `await`, or a stream whose `cancel()` never settles, cannot hold a request.
  */
-export const releaseGraceMs = 100
+const releaseGraceMs = 100
 
 /**
  * Waits for `pending` (a release in user code) at most `ms`, and never rejects. The timer is

@@ -16,7 +16,7 @@ import {
 } from './ready-attempt.js'
 
 /** The ready attempts' failures before sending, as the named error the relay knows. */
-export const requestNotSent: NotSentError = (step, message, cause) =>
+const requestNotSent: NotSentError = (step, message, cause) =>
   new RequestNotSentError(step, message, { cause })
 
 /**

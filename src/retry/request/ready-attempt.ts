@@ -137,7 +137,7 @@ export function checkReadyAttemptOptions(where: string, options: ReadyAttemptOpt
 }
 
 /** A step of making a request that failed before anything was sent (see `RequestNotSentError`). */
-export type NotSentStep = 'request' | 'url' | 'headers' | 'body'
+type NotSentStep = 'request' | 'url' | 'headers' | 'body'
 
 /** Makes the error a ready attempt throws when `step` failed; the message never quotes the request. */
 export type NotSentError = (step: NotSentStep, message: string, cause?: unknown) => Error

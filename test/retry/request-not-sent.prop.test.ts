@@ -17,9 +17,11 @@ import {
   type KeyPool,
   openaiChat,
   type PoolKey,
+  RequestNotSentError,
   relay,
   type StreamAdapter,
 } from 'stream-boundary'
+import { classifyAttemptFailure } from 'stream-boundary/advanced'
 import { nodeHttpAttempt } from 'stream-boundary/node'
 import { createRecordingSink } from 'stream-boundary/testing'
 import { describe, expect, it } from 'vitest'
@@ -269,5 +271,70 @@ describe('invariant 28: a client’s request never blames a key', () => {
     ),
   )('%s (%s): one attempt, the request’s answer, no key blamed', async (_name, transport, step) => {
     await check(createMemoryKeyPool(keys(2)), 2, step, transport, openaiChat, true, 3)
+  })
+})
+
+describe('what an attempt function threw: before sending, or the network', () => {
+  const network: [string, unknown][] = [
+    [
+      "undici's fetch failed",
+      Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNRESET' } }),
+    ],
+    ['a bare fetch failed', new TypeError('fetch failed')],
+    ["a browser's Failed to fetch", new TypeError('Failed to fetch')],
+    ["Deno's connection refused", new TypeError('error sending request: connection refused')],
+    ["undici's terminated", new TypeError('terminated')],
+    ['an abort', new DOMException('aborted', 'AbortError')],
+    ["axios's network error", Object.assign(new Error('Network Error'), { code: 'ERR_NETWORK' })],
+    ['an errno code on a TypeError', Object.assign(new TypeError('x'), { code: 'EHOSTUNREACH' })],
+  ]
+  it.each(network)('%s is a connection failure, judged as before', (_name, error) => {
+    expect(classifyAttemptFailure({ kind: 'connection', error }).reason).not.toBe(
+      'request-not-sent',
+    )
+  })
+
+  const notSent: [string, unknown, number][] = [
+    ['a RequestNotSentError for the body', new RequestNotSentError('body', 'x'), 400],
+    ['a RequestNotSentError for a header', new RequestNotSentError('headers', 'x'), 500],
+    [
+      'a TypeError from reading undefined',
+      new TypeError("Cannot read properties of undefined (reading 'url')"),
+      500,
+    ],
+    ['a RangeError from a deep stringify', new RangeError('Maximum call stack size exceeded'), 500],
+    [
+      "fetch's URL failure (cause ERR_INVALID_URL)",
+      new TypeError('Failed to parse URL from x', {
+        cause: Object.assign(new TypeError('Invalid URL'), { code: 'ERR_INVALID_URL' }),
+      }),
+      500,
+    ],
+    [
+      "node:http's ERR_INVALID_CHAR",
+      Object.assign(new TypeError('Invalid character in header content ["x"]'), {
+        code: 'ERR_INVALID_CHAR',
+      }),
+      500,
+    ],
+  ]
+  it.each(notSent)(
+    '%s is the request’s failure: not retried, the key not blamed',
+    (_name, error, status) => {
+      const verdict = classifyAttemptFailure({ kind: 'connection', error })
+      expect(verdict).toMatchObject({
+        reason: 'request-not-sent',
+        retryable: false,
+        key: { kind: 'cancelled' },
+        status,
+      })
+    },
+  )
+
+  it('a plain Error of unknown shape stays a connection failure (retried)', () => {
+    expect(classifyAttemptFailure({ kind: 'connection', error: new Error('boom') })).toMatchObject({
+      reason: 'connection-error',
+      retryable: true,
+    })
   })
 })

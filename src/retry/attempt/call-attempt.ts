@@ -20,7 +20,7 @@ export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined 
 
 /**
  * Calls the route's attempt function, whose answer is checked by the caller (user code). A
- * throw that carries the upstream's response (`error.response`, or `error.status`) resolves to
+ * throw that carries the upstream's response (a `Response`, `status`, `statusCode`, `response.status`…) resolves to
  * it, so it is judged by its status like a returned one. The call is raced against `stop`
  * (the attempt's own stop, which its `signal` follows).
  */

@@ -23,3 +23,27 @@ export function callSafely<A extends unknown[]>(
 
 /** The library's one clock for durations: monotonic milliseconds. */
 export const now = (): number => performance.now()
+
+/**
+ * How long a release of user code is waited for: a body's `cancel()`, an iterator's `return()`.
+ * Past it the release goes on by itself and the request moves on (invariant 29): a generator
+ * stalled in an `await`, or a stream whose `cancel()` never settles, cannot hold a request.
+ */
+const releaseGraceMs = 100
+
+/**
+ * Waits for `pending` (a release in user code) at most `ms`, and never rejects. The timer is
+ * request-scoped (it holds the process, like every wait a request depends on) and cleared as
+ * soon as `pending` settles.
+ */
+export function settleWithin(pending: unknown, ms: number = releaseGraceMs): Promise<void> {
+  if (typeof (pending as { then?: unknown } | null)?.then !== 'function') return Promise.resolve()
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    const timer = setTimeout(resolve, ms)
+    Promise.resolve(pending).then(done, done)
+  })
+}

@@ -30,6 +30,7 @@ export type ErrorCode =
   | 'REDIS_UNAVAILABLE'
   | 'REQUEST_BODY_TOO_LARGE'
   | 'USER_CODE_FAILED'
+  | 'REQUEST_NOT_SENT'
 
 /**
  * Base class of every error this package creates.
@@ -372,4 +373,43 @@ export class UserCodeError extends StreamBoundaryError {
  */
 export function isUserCodeError(value: unknown): value is UserCodeError {
   return hasCode(value, 'USER_CODE_FAILED')
+}
+
+/**
+ * Which step of making a request failed before anything left the process: `request` (there
+ * is none to send, or the adapter has no header for the key), `url`, `headers`, `body` (it
+ * cannot be serialised as JSON) or `attempt` (the attempt function threw before it sent).
+ *
+ * @group Errors
+ */
+export type RequestNotSentStep = 'request' | 'url' | 'headers' | 'body' | 'attempt'
+
+/**
+ * A request failed before it left the process: its body could not be serialised, its URL or
+ * headers could not be built. The ready attempts (`fetchAttempt`, `nodeHttpAttempt`) throw
+ * it; the relay reads it (and any error an attempt function throws before it sends, such as a
+ * `TypeError` or `RangeError` with no network code) as the request's failure, never the key's:
+ * no cooldown, no circuit, no retry on another key, and a 400 (`body`) or 500 in the client's
+ * protocol. The message names the step, never the request (that stays in `cause`).
+ *
+ * @group Errors
+ */
+export class RequestNotSentError extends StreamBoundaryError {
+  override readonly name = 'RequestNotSentError' as const
+  /** The step that failed. */
+  readonly step: RequestNotSentStep
+
+  constructor(step: RequestNotSentStep, message: string, options?: { cause?: unknown }) {
+    super('REQUEST_NOT_SENT', `${message}; the request was not sent`, options)
+    this.step = step
+  }
+}
+
+/**
+ * True when `value` is a {@link RequestNotSentError}.
+ *
+ * @group Errors
+ */
+export function isRequestNotSentError(value: unknown): value is RequestNotSentError {
+  return hasCode(value, 'REQUEST_NOT_SENT')
 }

@@ -66,7 +66,7 @@ export {
   webSink,
 } from './commit/index.js'
 // Errors: one base class, a stable `code` each, and `isX()` guards that work across copies.
-export type { ErrorCode, TimeoutKind } from './errors.js'
+export type { ErrorCode, RequestNotSentStep, TimeoutKind } from './errors.js'
 export {
   DownstreamClosedError,
   FrameTooLargeError,
@@ -77,6 +77,7 @@ export {
   isPeekOverflowError,
   isReaderBusyError,
   isRequestBodyTooLargeError,
+  isRequestNotSentError,
   isRetryAfterCommitError,
   isStreamBoundaryError,
   isStreamTimeoutError,
@@ -85,6 +86,7 @@ export {
   PeekOverflowError,
   ReaderBusyError,
   RequestBodyTooLargeError,
+  RequestNotSentError,
   RetryAfterCommitError,
   StreamBoundaryError,
   StreamTimeoutError,

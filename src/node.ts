@@ -24,10 +24,12 @@ import type { AddressInfo } from 'node:net'
 import { urlToHttpOptions } from 'node:url'
 import type { DownstreamSink } from './commit/gate.js'
 import { type PlainHeadSink, plainHead } from './commit/head.js'
+import { RequestNotSentError } from './errors.js'
 import {
   type AttemptRequestContext,
   attemptRequest,
   checkReadyAttemptOptions,
+  type NotSentError,
   type ReadyAttempt,
   type ReadyAttemptOptions,
 } from './retry/request/ready-attempt.js'
@@ -505,12 +507,36 @@ export function nodeHttpAttempt(options: NodeHttpAttemptOptions = {}): ReadyAtte
   return (context) => sendOverNode(context, options)
 }
 
+/** `nodeHttpAttempt`'s failures before sending, as the named error the relay knows. */
+const notSent: NotSentError = (step, message, cause) =>
+  new RequestNotSentError(step, message, { cause })
+
+/**
+ * What an upstream that switched protocols (`101`) to a plain request is: no HTTP answer.
+ * Node's client emits only `upgrade` (or, with no listener, `close`) for it; `fetch` fails it
+ * as a socket error. Both are an upstream failure, retried on another key.
+ */
+function upgradedError(): Error {
+  return Object.assign(
+    new Error(
+      'the upstream answered 101 Switching Protocols to a request that asked for no upgrade',
+    ),
+    { code: 'ERR_UPSTREAM_UPGRADE' },
+  )
+}
+
 function sendOverNode(
   context: AttemptRequestContext & { readonly signal: AbortSignal },
   options: NodeHttpAttemptOptions,
 ): Promise<Response> {
   return new Promise((resolve, reject) => {
-    const { url, headers, body } = attemptRequest(context, options)
+    const { url, headers, body } = attemptRequest(context, options, notSent)
+    let target: ReturnType<typeof urlToHttpOptions>
+    try {
+      target = requestOptionsOf(url)
+    } catch (error) {
+      throw notSent('url', 'the upstream URL cannot be sent with node:http', error)
+    }
     const secure = url.startsWith('https:')
     const send = secure ? httpsRequest : httpRequest
     const agent = secure
@@ -520,14 +546,26 @@ function sendOverNode(
     // The signal by hand: `request({ signal })` also hangs an end-of-stream watcher on the
     // request, which costs more than the rest of this function (docs/performance.md).
     const { signal } = context
+    let settled = false
     const abort = () => req.destroy(signal.reason)
-    const req = send({ ...requestOptionsOf(url), method: 'POST', headers, agent }, (res) => {
+    const fail = (error: unknown) => {
+      signal.removeEventListener('abort', abort)
+      settled = true
+      reject(error)
+    }
+    const req = send({ ...target, method: 'POST', headers, agent }, (res) => {
+      settled = true
       res.once('close', () => signal.removeEventListener('abort', abort))
       resolve(nodeResponse(res))
     })
-    req.on('error', (error) => {
-      signal.removeEventListener('abort', abort)
-      reject(error)
+    req.on('error', fail)
+    req.once('upgrade', (_res: IncomingMessage, socket: { destroy(): void }) => {
+      socket.destroy()
+      fail(upgradedError())
+    })
+    // A request that closed with neither an answer nor an error must not leave its attempt waiting.
+    req.once('close', () => {
+      if (!settled) fail(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))
     })
     if (signal.aborted) abort()
     else signal.addEventListener('abort', abort, { once: true })

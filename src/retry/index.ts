@@ -45,13 +45,13 @@ export type {
   ClientRequestRefusalReason,
 } from './request/client-refusal.js'
 export { isFirstPartyApi } from './request/correlation.js'
+export { fetchAttempt } from './request/fetch-attempt.js'
 export type {
   AttemptRequestContext,
   ClientHeaders,
   ReadyAttempt,
   ReadyAttemptOptions,
 } from './request/ready-attempt.js'
-export { fetchAttempt } from './request/ready-attempt.js'
 export type {
   ClientRequestRead,
   ReadClientRequestOptions,

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { settleWithin } from '../call-safely.js'
+
 /**
  * Where the reader pulls bytes from.
  *
@@ -105,9 +107,9 @@ export function toPuller(source: FrameSource): Puller {
       pull: (onResult, onError) => {
         ;(reader.read() as Promise<Pull>).then(onResult, onError)
       },
-      release: async (reason) => {
-        await reader.cancel(reason).catch(() => {})
-      },
+      // The stream closes at once (a read in flight ends); its source's `cancel()` is user
+      // code, waited for a short grace only.
+      release: (reason) => settleWithin(reader.cancel(reason)),
     }
   }
   const node = (source as { [nodeReadable]?: NodeBody })[nodeReadable]
@@ -121,8 +123,14 @@ export function toPuller(source: FrameSource): Puller {
         onError(error)
       }
     },
-    release: async () => {
-      await iterator.return?.().catch(() => {})
+    // An iterator's `return()` waits for a `next()` in flight (a generator stalled in an
+    // `await` never gets to it): waited for a short grace only.
+    release: () => {
+      try {
+        return settleWithin(iterator.return?.())
+      } catch {
+        return Promise.resolve()
+      }
     },
   }
 }

@@ -195,6 +195,8 @@ describe('pool-level give-up verdicts follow the give-up table', () => {
       'no-key': 503,
       'client-request': 'upstream',
       'client-gone': 499,
+      'unsendable-body': 400,
+      'not-sent': 500,
     })
     expect(Object.isFrozen(giveUpStatus)).toBe(true)
   })

@@ -279,6 +279,10 @@ describe('hedged attempts (invariant 15)', () => {
               )
               for (const record of records.filter((r) => r.result === 'hedge-lost')) {
                 const lost = upstream.calls.find((c) => c.attemptNumber === record.attemptNumber)
+                // An attempt function that ignores its signal may answer after the request
+                // ended (the relay does not wait for it, invariant 29): its body is released then.
+                const late = scripts.get(record.attemptNumber)?.kind === 'late-headers'
+                if (lost === undefined && late) continue
                 expect(lost?.signal.aborted || lost?.body?.cancelled || lost?.body?.finished).toBe(
                   true,
                 )
@@ -298,6 +302,8 @@ describe('hedged attempts (invariant 15)', () => {
             )
             expect(hedging.snapshot().hedges).toBe(hedges)
             seen.hedges += hedges
+            // A late attempt function's own wait (it ignored its signal) ends when it chooses.
+            await vi.advanceTimersByTimeAsync(3_000)
             expect(vi.getTimerCount()).toBe(0)
             vi.useRealTimers()
           },

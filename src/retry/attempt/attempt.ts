@@ -5,7 +5,7 @@
  * @module
  */
 
-import { now } from '../../call-safely.js'
+import { now, settleWithin } from '../../call-safely.js'
 import { deliverOn } from '../../commit/deliver.js'
 import { redactBytes } from '../../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
@@ -265,26 +265,39 @@ async function send(
   const clock = startSendClock(input, signals, started)
   let response: unknown
   try {
-    response = await callAttemptFunction(input.route, {
-      key: leasedKeyOf(lease),
-      signal: signals.stop.real,
-      attemptNumber: input.attemptNumber,
-      route: input.routeName,
-      request: input.request,
-      requestId: input.requestId,
-      freshConnection: input.freshConnection,
-    })
+    response = await callAttemptFunction(
+      input.route,
+      {
+        key: leasedKeyOf(lease),
+        signal: signals.stop.real,
+        attemptNumber: input.attemptNumber,
+        route: input.routeName,
+        request: input.request,
+        requestId: input.requestId,
+        freshConnection: input.freshConnection,
+      },
+      signals.stop,
+    )
   } catch (error) {
     const stopped = stoppedFailure(signals, mode, null)
     if (stopped !== undefined) return { failure: stopped }
     return { failure: failed(classifyAttemptFailure({ kind: 'connection', error }), null) }
   }
   if (!(response instanceof Response)) {
-    await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
+    await releaseBody(response)
     return { failure: failed(invalidResultVerdict(response), null) }
   }
   signals.headers = response.headers
   return { response, clock }
+}
+
+/** Releases the body of what an attempt function returned instead of a `Response` (user code, bounded). */
+async function releaseBody(value: unknown): Promise<void> {
+  try {
+    await settleWithin((value as { body?: ReadableStream | null } | null)?.body?.cancel?.())
+  } catch {
+    // A getter or a `cancel` that throws: nothing more to release.
+  }
 }
 
 /**
@@ -336,7 +349,7 @@ async function readWholeAnswer(
   const limit = asMessage ? maxAnswerBytes : input.policy.maxErrorBodyBytes
   // A message declared past the bound could not be parsed whole: refused from its header.
   if (asMessage && declaresMoreThan(response.headers.get('content-length'), limit)) {
-    await response.body?.cancel().catch(() => {})
+    await settleWithin(response.body?.cancel())
     return { failure: failed(wholeAnswerVerdict('too-large', limit), status) }
   }
   const text = await readBounded(response.body, limit, signal)
@@ -500,9 +513,10 @@ async function answerWhole(
   const declared = response.headers.get('content-length')
   const read = await readWhole(response.body, maxAnswerBytes, signals.stop.real, declared)
   clearClocks()
+  // A read the request's clocks or the client stopped ended early: what it holds is no answer.
+  const stoppedEarly = stoppedFailure(signals, 'whole', status)
+  if (stoppedEarly !== undefined) return stoppedEarly
   if (read.kind !== 'read') {
-    const stopped = stoppedFailure(signals, 'whole', status)
-    if (stopped !== undefined) return stopped
     return failed(
       wholeAnswerVerdict(read.kind === 'failed' ? 'read-error' : 'too-large', maxAnswerBytes),
       status,
@@ -510,8 +524,6 @@ async function answerWhole(
   }
   const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
   if (judged.kind === 'failed') return failed(judged.verdict, status)
-  const stopped = stoppedFailure(signals, 'whole', status)
-  if (stopped !== undefined) return stopped
   signals.detachDeadline()
   commitLease(input.lease)
   input.onCommit()

@@ -7,6 +7,7 @@
  */
 
 import type { KeyLease } from '../../key-pool/types.js'
+import type { SignalLike } from '../../stop.js'
 import { responseOfThrown } from '../decisions/thrown-response.js'
 import type { AttemptContextBase, LeasedKey, Route } from '../shared/attempt-types.js'
 
@@ -19,22 +20,77 @@ export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined 
 
 /**
  * Calls the route's attempt function, whose answer is checked by the caller (user code). A
- * throw that carries the upstream's response (`error.response`, or `error.status`) resolves to
- * it, so it is judged by its status like a returned one.
+ * throw that carries the upstream's response (a `Response`, `status`, `statusCode`, `response.status`…) resolves to
+ * it, so it is judged by its status like a returned one. The call is raced against `stop`
+ * (the attempt's own stop, which its `signal` follows).
  */
 export async function callAttemptFunction(
   route: Route,
   context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
+  stop: SignalLike = context.signal,
 ): Promise<unknown> {
   try {
-    return await (route.attempt as (context: unknown) => Promise<unknown>)({
-      ...context,
-      adapter: route.adapter,
-    })
+    let pending: Promise<unknown>
+    try {
+      pending = Promise.resolve(
+        (route.attempt as (context: unknown) => unknown)({ ...context, adapter: route.adapter }),
+      )
+    } catch (error) {
+      pending = Promise.reject(error)
+    }
+    return await untilStopped(pending, stop)
   } catch (error) {
+    // Stopped by the request's clocks or the client: the caller reads why from the signal.
+    if (stop.aborted) throw error
     // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
     const response = responseOfThrown(error)
     if (response === undefined) throw error
     return response
   }
+}
+
+/**
+ * The attempt function's answer, raced against the attempt's signal (invariant 29): the
+ * signal aborts on the request's clocks (deadline, first byte, first output) and on the client
+ * leaving, so an attempt function that ignores it and never settles cannot hold the request.
+ * It then rejects with the signal's reason; whatever the attempt function answers later has
+ * its body released.
+ */
+function untilStopped(pending: Promise<unknown>, signal: SignalLike): Promise<unknown> {
+  if (signal.aborted) {
+    releaseLate(pending)
+    return Promise.reject(signal.reason)
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      releaseLate(pending)
+      reject(signal.reason)
+    }
+    signal.addEventListener('abort', onAbort)
+    pending.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(error)
+      },
+    )
+  })
+}
+
+/** Releases the body of an answer that came after its attempt was stopped; a late throw is dropped. */
+function releaseLate(pending: Promise<unknown>): void {
+  pending.then(
+    (late) => {
+      try {
+        const body = (late as { body?: ReadableStream | null } | null)?.body
+        void body?.cancel().catch(() => {})
+      } catch {
+        // Not a response: nothing to release.
+      }
+    },
+    () => {},
+  )
 }

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { now } from '../../call-safely.js'
+import { now, settleWithin } from '../../call-safely.js'
 import { createStreamTracker, type StreamTracker } from '../../classify/index.js'
 import type { ContinuedStream, CutContext } from '../../commit/continuation.js'
 import { StreamTimeoutError } from '../../errors.js'
@@ -420,7 +420,11 @@ async function tryOnce(
       return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'connection', error }) }
     }
     if (!(response instanceof Response)) {
-      await (response as { body?: ReadableStream | null } | null)?.body?.cancel?.().catch(() => {})
+      try {
+        await settleWithin((response as { body?: ReadableStream | null } | null)?.body?.cancel?.())
+      } catch {
+        // A getter or a `cancel` that throws: nothing more to release.
+      }
       return { kind: 'failed', verdict: undefined }
     }
     const { status } = response
@@ -441,7 +445,7 @@ async function tryOnce(
       tracker = createStreamTracker(adapter)
     } catch {
       // The adapter's tracker limits are user code: the body is released all the same.
-      await response.body?.cancel().catch(() => {})
+      await settleWithin(response.body?.cancel())
       return { kind: 'failed', verdict: undefined }
     }
     const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })

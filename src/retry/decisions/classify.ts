@@ -5,11 +5,12 @@
  * @module
  */
 
+import type { RequestNotSentStep } from '../../errors.js'
 import type { PeekOutcome } from '../../peek/index.js'
 import { sanitizeMessage } from '../../protocols/sanitize.js'
 import type { RenderableError, UpstreamErrorInfo } from '../../protocols/types.js'
 import type { AttemptFailure, FailureVerdict } from '../shared/verdict.js'
-import { classifyConnectionError, staleConnectionCodes } from './connection-errors.js'
+import { classifyConnectionError, notSentStep, staleConnectionCodes } from './connection-errors.js'
 import { errorTypeForStatus } from './error-body.js'
 import { parseHeadroom } from './headroom.js'
 import { credentialsRejectedCode, giveUpStatus } from './pool-verdicts.js'
@@ -366,6 +367,37 @@ export function wholeAnswerVerdict(
   }
 }
 
+/** What the client is told when its request failed at a step before it was sent. */
+const notSentMessages: Readonly<Record<RequestNotSentStep, string>> = {
+  body: 'the request body cannot be sent as JSON (nested too deep, cyclic or a BigInt)',
+  request: 'the gateway has no request to send',
+  url: 'the gateway could not build the upstream URL',
+  headers: 'the gateway could not build the request headers',
+  attempt: 'the gateway failed before sending the request',
+}
+
+/**
+ * A request that failed before it left the process (invariant 28): the request's failure,
+ * never the key's (`cancelled`: no cooldown, no circuit), and not retried on another key
+ * (every one would fail the same way). A body that cannot be serialised is the client's 400;
+ * anything else is the gateway's own 500.
+ */
+function notSentVerdict(step: RequestNotSentStep): FailureVerdict {
+  const rule = giveUpStatus[step === 'body' ? 'unsendable-body' : 'not-sent']
+  return {
+    retryable: false,
+    key: { kind: 'cancelled' },
+    reason: 'request-not-sent',
+    overload: false,
+    status: rule.status,
+    error: {
+      type: rule.errorType,
+      message: `${notSentMessages[step]}; it was not sent`,
+      status: rule.status,
+    },
+  }
+}
+
 /**
  * Classifies a failed attempt: what the key is told, whether to retry, and which status and
  * error the client gets if this was the last try.
@@ -373,7 +405,10 @@ export function wholeAnswerVerdict(
  * - Retried: connection errors (not TLS or unknown hosts), 408, 409, 429, 5xx, 529, 401/403
  *   (with another key), empty streams, first-byte/first-output timeouts, retryable error
  *   frames, malformed or non-SSE bodies on a 2xx.
- * - Not retried: 400/404/422 and other 4xx, non-retryable error frames, an aborted request.
+ * - Not retried: 400/404/422 and other 4xx, non-retryable error frames, an aborted request,
+ *   a request that failed before it was sent (a body that cannot be serialised, a URL or a
+ *   header that cannot be built, an attempt function that threw a `TypeError` or `RangeError`
+ *   with no network code): never held against the key.
  * - `x-should-retry: true|false` overrides the status rule.
  *
  * @example
@@ -389,6 +424,8 @@ export function classifyAttemptFailure(failure: AttemptFailure): FailureVerdict 
     case 'not-sse':
       return fromNotSse(failure)
     case 'connection': {
+      const step = notSentStep(failure.error)
+      if (step !== undefined) return notSentVerdict(step)
       const verdict = classifyConnectionError(failure.error)
       const stale = verdict.code !== undefined && staleConnectionCodes.has(verdict.code)
       return {

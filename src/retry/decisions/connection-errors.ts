@@ -6,6 +6,8 @@
  * @module
  */
 
+import { isRequestNotSentError, type RequestNotSentStep } from '../../errors.js'
+
 /** What a certificate-verification failure means for the person who must fix it. */
 type TlsProblem =
   | 'self-signed'
@@ -114,6 +116,8 @@ const connectionMessages: Record<string, string> = {
   UND_ERR_CONNECT_TIMEOUT: 'connecting to the upstream timed out',
   UND_ERR_HEADERS_TIMEOUT: 'the upstream sent no response headers in time',
   UND_ERR_BODY_TIMEOUT: 'the upstream body stalled',
+  ERR_UPSTREAM_UPGRADE:
+    'the upstream answered 101 Switching Protocols to a request that asked for no upgrade',
 }
 
 /** Codes of a connection that died under a request (not a refusal): a pooled socket may be stale. */
@@ -203,4 +207,53 @@ function fromCode(code: string): ConnectionErrorVerdict | undefined {
   if (code in connectionMessages)
     return { retryable: true, code, message: connectionMessages[code] as string }
   return undefined
+}
+
+/** Node's codes for an argument, URL or header refused before anything was sent. */
+const preSendCode = /^ERR_(?:INVALID_|HTTP_INVALID_|UNESCAPED_CHARACTERS|MISSING_ARGS|OUT_OF_RANGE)/
+
+/** The language's own errors: a bug or a value it cannot handle, never a network's word. */
+const programmingErrors = new Set([
+  'TypeError',
+  'RangeError',
+  'SyntaxError',
+  'ReferenceError',
+  'URIError',
+  'EvalError',
+])
+
+/** Words with which runtimes and HTTP libraries name a network failure. */
+const networkWords =
+  /fetch failed|failed to fetch|network|load failed|terminated|socket|other side closed|connect|refused|reset|broken pipe|timed? ?out|dns|getaddrinfo|certificate|handshake|tls|ssl|EAI_|ECONN|EPIPE|ETIMEDOUT|ENOTFOUND/i
+
+/**
+ * Whether an error an attempt function threw happened before its request left the process, and
+ * at which step: a `RequestNotSentError` (the ready attempts), or an error of the language's own
+ * (`TypeError`, `RangeError`, `SyntaxError`…) or one of Node's argument codes
+ * (`ERR_INVALID_ARG_TYPE`, `ERR_INVALID_URL`…) with no sign of the network anywhere on it or
+ * its causes (no connection code, no abort or timeout, no network words). Such a failure is
+ * the request's, never the key's. `undefined` for anything else (judged as a connection error).
+ */
+export function notSentStep(error: unknown): RequestNotSentStep | undefined {
+  if (isRequestNotSentError(error)) return error.step
+  let current: unknown = error
+  let preSend = false
+  const seen = new Set<unknown>()
+  for (
+    let depth = 0;
+    depth < 8 && typeof current === 'object' && current !== null && !seen.has(current);
+    depth++
+  ) {
+    seen.add(current)
+    const { name, code, message } = current as { name?: unknown; code?: unknown; message?: unknown }
+    if (name === 'AbortError' || name === 'TimeoutError') return undefined
+    if (typeof code === 'string') {
+      if (!preSendCode.test(code)) return undefined
+      preSend = true
+    }
+    if (typeof message === 'string' && networkWords.test(message)) return undefined
+    if (depth === 0 && typeof name === 'string' && programmingErrors.has(name)) preSend = true
+    current = (current as { cause?: unknown }).cause
+  }
+  return preSend ? 'attempt' : undefined
 }

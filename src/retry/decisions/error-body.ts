@@ -5,6 +5,7 @@
  * @module
  */
 
+import { settleWithin } from '../../call-safely.js'
 import { field, parseObject, stringField, upstreamError } from '../../protocols/common.js'
 import { sanitizeMessage } from '../../protocols/sanitize.js'
 import type { UpstreamErrorInfo } from '../../protocols/types.js'
@@ -40,7 +41,8 @@ export async function readBounded(
     return text
   } finally {
     signal?.removeEventListener('abort', stop)
-    await reader.cancel().catch(() => {})
+    // The body's own `cancel()` is user code: waited for a short grace only.
+    await settleWithin(reader.cancel())
   }
 }
 
@@ -71,7 +73,7 @@ export async function readWhole(
 ): Promise<WholeBody> {
   if (body === null) return { kind: 'read', bytes: new Uint8Array(0) }
   if (declaresMoreThan(contentLength, limit)) {
-    await body.cancel().catch(() => {})
+    await settleWithin(body.cancel())
     return { kind: 'too-large', limit }
   }
   const reader = body.getReader()
@@ -85,7 +87,8 @@ export async function readWhole(
     return { kind: 'failed', error }
   } finally {
     signal.removeEventListener('abort', stop)
-    await reader.cancel().catch(() => {})
+    // The body's own `cancel()` is user code: waited for a short grace only.
+    await settleWithin(reader.cancel())
   }
 }
 

@@ -20,6 +20,8 @@ type GiveUpKind =
   | 'no-key'
   | 'client-request'
   | 'client-gone'
+  | 'unsendable-body'
+  | 'not-sent'
 
 /** The answer for one way of giving up. */
 interface GiveUpRule {
@@ -53,6 +55,8 @@ type GiveUpTable = Readonly<Record<Exclude<GiveUpKind, 'client-request'>, GiveUp
  * | `no-key` | 503 | no key is configured or enabled |
  * | `client-request` | the upstream's | the upstream refused the request itself (400, 404, 422…) |
  * | `client-gone` | 499 | the client aborted; nothing is written |
+ * | `unsendable-body` | 400 | the request body cannot be serialised as JSON; nothing was sent |
+ * | `not-sent` | 500 | the gateway could not build the request (URL, headers) or its attempt threw before sending |
  */
 export const giveUpStatus: GiveUpTable = Object.freeze({
   timeout: { status: 504, errorType: 'timeout' },
@@ -65,6 +69,8 @@ export const giveUpStatus: GiveUpTable = Object.freeze({
   'no-key': { status: 503, errorType: 'service_unavailable' },
   'client-request': { status: 'upstream', errorType: 'upstream' },
   'client-gone': { status: 499, errorType: 'client_closed' },
+  'unsendable-body': { status: 400, errorType: 'invalid_request_error' },
+  'not-sent': { status: 500, errorType: 'internal_error' },
 } as const)
 
 /**

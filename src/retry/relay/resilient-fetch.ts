@@ -6,7 +6,9 @@
  * @module
  */
 
+import { settleWithin } from '../../call-safely.js'
 import { webSink } from '../../commit/web-sink.js'
+import { RequestNotSentError } from '../../errors.js'
 import type { KeyPool } from '../../key-pool/types.js'
 import { positiveInteger, rejectUnknownKeys } from '../../options.js'
 import { adapterForUrl } from '../../protocols/adapter-for-url.js'
@@ -193,7 +195,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
         secret === undefined ? new Headers(headers) : withCredential(headers, adapter, secret)
       const id = callerRequestId ?? (sendsIds ? requestId : undefined)
       if (id !== undefined) sentHeaders.set(clientRequestIdHeader, id)
-      const sentBody = request === undefined ? body : JSON.stringify(request.body)
+      const sentBody =
+        request === undefined || request.body === parsed ? body : serialise(request.body)
       return inner(request?.url ?? url.toString(), {
         method: incoming.method,
         headers: sentHeaders,
@@ -250,6 +253,17 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   }
 }
 
+/** A request body the relay changed, as JSON; one that cannot be is never sent (invariant 28). */
+function serialise(body: unknown): string {
+  try {
+    return JSON.stringify(body)
+  } catch (error) {
+    throw new RequestNotSentError('body', 'the request body cannot be serialised as JSON', {
+      cause: error,
+    })
+  }
+}
+
 /** A pool's keys need a header to travel in: never guess one for a custom adapter. */
 function checkCredentialHeader(options: ResilientFetchOptions): void {
   const { adapter, pool } = options
@@ -271,7 +285,7 @@ async function readBody(incoming: Request, limit: number): Promise<string | unde
     })
     return bytes === undefined ? undefined : new TextDecoder().decode(bytes)
   } catch (error) {
-    await incoming.body?.cancel(error).catch(() => {})
+    await settleWithin(incoming.body?.cancel(error))
     throw error
   }
 }

@@ -136,21 +136,69 @@ export function checkReadyAttemptOptions(where: string, options: ReadyAttemptOpt
     throw new TypeError(`${where}: headers must be a record of strings`)
 }
 
+/** A step of making a request that failed before anything was sent (see `RequestNotSentError`). */
+type NotSentStep = 'request' | 'url' | 'headers' | 'body'
+
+/** Makes the error a ready attempt throws when `step` failed; the message never quotes the request. */
+export type NotSentError = (step: NotSentStep, message: string, cause?: unknown) => Error
+
+const plainNotSent: NotSentError = (_step, message, cause) => new TypeError(message, { cause })
+
+/** An HTTP header name (a token). */
+const headerName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** A header value HTTP can carry: no control character but tab, nothing past U+00FF. */
+const headerValue = /^[\t\x20-\x7e\x80-\xff]*$/
+
+/** The first header `fetch` or `node:http` would refuse, by name only (a value may be a secret). */
+function unsendableHeader(headers: Record<string, string>): string | undefined {
+  for (const name in headers) {
+    const value = headers[name]
+    if (!headerName.test(name) || typeof value !== 'string' || !headerValue.test(value)) return name
+  }
+  return undefined
+}
+
+/** Whether `url` parses (`URL.canParse` where the runtime has it). */
+function parses(url: string): boolean {
+  const canParse = (URL as { canParse?: (url: string) => boolean }).canParse
+  if (canParse !== undefined) return canParse(url)
+  try {
+    new URL(url)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The request body as sent: the client's own bytes, else its JSON, else `undefined`. */
+function serialised(body: unknown): string | Uint8Array<ArrayBuffer> | undefined {
+  try {
+    return clientBytesOf(body) ?? (JSON.stringify(body) as string | undefined)
+  } catch {
+    // Nested too deep, cyclic, a BigInt, a `toJSON` that throws: the request's own failure.
+    return undefined
+  }
+}
+
 /**
  * The request one attempt sends: `context.request` as JSON to its URL, the protocol's
  * required headers, the allowlisted client headers, the credential for the leased key (or
- * `options.credential`), and `x-client-request-id` for a provider's own API. Throws a
- * `TypeError` when there is no request or no URL to send it to.
+ * `options.credential`), and `x-client-request-id` for a provider's own API. Every failure
+ * here happens before anything is sent, and is thrown as `notSent(step, …)`: there is no
+ * request or no URL, the URL does not parse, a header cannot be carried, the body cannot be
+ * serialised as JSON.
  */
 export function attemptRequest(
   context: AttemptRequestContext,
   options: ReadyAttemptOptions,
+  notSent: NotSentError = plainNotSent,
 ): AttemptRequest {
   const { request, adapter } = context
   if (request === undefined)
-    throw new TypeError('a ready attempt needs relay({ request: { url, body } })')
+    throw notSent('request', 'a ready attempt needs relay({ request: { url, body } })')
   const url = request.url ?? options.url
-  if (url === undefined) throw new TypeError('a ready attempt needs a URL: request.url or url')
+  if (url === undefined) throw notSent('url', 'a ready attempt needs a URL: request.url or url')
+  if (!parses(url)) throw notSent('url', 'the upstream URL does not parse')
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   for (const [name, value] of Object.entries(options.headers ?? {}))
     headers[name.toLowerCase()] = value
@@ -166,7 +214,7 @@ export function attemptRequest(
   const secret = context.key?.secret ?? options.credential
   if (secret !== undefined) {
     if (adapter.credentialHeader === undefined)
-      throw new TypeError(`adapter "${adapter.name}" has no credentialHeader to send a key in`)
+      throw notSent('request', `adapter "${adapter.name}" has no credentialHeader to send a key in`)
     const [name, value] = adapter.credentialHeader(secret)
     headers[name.toLowerCase()] = value
   }
@@ -176,50 +224,14 @@ export function attemptRequest(
     isFirstPartyApi(url)
   )
     headers['x-client-request-id'] = context.requestId
-  return { url, headers, body: clientBytesOf(request.body) ?? JSON.stringify(request.body) }
+  const refused = unsendableHeader(headers)
+  if (refused !== undefined) throw notSent('headers', `the header "${refused}" cannot be sent`)
+  const body = serialised(request.body)
+  if (body === undefined) throw notSent('body', 'the request body cannot be serialised as JSON')
+  return { url, headers, body }
 }
 
 /** What {@link fetchAttempt} makes: an attempt function for a relay with or without a pool. */
 export type ReadyAttempt = (
   context: AttemptRequestContext & { readonly signal: AbortSignal },
 ) => Promise<Response>
-
-/**
- * The ready attempt over `fetch`: sends exactly this attempt's request (`context.request`),
- * so fallbacks, `adjustRequest`, the context-window fit and continuation prefills always go
- * out; the adapter's credential header for the leased key (`options.credential` without a
- * pool); the protocol's required headers (Anthropic's `anthropic-version`); the allowlisted
- * client headers; the attempt's signal; and `redirect: 'manual'`, so a key never follows a
- * redirect. Needs `relay({ request: { url, body } })`. On Node, `nodeHttpAttempt` from
- * `stream-boundary/node` does the same over `node:http` for less CPU per request.
- *
- * @example
- * await relay({ sink, pool, adapter: openaiChat, request: { url, body }, attempt: fetchAttempt() })
- *
- * @group Relay
- */
-export function fetchAttempt(
-  options: ReadyAttemptOptions & {
-    /**
-     * The `fetch` to send with.
-     * @default globalThis.fetch
-     */
-    readonly fetch?: (input: string, init: RequestInit) => Promise<Response>
-  } = {},
-): ReadyAttempt {
-  checkReadyAttemptOptions('fetchAttempt', options)
-  const send = options.fetch
-  if (send !== undefined && typeof send !== 'function')
-    throw new TypeError('fetchAttempt: fetch must be a function')
-  return async (context) => {
-    const { url, headers, body } = attemptRequest(context, options)
-    const init: RequestInit = {
-      method: 'POST',
-      headers,
-      body,
-      signal: context.signal,
-      redirect: 'manual',
-    }
-    return send === undefined ? fetch(url, init) : send(url, init)
-  }
-}

@@ -86,7 +86,10 @@ export interface CallerCredentialsContext extends AttemptContextBase {
  * Makes one upstream request and returns its `Response`, whatever its status. The ready ones
  * are `fetchAttempt()` and `nodeHttpAttempt()` (`stream-boundary/node`); one of your own
  * sends `context.request` (never a body read before `relay()`), passes `context.signal`, and
- * does not follow redirects.
+ * does not follow redirects. An HTTP library's error for a 4xx/5xx (a `Response`, `status`,
+ * `statusCode`, `response.status` or `response.statusCode` on it) is judged as that answer; a
+ * throw before sending (a `TypeError`, a `RangeError`, a body that cannot be serialised) is the
+ * request's failure, never the key's; the call is raced against the request's clocks.
  *
  * @group Relay
  */

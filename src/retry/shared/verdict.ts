@@ -67,6 +67,7 @@ export type BaseFailureReason =
   | 'deadline'
   | 'streaming-unsupported'
   | 'invalid-attempt-result'
+  | 'request-not-sent'
   | 'client-gone'
   | 'hedge-lost'
   | 'all-keys-busy'

@@ -189,6 +189,7 @@ export type {
   RelayOutcome,
   RelayPolicy,
   RelayRequestOptions,
+  RelayResult,
   RequestFacts,
   ResilientFetchOptions,
   RetryOnContext,

@@ -67,5 +67,6 @@ export type {
   HedgeReport,
   HedgeSkipReason,
   RelayFailureReason,
+  RelayResult,
   RequestFacts,
 } from './shared/outcome.js'

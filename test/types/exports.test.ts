@@ -151,6 +151,7 @@ const publicNames = {
       'RelayOutcome',
       'RelayPolicy',
       'RelayRequestOptions',
+      'RelayResult',
       'RenderState',
       'RenderableError',
       'RequestFacts',

@@ -52,7 +52,7 @@ function setRetryHeaders(headers: Headers, status: number, retryAfterMs: number 
  * @group Relay
  */
 export function giveUpResponse(
-  outcome: Extract<RelayOutcome, { kind: 'failed' }>,
+  outcome: Omit<Extract<RelayOutcome, { kind: 'failed' }>, 'result'>,
   adapter: StreamAdapter,
 ): Response {
   const { status, retryAfterMs } = outcome

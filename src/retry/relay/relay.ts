@@ -25,6 +25,7 @@ import {
   type RelayOptions,
   type RelayOutcome,
   type RelayRequestOptions,
+  resultOf,
 } from '../shared/outcome.js'
 import { guardAdapter, guardFunction } from '../shared/user-code.js'
 import { giveUp, giveUpAfterThrow } from './give-up.js'
@@ -335,6 +336,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     const outcome = {
       ...ended,
       ok: isCompleteAnswer(ended),
+      result: resultOf(ended),
       protocol,
       ...(model === undefined ? {} : { model }),
     } as RelayOutcome

@@ -48,6 +48,11 @@ function isEventStream(headers: Headers): boolean {
   return type === null || /^text\/event-stream\b/i.test(type.trim())
 }
 
+/** A content type that says `text/event-stream` (a missing one says nothing). */
+function statesEventStream(headers: Headers): boolean {
+  return /^text\/event-stream\b/i.test(headers.get('content-type')?.trim() ?? '')
+}
+
 function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>({
     start(controller) {
@@ -404,10 +409,14 @@ async function attemptAnswer(
       status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
     return failed(verdict, status, undefined, upstream)
   }
-  if (mode === 'whole') return answerWhole(input, signals, response, () => sent.clock.dispose())
+  // A whole request that did not say it is one: its answer decides (an event stream streams).
+  const streamed =
+    mode === 'whole' && input.streamsOnEventStream === true && statesEventStream(response.headers)
+  if (mode === 'whole' && !streamed)
+    return answerWhole(input, signals, response, () => sent.clock.dispose())
   let body: FrameSource
   const source = frameSourceOf(response)
-  if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
+  if (mode !== 'non-streaming' && source !== null && isEventStream(response.headers)) {
     body = source
   } else {
     const whole = await readWholeAnswer(input, response, signals.stop.real)

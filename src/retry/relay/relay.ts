@@ -6,6 +6,7 @@ import { followSignals, followStops } from '../../follow-signals.js'
 import type { KeyPool } from '../../key-pool/types.js'
 import { rejectUnknownKeys } from '../../options.js'
 import { requestedModel } from '../../protocols/identity.js'
+import type { StreamAdapter } from '../../protocols/types.js'
 import { realSignal, type SignalLike, stopOf } from '../../stop.js'
 import type {
   AttemptFunction,
@@ -56,20 +57,29 @@ export type {
   RetryOnContext,
 } from './policy.js'
 
-/** Whether the client asked for a stream: the `stream` option, else what `request` says. */
-function asksForStream(options: RelayRequestOptions): boolean {
+/**
+ * Whether the client asked for a stream: the `stream` option, else what `request` says in the
+ * adapter's terms; `undefined` when it says nothing (no `stream` in the body, a URL that is
+ * not a streaming one): then the answer decides (an event stream is relayed as one).
+ */
+function asksForStream(options: RelayRequestOptions): boolean | undefined {
   if (options.stream !== undefined) return options.stream
   const request = options.request
   if (request === undefined) return true
-  if (request.body.stream === true) return true
-  if (request.url === undefined || options.adapter.isStreamingRequest === undefined) return false
-  let url: URL
+  if (request.body.stream === true || urlAsksForStream(options.adapter, request.url)) return true
+  return request.body.stream === false ? false : undefined
+}
+
+/** The adapter's `isStreamingRequest` for the request's URL (Gemini's `:streamGenerateContent`). */
+function urlAsksForStream(adapter: StreamAdapter, url: string | undefined): boolean {
+  if (url === undefined || adapter.isStreamingRequest === undefined) return false
+  let parsed: URL
   try {
-    url = new URL(request.url)
+    parsed = new URL(url)
   } catch {
     return false
   }
-  return options.adapter.isStreamingRequest(url, undefined)
+  return adapter.isStreamingRequest(parsed, undefined)
 }
 
 /** Every option of `relay()`: a table the compiler keeps complete. */
@@ -146,6 +156,7 @@ function guarded(config: NormalizedRelayPolicy): NormalizedRelayPolicy {
 function prepare(options: RelayOptions): {
   config: NormalizedRelayPolicy
   whole: boolean
+  answerDecides: boolean
   gate: CommitGate
 } {
   try {
@@ -163,7 +174,8 @@ function prepare(options: RelayOptions): {
       options.adapter,
       ...(options.policy?.routes ?? []).map((route) => route.adapter),
     ])
-    const whole = !asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
+    const asked = asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
+    const whole = asked !== true
     const client = config.downstream.adapter
     if (whole && wholeStreamTranslator(config.downstream) !== undefined) {
       throw new TypeError(
@@ -187,7 +199,7 @@ function prepare(options: RelayOptions): {
       ...(config.headers === undefined ? {} : { headers: config.headers }),
       ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
     })
-    return { config, whole, gate }
+    return { config, whole, answerDecides: asked === undefined, gate }
   } catch (error) {
     try {
       options?.sink?.abort?.(error)
@@ -272,7 +284,7 @@ export function relay(
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
-  const { config, whole, gate } = prepare(options)
+  const { config, whole, answerDecides, gate } = prepare(options)
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background' && !whole)
     countRequest(config.hedge)
@@ -306,6 +318,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     routes,
     attempts: [],
     whole,
+    answerDecides,
     secrets: [...(options.secrets ?? [])],
     stop,
     deadline,

@@ -205,6 +205,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       })
     }
     const parsed = body === undefined ? undefined : parseObject(body)
+    const asked = isStreaming(adapter, url, body)
     const { sink, response } = webSink()
     // Streaming or not, one engine decides every attempt: the same keys, waits, bounds,
     // give-up answers, hooks and outcome.
@@ -212,7 +213,11 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       sink,
       adapter,
       signal: callerSignal,
-      stream: isStreaming(adapter, url, body),
+      // A JSON body that names no stream, at a URL that is not a streaming one, leaves it to
+      // the answer (a two-stage fetch: the URL is another protocol's than the adapter's).
+      ...(asked || parsed === undefined || typeof parsed.stream === 'boolean'
+        ? { stream: asked }
+        : {}),
       secrets: callerSecrets(headers, url),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),

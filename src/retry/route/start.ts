@@ -292,6 +292,7 @@ export async function startAttempt(
       routeName: route.name,
       attemptNumber: number,
       mode,
+      streamsOnEventStream: run.answerDecides,
       lease,
       request,
       requestId,

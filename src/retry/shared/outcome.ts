@@ -372,8 +372,13 @@ export interface RelayRequestOptions {
    * attempt's 2xx JSON is read whole (bounded), judged like a stream's first output (a JSON
    * error or an answer without output is retried), and sent as it came (status kept, headers
    * through the allowlist). Failures are decided and answered exactly as for a stream.
+   * When the request says nothing (a body without `stream` at a URL the adapter does not know
+   * as streaming: a two-stage gateway's request in another protocol than its answer), the
+   * answer decides: a 2xx `text/event-stream` is relayed as a stream, a JSON one sent whole.
+   * A two-stage gateway states its client's wish here.
    * @default from `request`: `"stream": true` in its body or the adapter's
-   * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`); `true` without `request`
+   * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`), `false` for
+   * `"stream": false`, else the answer's content type; `true` without `request`
    */
   readonly stream?: boolean
   /**

@@ -40,25 +40,29 @@ describe('a client protocol without a translator is a TypeError naming both prot
   it.each([
     ['streaming', true],
     ['non-streaming', false],
-  ])('relay(), %s: nothing is sent, the sink is aborted', async (_, stream) => {
-    let sent = 0
-    const sink = createRecordingSink()
-    await expect(
-      relay({
-        sink,
-        pool: pool(),
-        adapter: openaiChat,
-        request: chatRequest(stream),
-        attempt: async () => {
-          sent++
-          return chatStream()
-        },
-        policy: { downstream: { adapter: anthropicMessages } },
-      }),
-    ).rejects.toThrow(missing)
-    expect(sent).toBe(0)
-    expect(sink.events.map((event) => event.type)).toEqual(['abort'])
-  })
+  ])(
+    'relay(), %s: nothing is sent, the client is answered a 500 in its protocol',
+    async (_, stream) => {
+      let sent = 0
+      const sink = createRecordingSink()
+      await expect(
+        relay({
+          sink,
+          pool: pool(),
+          adapter: openaiChat,
+          request: chatRequest(stream),
+          attempt: async () => {
+            sent++
+            return chatStream()
+          },
+          policy: { downstream: { adapter: anthropicMessages } },
+        }),
+      ).rejects.toThrow(missing)
+      expect(sent).toBe(0)
+      expect(sink.events.map((event) => event.type)).toEqual(['head', 'write', 'close'])
+      expect(sink.events[0]).toMatchObject({ status: 500 })
+    },
+  )
 
   it('relay(): a fallback route in another protocol than the client’s is named too', async () => {
     const attempt = async () => chatStream()

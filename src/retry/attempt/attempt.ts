@@ -10,6 +10,7 @@ import { deliverOn } from '../../commit/deliver.js'
 import { redactBytes } from '../../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import { SecretBytes } from '../../commit/secret-bytes.js'
+import { translateWholeAnswer, type WholeAnswer } from '../../commit/translator.js'
 import type { StreamTimeoutError } from '../../errors.js'
 import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import { FirstOutputClock } from '../../peek/clock.js'
@@ -519,6 +520,8 @@ async function answerWhole(
   }
   const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
   if (judged.kind === 'failed') return failed(judged.verdict, status)
+  // A gateway's `Response → Response` translator is given the whole answer too.
+  const answer = await translatedAnswer(input, status, response.headers, read.bytes)
   const stopped = stoppedFailure(signals, 'whole', status)
   if (stopped !== undefined) return stopped
   signals.detachDeadline()
@@ -531,8 +534,8 @@ async function answerWhole(
     await gate.answer(
       status,
       // An answer may quote the key it was asked with (in its id): redacted by value.
-      input.secrets === undefined ? read.bytes : redactAnswer(read.bytes, input.secrets),
-      response.headers.get('content-type') ?? 'application/json',
+      input.secrets === undefined ? answer.bytes : redactAnswer(answer.bytes, input.secrets),
+      answer.contentType,
     )
   } catch (error) {
     if (gate.failure === undefined) throw error
@@ -543,10 +546,23 @@ async function answerWhole(
     status,
     end,
     eof: null,
-    bytes: read.bytes.length,
+    bytes: answer.bytes.length,
     stalls: noStalls(input.policy.pump.stallThresholdMs),
     ...wholeReport(input.route.adapter, judged.message),
   }
+}
+
+/** The whole answer the client gets: the upstream's, or what the host's translator made of it. */
+async function translatedAnswer(
+  input: AttemptInput,
+  status: number,
+  headers: Headers,
+  bytes: Uint8Array,
+): Promise<WholeAnswer> {
+  const contentType = headers.get('content-type') ?? 'application/json'
+  const translate = input.policy.downstream.translateResponse
+  if (translate === undefined) return { bytes, contentType }
+  return translateWholeAnswer(translate, status, { bytes, contentType }, maxAnswerBytes)
 }
 
 /**

@@ -237,6 +237,17 @@ export function checkTranslation(
   )
 }
 
+/**
+ * What a policy asks of its upstream adapters, checked once they are known: a client protocol
+ * they can reach (see {@link checkTranslation}).
+ */
+export function checkAdapterOptions(
+  policy: NormalizedRelayPolicy,
+  ...upstream: readonly StreamAdapter[]
+): void {
+  checkTranslation(policy.downstream, upstream)
+}
+
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {
   if (retryOn === undefined || typeof retryOn === 'function') return retryOn
   if (!Array.isArray(retryOn) || retryOn.some((s) => !Number.isInteger(s) || s < 100 || s > 599)) {

@@ -29,7 +29,7 @@ import {
   resultOf,
 } from '../shared/outcome.js'
 import { guardAdapter, guardFunction } from '../shared/user-code.js'
-import { giveUp, giveUpAfterThrow } from './give-up.js'
+import { answerRefusedOptions, giveUp, giveUpAfterThrow } from './give-up.js'
 import { checkTranslation, type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 
 export type {
@@ -149,16 +149,16 @@ function guarded(config: NormalizedRelayPolicy): NormalizedRelayPolicy {
 }
 
 /**
- * Validates the options and builds the request's shared parts. A bad option throws before
- * anything is leased, and the sink is aborted with the error first, so a response waiting on
- * it (`webSink().response`) settles instead of hanging.
+ * Validates the options and builds the request's shared parts. A bad option is returned
+ * (`refused`) before anything is leased; `relay()` answers the client through the sink
+ * (`answerRefusedOptions`) and rejects with it, so a response waiting on the sink settles
+ * instead of hanging or being cut.
  */
-function prepare(options: RelayOptions): {
-  config: NormalizedRelayPolicy
-  whole: boolean
-  answerDecides: boolean
-  gate: CommitGate
-} {
+function prepare(
+  options: RelayOptions,
+):
+  | { config: NormalizedRelayPolicy; whole: boolean; answerDecides: boolean; gate: CommitGate }
+  | { refused: unknown } {
   try {
     checkOptions(options)
     const config = normalizeRelayPolicy(options.policy)
@@ -177,14 +177,16 @@ function prepare(options: RelayOptions): {
     const asked = asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
     const whole = asked !== true
     const client = config.downstream.adapter
-    if (whole && wholeStreamTranslator(config.downstream) !== undefined) {
+    // Of the translators, only `Response → Response` is given whole answers too.
+    const translator = wholeStreamTranslator(config.downstream)?.kind
+    if (whole && translator !== undefined && translator !== 'response') {
       throw new TypeError(
-        'a non-streaming request cannot go through a stream translator (downstream.translateFrames, translateStream, translateResponse): translate the whole answer in the host',
+        `a non-streaming request cannot go through a stream translator (downstream.${translator === 'frames' ? 'translateFrames' : 'translateStream'}): use downstream.translateResponse, which is given whole answers too, or pass stream: true when the client asked for a stream`,
       )
     }
-    if (whole && client !== undefined && client !== options.adapter) {
+    if (whole && client !== undefined && client !== options.adapter && translator === undefined) {
       throw new TypeError(
-        'a non-streaming request cannot be translated by downstream.adapter: send the upstream a streaming request, or translate the whole answer in the host',
+        'a non-streaming request cannot be translated by downstream.adapter: use downstream.translateResponse, which is given whole answers too, send the upstream a streaming request, or translate the whole answer in the host',
       )
     }
     const gate = createCommitGate(options.sink, {
@@ -201,12 +203,8 @@ function prepare(options: RelayOptions): {
     })
     return { config, whole, answerDecides: asked === undefined, gate }
   } catch (error) {
-    try {
-      options?.sink?.abort?.(error)
-    } catch {
-      // The sink's own failure does not hide the option's.
-    }
-    throw error
+    // Answered through the sink by `relay()`, which then rejects with it.
+    return { refused: error }
   }
 }
 
@@ -284,7 +282,13 @@ export function relay(
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(options: RelayOptions): Promise<RelayOutcome> {
-  const { config, whole, answerDecides, gate } = prepare(options)
+  const prepared = prepare(options)
+  if ('refused' in prepared) {
+    // The sink may own the response already (a hijacked Fastify reply): the client is told.
+    await answerRefusedOptions(options, prepared.refused)
+    throw prepared.refused
+  }
+  const { config, whole, answerDecides, gate } = prepared
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background' && !whole)
     countRequest(config.hedge)

@@ -15,7 +15,7 @@ import { streamFlagInBody } from '../../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { isFirstPartyApi } from '../request/correlation.js'
 import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
-import { checkTranslation, normalizeRelayPolicy } from './policy.js'
+import { checkAdapterOptions, normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 
 /**
@@ -167,7 +167,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   )
   // A bad policy fails here, when createResilientFetch() is called, not on the first request.
   const policy = normalizeRelayPolicy(options.policy)
-  if (options.adapter !== undefined) checkTranslation(policy.downstream, [options.adapter])
+  if (options.adapter !== undefined) checkAdapterOptions(policy, options.adapter)
   checkCredentialHeader(options)
 
   return async function resilientFetch(input, init) {
@@ -175,6 +175,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     const url = new URL(incoming.url)
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
+    // Picked by URL: checked here, so the caller's request rejects with what is wrong.
+    if (options.adapter === undefined) checkAdapterOptions(policy, adapter)
     const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
     // The caller's own id names the request in its logs: every attempt keeps it. The

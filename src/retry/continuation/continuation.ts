@@ -206,6 +206,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const text = receivedText(cut.state, input.config.maxReceivedChars)
     const received = text === undefined ? undefined : Object.freeze({ text })
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
+    // No route of this protocol can continue at all: named as such, not `not-sound`.
+    if (input.candidates.length === 0)
+      return tell({ ...base, keyId: null, result: 'unsupported', attempts: 0 })
     if (records.length >= input.config.maxContinuations || received === undefined) {
       return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }

@@ -13,6 +13,7 @@ import { boolean, positiveInteger, positiveMilliseconds, rejectUnknownKeys } fro
 import { normalizePeekOptions } from '../../peek/index.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import {
+  checkContinuation,
   continueAfterCutDefaults,
   normalizeContinuation,
   withKeptText,
@@ -238,14 +239,18 @@ export function checkTranslation(
 }
 
 /**
- * What a policy asks of its upstream adapters, checked once they are known: a client protocol
- * they can reach (see {@link checkTranslation}).
+ * What a policy asks of the one adapter of a `createResilientFetch({ adapter })`, checked when
+ * it is made: a client protocol it can reach (see {@link checkTranslation}), and with
+ * `continueAfterCut` an adapter able to continue. (`relay()` is given policies shared by
+ * endpoints of several protocols: there a cut its adapter cannot continue is recorded,
+ * `result: 'unsupported'`.)
  */
 export function checkAdapterOptions(
   policy: NormalizedRelayPolicy,
   ...upstream: readonly StreamAdapter[]
 ): void {
   checkTranslation(policy.downstream, upstream)
+  checkContinuation(policy.continuation, upstream)
 }
 
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {

@@ -15,7 +15,7 @@ import { streamFlagInBody } from '../../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { isFirstPartyApi } from '../request/correlation.js'
 import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
-import { checkAdapterOptions, normalizeRelayPolicy } from './policy.js'
+import { checkAdapterOptions, checkTranslation, normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 
 /**
@@ -176,7 +176,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
     // Picked by URL: checked here, so the caller's request rejects with what is wrong.
-    if (options.adapter === undefined) checkAdapterOptions(policy, adapter)
+    if (options.adapter === undefined) checkTranslation(policy.downstream, [adapter])
     const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
     // The caller's own id names the request in its logs: every attempt keeps it. The

@@ -154,6 +154,7 @@ export type {
   AttemptFailure,
   AttemptFunction,
   AttemptRecord,
+  AttemptRequest,
   AttemptRequestContext,
   AttemptResultName,
   BackoffOptions,

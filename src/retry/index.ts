@@ -22,6 +22,7 @@ export type {
   AttemptContextBase,
   AttemptFunction,
   AttemptRecord,
+  AttemptRequest,
   BackoffOptions,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,

@@ -69,6 +69,7 @@ const publicNames = {
       'AttemptFailure',
       'AttemptFunction',
       'AttemptRecord',
+      'AttemptRequest',
       'AttemptRequestContext',
       'AttemptResultName',
       'BackoffOptions',

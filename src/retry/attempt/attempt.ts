@@ -78,6 +78,7 @@ export type {
   AttemptContextBase,
   AttemptFunction,
   AttemptMode,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
   Credentials,

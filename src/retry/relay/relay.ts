@@ -6,10 +6,11 @@ import { followSignals, followStops } from '../../follow-signals.js'
 import type { KeyPool } from '../../key-pool/types.js'
 import { rejectUnknownKeys } from '../../options.js'
 import { requestedModel } from '../../protocols/identity.js'
-import type { StreamAdapter } from '../../protocols/types.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { realSignal, type SignalLike, stopOf } from '../../stop.js'
 import type {
   AttemptFunction,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   Route,
 } from '../attempt/attempt.js'
@@ -36,6 +37,7 @@ export type {
   AttemptContext,
   AttemptContextBase,
   AttemptFunction,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
   Credentials,
@@ -81,6 +83,15 @@ function urlAsksForStream(adapter: StreamAdapter, url: string | undefined): bool
   }
   return adapter.isStreamingRequest(parsed, undefined)
 }
+
+/** What the overloads with a `request` take: their attempts get `context.request` defined. */
+type RelayOptionsWithRequest = RelayRequestOptions & { readonly request: UpstreamRequest } & (
+    | { readonly pool: KeyPool; readonly attempt: AttemptFunction<AttemptRequest> }
+    | {
+        readonly pool?: undefined
+        readonly attempt: CallerCredentialsAttemptFunction<AttemptRequest>
+      }
+  )
 
 /** Every option of `relay()`: a table the compiler keeps complete. */
 const relayKeys = Object.keys({
@@ -270,6 +281,22 @@ function watchDeadline(
  * @group Relay
  */
 export function relay(
+  options: RelayRequestOptions & {
+    readonly request: UpstreamRequest
+    readonly pool: KeyPool
+    readonly attempt: AttemptFunction<AttemptRequest>
+  },
+): Promise<RelayOutcome>
+/** With a `request` and no `pool`: `context.request` is that request, never `undefined`. */
+export function relay(
+  options: RelayRequestOptions & {
+    readonly request: UpstreamRequest
+    readonly pool?: undefined
+    readonly attempt: CallerCredentialsAttemptFunction<AttemptRequest>
+  },
+): Promise<RelayOutcome>
+/** With a `pool`, with or without a `request`. */
+export function relay(
   options: RelayRequestOptions & { readonly pool: KeyPool; readonly attempt: AttemptFunction },
 ): Promise<RelayOutcome>
 /** Without a `pool`: each attempt sets the caller's own credential (`key: undefined`). */
@@ -281,7 +308,9 @@ export function relay(
 ): Promise<RelayOutcome>
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
-export async function relay(options: RelayOptions): Promise<RelayOutcome> {
+export async function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
+  // The attempt is called with `request` whenever one was given: the overloads' promise.
+  const options = given as RelayOptions
   const prepared = prepare(options)
   if ('refused' in prepared) {
     // The sink may own the response already (a hijacked Fastify reply): the client is told.

@@ -127,7 +127,11 @@ export interface DownstreamOptions {
   readonly translateFrames?: FrameTranslator | undefined
   /** A translator as a fresh `TransformStream` per request (see {@link StreamTranslator}). Needs `adapter`. */
   readonly translateStream?: StreamTranslator | undefined
-  /** A translator from `Response` to `Response` (see {@link ResponseTranslator}). Needs `adapter`. */
+  /**
+   * A translator from `Response` to `Response` (see {@link ResponseTranslator}). Needs
+   * `adapter`. The one shape also given whole answers: for a non-streaming request it gets
+   * the upstream's 2xx JSON `Response`, and the client gets the body it returns.
+   */
   readonly translateResponse?: ResponseTranslator | undefined
   /**
    * Where SSE comments `: keep-alive` are written to the client: `'before-content'` only

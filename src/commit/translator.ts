@@ -38,7 +38,10 @@ export type FrameTranslator = (
  * transformers in gateways such as `@musistudio/llms`). The `Response` it is given has the
  * committed upstream stream as its body; the relay reads the body of the one it returns (its
  * status and headers are not used: the client's head is the relay's). When the upstream fails
- * after commit, reading the given body errors.
+ * after commit, reading the given body errors. For a non-streaming request it is given the
+ * upstream's whole answer instead (its 2xx status, its `content-type`, the JSON body), and
+ * the client gets the body of the `Response` it returns, with that response's
+ * `content-type` (`application/json` when it sets none).
  *
  * @group Downstream
  */
@@ -305,5 +308,69 @@ export function startTranslator(
       queue.fail(reason)
       queue.release()
     },
+  }
+}
+
+/** A whole (non-streaming) answer: what the upstream sent, or what the client gets. */
+export interface WholeAnswer {
+  readonly bytes: Uint8Array
+  readonly contentType: string
+}
+
+/** The most of a body read whole, or a `RangeError` past `limit`. */
+async function readUpTo(body: ReadableStream<Uint8Array> | null, limit: number) {
+  if (body === null) return new Uint8Array(0)
+  const reader = body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      size += value.byteLength
+      if (size > limit) throw new RangeError(`answered more than ${limit} bytes`)
+      chunks.push(value)
+    }
+  } finally {
+    await reader.cancel().catch(() => {})
+  }
+  const bytes = new Uint8Array(size)
+  let at = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, at)
+    at += chunk.byteLength
+  }
+  return bytes
+}
+
+/**
+ * A whole (non-streaming) answer through a gateway's `Response → Response` translator (the
+ * only shape that can be given one: the others read SSE frames). It is given the upstream's
+ * status, content type and JSON bytes, and the client gets the body of the `Response` it
+ * returns, read whole (at most `limit` bytes), with its content type (`application/json` when
+ * it sets none); the status stays the upstream's, as for a stream. A translator that throws,
+ * returns no `Response` or answers past the bound fails as `downstream.translateResponse`.
+ */
+export async function translateWholeAnswer(
+  translate: ResponseTranslator,
+  status: number,
+  answer: WholeAnswer,
+  limit: number,
+): Promise<WholeAnswer> {
+  try {
+    const input = new Response(answer.bytes as Uint8Array<ArrayBuffer>, {
+      status,
+      headers: { 'content-type': answer.contentType },
+    })
+    const output = await translate(input)
+    if (!(output instanceof Response)) {
+      throw new TypeError(`returned ${typeof output}, not a Response`)
+    }
+    return {
+      bytes: await readUpTo(output.body, limit),
+      contentType: output.headers.get('content-type') ?? 'application/json',
+    }
+  } catch (error) {
+    throw new UserCodeError(optionName.response, error)
   }
 }

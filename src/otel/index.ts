@@ -184,6 +184,7 @@ function requestSpanAttributes(outcome: RelayOutcome): Attributes {
   out['stream_boundary.protocol'] = outcome.protocol ?? 'unknown'
   out['stream_boundary.outcome'] = outcome.kind
   out['stream_boundary.ok'] = outcome.ok
+  out['stream_boundary.result'] = outcome.result
   out['stream_boundary.attempts'] = outcome.attempts.length
   const error = errorType(outcome)
   if (error !== undefined) out['error.type'] = error

@@ -22,6 +22,7 @@ export type {
   AttemptContextBase,
   AttemptFunction,
   AttemptRecord,
+  AttemptRequest,
   BackoffOptions,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
@@ -71,5 +72,6 @@ export type {
   HedgeReport,
   HedgeSkipReason,
   RelayFailureReason,
+  RelayResult,
   RequestFacts,
 } from './shared/outcome.js'

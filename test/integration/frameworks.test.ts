@@ -205,9 +205,10 @@ describe('Fastify: the reply belongs to the relay', () => {
 
   it.each([
     ['fastifySink', 0],
-    ['nodeSink', 1],
+    // The response went out: Fastify sees it sent and leaves its error handler out.
+    ['nodeSink', 0],
   ] as const)(
-    "relay() rejecting a bad option with %s: the client gets a reset, and Fastify's error handler runs %i times",
+    "relay() rejecting a bad option with %s: the client gets a 500 in its protocol (never a reset), and Fastify's error handler runs %i times",
     async (sinkOf, runs) => {
       const app = Fastify()
       const handled: unknown[] = []
@@ -226,7 +227,11 @@ describe('Fastify: the reply belongs to the relay', () => {
       })
       const url = await app.listen({ port: 0, host: '127.0.0.1' })
       cleanups.push(() => app.close())
-      await expect(fetch(url, { method: 'POST', body: '{}' })).rejects.toThrow()
+      const answered = await fetch(url, { method: 'POST', body: '{}' })
+      expect(answered.status).toBe(500)
+      expect(answered.headers.get('x-should-retry')).toBe('false')
+      const body = (await answered.json()) as { error: { message: string } }
+      expect(body.error.message).toMatch(/misconfigured: maxAttempts/)
       await new Promise((resolve) => setTimeout(resolve, 50))
       expect(handled).toHaveLength(runs)
     },

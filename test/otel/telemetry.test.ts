@@ -134,6 +134,7 @@ describe('stream-boundary/otel', () => {
       'gen_ai.usage.input_tokens': 10,
       'gen_ai.usage.output_tokens': 12,
       'stream_boundary.outcome': 'committed',
+      'stream_boundary.result': 'completed',
       'stream_boundary.end': 'completed',
       'stream_boundary.attempts': 1,
     })
@@ -255,6 +256,7 @@ describe('stream-boundary/otel', () => {
       'error.type': 'status-529',
       'http.response.status_code': 529,
       'stream_boundary.outcome': 'failed',
+      'stream_boundary.result': 'failed',
     })
     expect(attempts).toHaveLength(2)
     const giveUps = await points('stream_boundary.give_ups')

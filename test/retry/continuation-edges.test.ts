@@ -165,14 +165,13 @@ describe('continueAfterCut: not sound, the honest error', () => {
     expect(upstream.bodies).toHaveLength(1)
   })
 
-  it('openaiChat without a dialect never continues: the honest error, no record', async () => {
+  it('createResilientFetch({ adapter: openaiChat }) without a dialect cannot continue: refused when the fetch is made, naming the dialects', async () => {
     const wire = wireFor(openaiChat)
     const upstream = scripted(openaiChat, [...wire.start(), ...wire.text('The quick ')].join(''))
-    const { pool, outcomes, fetch } = await through(openaiChat, upstream.fetch)
-    await expect(chatText(fetch)).rejects.toThrow(/incomplete/)
-    expect(upstream.bodies).toHaveLength(1)
-    await settled(pool, outcomes)
-    expect(outcomes[0]).not.toHaveProperty('continuations')
+    await expect(through(openaiChat, upstream.fetch)).rejects.toThrow(
+      /continueAfterCut is on but no upstream adapter can continue.*openaiChatWith/,
+    )
+    expect(upstream.bodies).toHaveLength(0)
   })
 
   it('continuation off (the default): the honest error', async () => {

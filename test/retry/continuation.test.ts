@@ -117,17 +117,15 @@ describe('continueAfterCut', () => {
     })
   })
 
-  it('is off without an adapter that supports it: the honest error', async () => {
-    const { anthropic } = setup(['partial-then-cut', 'ok'], {}, {
+  it('with an adapter that cannot continue: a TypeError naming it, not a silent no', () => {
+    const adapter = {
       ...anthropicMessages,
       name: 'no-continuation',
       buildContinuation: undefined,
-    } as unknown as StreamAdapter)
-    await expect(
-      anthropic.messages
-        .stream({ model: 'c', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
-        .finalMessage(),
-    ).rejects.toThrow(/incomplete/)
+    } as unknown as StreamAdapter
+    expect(() => setup(['partial-then-cut', 'ok'], {}, adapter)).toThrow(
+      /no upstream adapter can continue a cut answer \(no-continuation has no buildContinuation/,
+    )
   })
 })
 

@@ -10,7 +10,9 @@ import {
   createMemoryKeyPool,
   createResilientFetch,
   type DownstreamOptions,
+  geminiGenerateContent,
   openaiChat,
+  openaiChatWith,
   openaiResponses,
   type RelayOutcome,
   relay,
@@ -36,29 +38,99 @@ const chatStream = () =>
 const missing =
   /policy\.downstream\.adapter is anthropic-messages but the upstream adapter is openai-chat.*no translator/
 
+describe('continueAfterCut with an adapter that cannot continue is named, never silent', () => {
+  const cannot =
+    /continueAfterCut is on but no upstream adapter can continue a cut answer \(openai-chat/
+  /** A Chat stream cut after its first text: no final chunk, no `[DONE]`. */
+  const cutStream = () =>
+    new Response(
+      'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"The "},"finish_reason":null}]}\n\n',
+      { headers: { 'content-type': 'text/event-stream' } },
+    )
+
+  it('createResilientFetch({ adapter }): a TypeError when it is made (its one protocol cannot)', () => {
+    expect(() =>
+      createResilientFetch({ adapter: openaiChat, policy: { continueAfterCut: true } }),
+    ).toThrow(cannot)
+    expect(() =>
+      createResilientFetch({ adapter: geminiGenerateContent, policy: { continueAfterCut: {} } }),
+    ).toThrow(/\(gemini/)
+    expect(() =>
+      createResilientFetch({
+        adapter: openaiChatWith({ continuation: 'vllm-continue' }),
+        policy: { continueAfterCut: true },
+      }),
+    ).not.toThrow()
+  })
+
+  it('relay() (a policy endpoints of several protocols share): the cut is told and recorded `unsupported`', async () => {
+    const told: string[] = []
+    let sent = 0
+    const outcome = await relay({
+      sink: createRecordingSink(),
+      pool: pool(),
+      adapter: openaiChat,
+      request: chatRequest(true),
+      attempt: async () => {
+        sent++
+        return cutStream()
+      },
+      policy: { continueAfterCut: true },
+      hooks: { onContinuation: (record) => told.push(record.result) },
+    })
+    expect(sent).toBe(1)
+    expect(outcome).toMatchObject({
+      kind: 'committed',
+      result: 'cut',
+      continuations: [{ result: 'unsupported', attempts: 0, keyId: null }],
+    })
+    expect(told).toEqual(['unsupported'])
+  })
+
+  it('createResilientFetch() picking the adapter by URL: recorded `unsupported` too', async () => {
+    const outcomes: RelayOutcome[] = []
+    const fetch = createResilientFetch({
+      fetch: async () => cutStream(),
+      policy: { continueAfterCut: true },
+      onOutcome: (outcome) => outcomes.push(outcome),
+    })
+    const answered = await fetch('http://api.test/v1/chat/completions', {
+      method: 'POST',
+      body: JSON.stringify(chatRequest(true).body),
+    })
+    expect(await answered.text()).toContain('error')
+    await expect.poll(() => outcomes.length).toBe(1)
+    expect(outcomes[0]).toMatchObject({ continuations: [{ result: 'unsupported' }] })
+  })
+})
+
 describe('a client protocol without a translator is a TypeError naming both protocols', () => {
   it.each([
     ['streaming', true],
     ['non-streaming', false],
-  ])('relay(), %s: nothing is sent, the sink is aborted', async (_, stream) => {
-    let sent = 0
-    const sink = createRecordingSink()
-    await expect(
-      relay({
-        sink,
-        pool: pool(),
-        adapter: openaiChat,
-        request: chatRequest(stream),
-        attempt: async () => {
-          sent++
-          return chatStream()
-        },
-        policy: { downstream: { adapter: anthropicMessages } },
-      }),
-    ).rejects.toThrow(missing)
-    expect(sent).toBe(0)
-    expect(sink.events.map((event) => event.type)).toEqual(['abort'])
-  })
+  ])(
+    'relay(), %s: nothing is sent, the client is answered a 500 in its protocol',
+    async (_, stream) => {
+      let sent = 0
+      const sink = createRecordingSink()
+      await expect(
+        relay({
+          sink,
+          pool: pool(),
+          adapter: openaiChat,
+          request: chatRequest(stream),
+          attempt: async () => {
+            sent++
+            return chatStream()
+          },
+          policy: { downstream: { adapter: anthropicMessages } },
+        }),
+      ).rejects.toThrow(missing)
+      expect(sent).toBe(0)
+      expect(sink.events.map((event) => event.type)).toEqual(['head', 'write', 'close'])
+      expect(sink.events[0]).toMatchObject({ status: 500 })
+    },
+  )
 
   it('relay(): a fallback route in another protocol than the client’s is named too', async () => {
     const attempt = async () => chatStream()

@@ -45,65 +45,70 @@ interface RelayCase {
    * library wrote, yet the answer is not complete (`ok` is false).
    */
   readonly cleanEndWritten?: boolean
-  readonly expected: { kind: RelayOutcome['kind']; end?: string; ok: boolean }
+  readonly expected: {
+    kind: RelayOutcome['kind']
+    end?: string
+    ok: boolean
+    result: RelayOutcome['result']
+  }
 }
 
 const relayCases: readonly RelayCase[] = [
   {
     name: 'a stream that ends with its final event',
     frames: [role, text('Hi'), finish],
-    expected: { kind: 'committed', end: 'completed', ok: true },
+    expected: { kind: 'committed', end: 'completed', ok: true, result: 'completed' },
   },
   {
     name: 'output, then the upstream’s own error frame',
     frames: [role, text('Hi'), error],
-    expected: { kind: 'committed', end: 'upstream-error', ok: false },
+    expected: { kind: 'committed', end: 'upstream-error', ok: false, result: 'cut' },
   },
   {
     name: 'output, then EOF without the final event (the honest error)',
     frames: [role, text('Hi')],
-    expected: { kind: 'committed', end: 'error-written', ok: false },
+    expected: { kind: 'committed', end: 'error-written', ok: false, result: 'cut' },
   },
   {
     name: 'output, then EOF, closed by a synthesized stop',
     frames: [role, text('Hi')],
     policy: { onPartialEof: 'synthesize-stop' },
     cleanEndWritten: true,
-    expected: { kind: 'committed', end: 'stop-synthesized', ok: false },
+    expected: { kind: 'committed', end: 'stop-synthesized', ok: false, result: 'cut' },
   },
   {
     name: 'reasoning only, promoted to the answer',
     frames: [role, reasoning('thinking')],
     policy: { onThinkingOnly: 'promote-reasoning' },
     cleanEndWritten: true,
-    expected: { kind: 'committed', end: 'reasoning-promoted', ok: false },
+    expected: { kind: 'committed', end: 'reasoning-promoted', ok: false, result: 'cut' },
   },
   {
     name: 'the host aborts mid-answer',
     frames: [role, text('Hi')],
     hold: true,
     stop: 'host-abort',
-    expected: { kind: 'committed', end: 'aborted', ok: false },
+    expected: { kind: 'committed', end: 'aborted', ok: false, result: 'aborted' },
   },
   {
     name: 'the client cancels the body mid-answer',
     frames: [role, text('Hi')],
     hold: true,
     stop: 'client-cancel',
-    expected: { kind: 'committed', end: 'client-gone', ok: false },
+    expected: { kind: 'committed', end: 'client-gone', ok: false, result: 'client-gone' },
   },
   {
     name: 'the host aborts before any output',
     frames: [role],
     hold: true,
     stop: 'host-abort-before-output',
-    expected: { kind: 'client-gone', ok: false },
+    expected: { kind: 'client-gone', ok: false, result: 'client-gone' },
   },
   {
     name: 'every attempt empty: a give-up',
     frames: [role],
     policy: { maxAttempts: 2 },
-    expected: { kind: 'failed', ok: false },
+    expected: { kind: 'failed', ok: false, result: 'failed' },
   },
 ]
 
@@ -148,10 +153,12 @@ async function relayCase(each: RelayCase): Promise<{ read: string | null; outcom
 const completeChat = (read: string | null) =>
   read?.includes('[DONE]') === true && !read.includes('"error"')
 
-describe('outcome.ok: true only when the client got a complete answer', () => {
+describe('outcome.ok: true only when the client got a complete answer; outcome.result names how it ended', () => {
   it.each(relayCases)('relay(), $name', async (each) => {
     const { read, outcome } = await relayCase(each)
     expect(outcome.kind).toBe(each.expected.kind)
+    expect(outcome.result).toBe(each.expected.result)
+    expect(outcome.result === 'completed').toBe(outcome.ok)
     if (outcome.kind === 'committed') expect(outcome.end.kind).toBe(each.expected.end)
     expect(outcome.ok).toBe(each.expected.ok)
     expect(completeChat(read)).toBe(outcome.ok || each.cleanEndWritten === true)
@@ -163,14 +170,20 @@ describe('outcome.ok: true only when the client got a complete answer', () => {
     scenario: Scenario
     stream: boolean
     policy?: RelayPolicy
-    expected: { kind: RelayOutcome['kind']; end?: string; ok: boolean; continuation?: string }
+    expected: {
+      kind: RelayOutcome['kind']
+      end?: string
+      ok: boolean
+      result: RelayOutcome['result']
+      continuation?: string
+    }
   }[] = [
     {
       name: 'a whole (non-streaming) answer',
       url: 'https://api.test/v1/chat/completions',
       scenario: ['ok'],
       stream: false,
-      expected: { kind: 'committed', end: 'completed', ok: true },
+      expected: { kind: 'committed', end: 'completed', ok: true, result: 'completed' },
     },
     {
       name: 'a whole answer, every attempt rate limited: a give-up',
@@ -178,7 +191,14 @@ describe('outcome.ok: true only when the client got a complete answer', () => {
       scenario: ['rate-limited'],
       stream: false,
       policy: { maxAttempts: 2 },
-      expected: { kind: 'failed', ok: false },
+      expected: { kind: 'failed', ok: false, result: 'failed' },
+    },
+    {
+      name: 'a request the upstream refuses (its 400 passed on): refused, not failed',
+      url: 'https://api.test/v1/chat/completions',
+      scenario: [{ kind: 'context-overflow', inputTokens: 200_000 }],
+      stream: true,
+      expected: { kind: 'failed', ok: false, result: 'refused' },
     },
     {
       name: 'a cut healed by a continuation that completed',
@@ -186,7 +206,13 @@ describe('outcome.ok: true only when the client got a complete answer', () => {
       scenario: ['partial-then-cut', 'ok'],
       stream: true,
       policy: { continueAfterCut: true },
-      expected: { kind: 'committed', end: 'completed', ok: true, continuation: 'spliced' },
+      expected: {
+        kind: 'committed',
+        end: 'completed',
+        ok: true,
+        result: 'completed',
+        continuation: 'spliced',
+      },
     },
     {
       name: 'a cut whose continuation failed',
@@ -194,7 +220,13 @@ describe('outcome.ok: true only when the client got a complete answer', () => {
       scenario: ['partial-then-cut', 'fatal-error-frame'],
       stream: true,
       policy: { continueAfterCut: true },
-      expected: { kind: 'committed', end: 'error-written', ok: false, continuation: 'failed' },
+      expected: {
+        kind: 'committed',
+        end: 'error-written',
+        ok: false,
+        result: 'cut',
+        continuation: 'failed',
+      },
     },
   ]
 
@@ -223,6 +255,7 @@ describe('outcome.ok: true only when the client got a complete answer', () => {
     await expect.poll(() => outcome).toBeDefined()
     const ended = outcome as RelayOutcome
     expect(ended.kind).toBe(each.expected.kind)
+    expect(ended.result).toBe(each.expected.result)
     if (ended.kind === 'committed') {
       expect(ended.end.kind).toBe(each.expected.end)
       expect(ended.continuations?.[0]?.result).toBe(each.expected.continuation)

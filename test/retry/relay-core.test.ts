@@ -98,11 +98,14 @@ describe('policy: one normalize, merged defaults, validated before any key is le
       ).rejects.toThrow(message)
       expect(await leases(pool)).toBe(0)
       expect(upstream.calls).toHaveLength(0)
-      // The sink is aborted with the same error, so a response waiting on it settles.
-      expect(sink.events).toHaveLength(1)
-      const [event] = sink.events
-      expect(event?.type).toBe('abort')
-      expect(((event as { reason: unknown }).reason as Error).message).toMatch(message)
+      // The client is answered (a 500 in its protocol naming the option), never cut.
+      expect(sink.events.map((event) => event.type)).toEqual(['head', 'write', 'close'])
+      const [head, write] = sink.events
+      expect(head).toMatchObject({ type: 'head', status: 500 })
+      const body = new TextDecoder().decode((write as { bytes: Uint8Array }).bytes)
+      const said = JSON.parse(body).error.message as string
+      expect(said.startsWith('the gateway is misconfigured: ')).toBe(true)
+      expect(said.slice('the gateway is misconfigured: '.length)).toMatch(message)
     },
   )
 })

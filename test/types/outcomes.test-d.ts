@@ -11,6 +11,7 @@ import type {
   PeekOverflowError,
   PumpEnd,
   RelayOutcome,
+  RelayResult,
   RenderableError,
   StreamTimeoutError,
   TerminalInfo,
@@ -90,6 +91,34 @@ describe('discriminated unions narrow on kind', () => {
       }
     }
     expectTypeOf(handle).returns.toBeNumber()
+  })
+
+  it('RelayOutcome.result: one word on every kind, each kind naming only its own', () => {
+    expectTypeOf<RelayOutcome['result']>().toEqualTypeOf<RelayResult>()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'committed' }>['result']>().toEqualTypeOf<
+      'completed' | 'cut' | 'client-gone' | 'aborted'
+    >()
+    expectTypeOf<Extract<RelayOutcome, { kind: 'failed' }>['result']>().toEqualTypeOf<
+      'refused' | 'failed'
+    >()
+    const handle = (outcome: RelayOutcome): string => {
+      switch (outcome.result) {
+        case 'completed':
+        case 'cut':
+        case 'aborted':
+          expectTypeOf(outcome.kind).toEqualTypeOf<'committed'>()
+          return outcome.end.kind
+        case 'refused':
+        case 'failed':
+          expectTypeOf(outcome.kind).toEqualTypeOf<'failed'>()
+          return String(outcome.status)
+        case 'client-gone':
+          return outcome.kind
+        default:
+          return exhaustive(outcome)
+      }
+    }
+    expectTypeOf(handle).returns.toBeString()
   })
 
   it('RelayOutcome.ok: a plain boolean on every kind, false by type where no answer went out', () => {

@@ -10,6 +10,7 @@ import { deliverOn } from '../../commit/deliver.js'
 import { redactBytes } from '../../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import { SecretBytes } from '../../commit/secret-bytes.js'
+import { translateWholeAnswer, type WholeAnswer } from '../../commit/translator.js'
 import type { StreamTimeoutError } from '../../errors.js'
 import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import { FirstOutputClock } from '../../peek/clock.js'
@@ -48,6 +49,11 @@ function isEventStream(headers: Headers): boolean {
   return type === null || /^text\/event-stream\b/i.test(type.trim())
 }
 
+/** A content type that says `text/event-stream` (a missing one says nothing). */
+function statesEventStream(headers: Headers): boolean {
+  return /^text\/event-stream\b/i.test(headers.get('content-type')?.trim() ?? '')
+}
+
 function bodyOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>({
     start(controller) {
@@ -72,6 +78,7 @@ export type {
   AttemptContextBase,
   AttemptFunction,
   AttemptMode,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
   Credentials,
@@ -417,10 +424,14 @@ async function attemptAnswer(
       status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
     return failed(verdict, status, undefined, upstream)
   }
-  if (mode === 'whole') return answerWhole(input, signals, response, () => sent.clock.dispose())
+  // A whole request that did not say it is one: its answer decides (an event stream streams).
+  const streamed =
+    mode === 'whole' && input.streamsOnEventStream === true && statesEventStream(response.headers)
+  if (mode === 'whole' && !streamed)
+    return answerWhole(input, signals, response, () => sent.clock.dispose())
   let body: FrameSource
   const source = frameSourceOf(response)
-  if (mode === 'stream' && source !== null && isEventStream(response.headers)) {
+  if (mode !== 'non-streaming' && source !== null && isEventStream(response.headers)) {
     body = source
   } else {
     const whole = await readWholeAnswer(input, response, signals.stop.real)
@@ -524,6 +535,10 @@ async function answerWhole(
   }
   const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
   if (judged.kind === 'failed') return failed(judged.verdict, status)
+  // A gateway's `Response → Response` translator is given the whole answer too.
+  const answer = await translatedAnswer(input, status, response.headers, read.bytes)
+  const stopped = stoppedFailure(signals, 'whole', status)
+  if (stopped !== undefined) return stopped
   signals.detachDeadline()
   commitLease(input.lease)
   input.onCommit()
@@ -534,8 +549,8 @@ async function answerWhole(
     await gate.answer(
       status,
       // An answer may quote the key it was asked with (in its id): redacted by value.
-      input.secrets === undefined ? read.bytes : redactAnswer(read.bytes, input.secrets),
-      response.headers.get('content-type') ?? 'application/json',
+      input.secrets === undefined ? answer.bytes : redactAnswer(answer.bytes, input.secrets),
+      answer.contentType,
     )
   } catch (error) {
     if (gate.failure === undefined) throw error
@@ -546,10 +561,23 @@ async function answerWhole(
     status,
     end,
     eof: null,
-    bytes: read.bytes.length,
+    bytes: answer.bytes.length,
     stalls: noStalls(input.policy.pump.stallThresholdMs),
     ...wholeReport(input.route.adapter, judged.message),
   }
+}
+
+/** The whole answer the client gets: the upstream's, or what the host's translator made of it. */
+async function translatedAnswer(
+  input: AttemptInput,
+  status: number,
+  headers: Headers,
+  bytes: Uint8Array,
+): Promise<WholeAnswer> {
+  const contentType = headers.get('content-type') ?? 'application/json'
+  const translate = input.policy.downstream.translateResponse
+  if (translate === undefined) return { bytes, contentType }
+  return translateWholeAnswer(translate, status, { bytes, contentType }, maxAnswerBytes)
 }
 
 /**

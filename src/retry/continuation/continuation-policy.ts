@@ -6,6 +6,7 @@
  */
 
 import { boolean, positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
+import type { StreamAdapter } from '../../protocols/types.js'
 import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
 
 export type { ContinueAfterCutOptions } from '../shared/policy-types.js'
@@ -62,6 +63,26 @@ export function normalizeContinuation(
       given.maxReceivedChars ?? defaults.maxReceivedChars,
     ),
   }
+}
+
+/** Whether `adapter` can continue a cut answer (`buildContinuation` and `spliceContinuation`). */
+export function canContinue(adapter: StreamAdapter): boolean {
+  return adapter.buildContinuation !== undefined && adapter.spliceContinuation !== undefined
+}
+
+/**
+ * `continueAfterCut` on with no upstream adapter able to continue would never continue
+ * anything, silently: a `TypeError` naming the adapters and what continues.
+ */
+export function checkContinuation(
+  continuation: Required<ContinueAfterCutOptions> | undefined,
+  upstream: readonly StreamAdapter[],
+): void {
+  if (continuation === undefined || upstream.some(canContinue)) return
+  const names = [...new Set(upstream.map((adapter) => adapter.name))].join(', ')
+  throw new TypeError(
+    `policy.continueAfterCut is on but no upstream adapter can continue a cut answer (${names} has no buildContinuation and spliceContinuation): OpenAI's own API and Gemini cannot; for an OpenAI-compatible server that documents a continuation use openaiChatWith({ continuation: 'deepseek-prefix' | 'mistral-prefix' | 'vllm-continue' }); Anthropic Messages continues as it is; else leave continueAfterCut out`,
+  )
 }
 
 /**

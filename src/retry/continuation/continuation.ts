@@ -208,6 +208,9 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     const text = receivedText(cut.state, input.config.maxReceivedChars)
     const received = text === undefined ? undefined : Object.freeze({ text })
     const base = { atMs, cause: cut.cause, receivedChars: cut.state.visibleText.length }
+    // No route of this protocol can continue at all: named as such, not `not-sound`.
+    if (input.candidates.length === 0)
+      return tell({ ...base, keyId: null, result: 'unsupported', attempts: 0 })
     // Out of continuations is a budget spent, not a fault of the stream: its own word.
     if (cuts++ >= input.config.maxContinuations) {
       return tell({ ...base, keyId: null, result: 'exhausted', attempts: 0 })

@@ -1,5 +1,6 @@
 import { now } from '../../call-safely.js'
 import { failBeforeContent } from '../../commit/endings.js'
+import { createCommitGate, type DownstreamSink } from '../../commit/gate.js'
 import { isStreamBoundaryError, isUserCodeError } from '../../errors.js'
 import { errorBodyFor, parseObject } from '../../protocols/common.js'
 import { redactText } from '../../protocols/sanitize.js'
@@ -9,6 +10,7 @@ import type { FailureVerdict } from '../decisions/classify.js'
 import type { Run } from '../route/run.js'
 import { callHook } from '../shared/hooks.js'
 import type { EngineOutcome, RelayOutcome } from '../shared/outcome.js'
+import { guardAdapter } from '../shared/user-code.js'
 
 /** Headers of an upstream error that identify the request or say when to come back. */
 const passedHeaders =
@@ -52,7 +54,7 @@ function setRetryHeaders(headers: Headers, status: number, retryAfterMs: number 
  * @group Relay
  */
 export function giveUpResponse(
-  outcome: Extract<RelayOutcome, { kind: 'failed' }>,
+  outcome: Omit<Extract<RelayOutcome, { kind: 'failed' }>, 'result'>,
   adapter: StreamAdapter,
 ): Response {
   const { status, retryAfterMs } = outcome
@@ -110,6 +112,73 @@ export async function giveUp(run: Run, verdict: FailureVerdict): Promise<EngineO
     durationMs: now() - run.started,
   }
 }
+
+/** What an option error is answered with: a `StreamAdapter`'s error renderers, if any. */
+function rendererOf(value: unknown): StreamAdapter | undefined {
+  const adapter = value as StreamAdapter | undefined
+  return typeof adapter?.renderError === 'function' && typeof adapter.inspect === 'function'
+    ? adapter
+    : undefined
+}
+
+/**
+ * Answers a request whose `relay()` options were refused, once a sink exists: a host's sink
+ * may already own the response (`fastifySink` hijacked the reply), so the client gets a 500
+ * in its protocol (`policy.downstream.adapter`, else `adapter`, else plain JSON) naming the
+ * option error, never a cut socket. The error's words are the library's own about the
+ * host's options; credentials in `secrets` are redacted from them all the same. Never
+ * throws: a sink that cannot answer is aborted with the error.
+ */
+export async function answerRefusedOptions(options: unknown, error: unknown): Promise<void> {
+  const given = (typeof options === 'object' && options !== null ? options : {}) as {
+    sink?: DownstreamSink
+    adapter?: unknown
+    policy?: { downstream?: { adapter?: unknown } }
+    secrets?: unknown
+  }
+  const sink = given.sink
+  if (typeof sink?.sendHead !== 'function') return
+  const secrets = Array.isArray(given.secrets)
+    ? given.secrets.filter((each): each is string => typeof each === 'string')
+    : []
+  const words = error instanceof Error ? error.message : String(error)
+  const rendered = {
+    type: 'internal_error',
+    message: redactText(`the gateway is misconfigured: ${words}`, secrets),
+    status: internalStatus,
+  }
+  const adapter = rendererOf(given.policy?.downstream?.adapter) ?? rendererOf(given.adapter)
+  const headers = { 'x-should-retry': 'false' }
+  const answer = async () => {
+    const gate = createCommitGate(sink)
+    try {
+      if (adapter === undefined) throw new TypeError('no adapter to render with')
+      await failBeforeContent(gate, guardAdapter(adapter), internalStatus, rendered, headers)
+    } catch (renderFailed) {
+      if (gate.state !== 'open' || isStreamBoundaryError(renderFailed)) throw renderFailed
+      await gate.respond(internalStatus, JSON.stringify({ error: rendered }), headers)
+    }
+  }
+  // The sink is the host's: an answer it does not take within the bound is cut after all.
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(error), refusalAnswerMs)
+  })
+  try {
+    await Promise.race([answer(), bound])
+  } catch {
+    try {
+      sink.abort(error)
+    } catch {
+      // The sink's own failure does not hide the option's.
+    }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** How long the answer to refused options may take before the sink is aborted instead. */
+const refusalAnswerMs = 1_000
 
 /** The status of an answer the gateway itself could not give: its own code failed. */
 const internalStatus = 500

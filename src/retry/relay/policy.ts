@@ -20,6 +20,7 @@ import {
 import { normalizePeekOptions } from '../../peek/index.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import {
+  checkContinuation,
   continueAfterCutDefaults,
   normalizeContinuation,
   withKeptText,
@@ -240,6 +241,21 @@ export function checkTranslation(
   throw new TypeError(
     `policy.downstream.adapter is ${client.name} but the upstream adapter is ${other.name} (the protocol of what the attempt returns), and no translator was given: add downstream.transform, translateFrames, translateStream or translateResponse from ${other.name} to ${client.name}, or leave downstream.adapter out`,
   )
+}
+
+/**
+ * What a policy asks of the one adapter of a `createResilientFetch({ adapter })`, checked when
+ * it is made: a client protocol it can reach (see {@link checkTranslation}), and with
+ * `continueAfterCut` an adapter able to continue. (`relay()` is given policies shared by
+ * endpoints of several protocols: there a cut its adapter cannot continue is recorded,
+ * `result: 'unsupported'`.)
+ */
+export function checkAdapterOptions(
+  policy: NormalizedRelayPolicy,
+  ...upstream: readonly StreamAdapter[]
+): void {
+  checkTranslation(policy.downstream, upstream)
+  checkContinuation(policy.continuation, upstream)
 }
 
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {

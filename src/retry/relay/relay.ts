@@ -6,9 +6,11 @@ import { followSignals, followStops } from '../../follow-signals.js'
 import type { KeyPool } from '../../key-pool/types.js'
 import { rejectUnknownKeys } from '../../options.js'
 import { requestedModel } from '../../protocols/identity.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { realSignal, type SignalLike, stopOf } from '../../stop.js'
 import type {
   AttemptFunction,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   Route,
 } from '../attempt/attempt.js'
@@ -25,15 +27,17 @@ import {
   type RelayOptions,
   type RelayOutcome,
   type RelayRequestOptions,
+  resultOf,
 } from '../shared/outcome.js'
 import { guardAdapter, guardFunction } from '../shared/user-code.js'
-import { giveUp, giveUpAfterThrow } from './give-up.js'
+import { answerRefusedOptions, giveUp, giveUpAfterThrow } from './give-up.js'
 import { checkTranslation, type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
 
 export type {
   AttemptContext,
   AttemptContextBase,
   AttemptFunction,
+  AttemptRequest,
   CallerCredentialsAttemptFunction,
   CallerCredentialsContext,
   Credentials,
@@ -55,21 +59,39 @@ export type {
   RetryOnContext,
 } from './policy.js'
 
-/** Whether the client asked for a stream: the `stream` option, else what `request` says. */
-function asksForStream(options: RelayRequestOptions): boolean {
+/**
+ * Whether the client asked for a stream: the `stream` option, else what `request` says in the
+ * adapter's terms; `undefined` when it says nothing (no `stream` in the body, a URL that is
+ * not a streaming one): then the answer decides (an event stream is relayed as one).
+ */
+function asksForStream(options: RelayRequestOptions): boolean | undefined {
   if (options.stream !== undefined) return options.stream
   const request = options.request
   if (request === undefined) return true
-  if (request.body.stream === true) return true
-  if (request.url === undefined || options.adapter.isStreamingRequest === undefined) return false
-  let url: URL
+  if (request.body.stream === true || urlAsksForStream(options.adapter, request.url)) return true
+  return request.body.stream === false ? false : undefined
+}
+
+/** The adapter's `isStreamingRequest` for the request's URL (Gemini's `:streamGenerateContent`). */
+function urlAsksForStream(adapter: StreamAdapter, url: string | undefined): boolean {
+  if (url === undefined || adapter.isStreamingRequest === undefined) return false
+  let parsed: URL
   try {
-    url = new URL(request.url)
+    parsed = new URL(url)
   } catch {
     return false
   }
-  return options.adapter.isStreamingRequest(url, undefined)
+  return adapter.isStreamingRequest(parsed, undefined)
 }
+
+/** What the overloads with a `request` take: their attempts get `context.request` defined. */
+type RelayOptionsWithRequest = RelayRequestOptions & { readonly request: UpstreamRequest } & (
+    | { readonly pool: KeyPool; readonly attempt: AttemptFunction<AttemptRequest> }
+    | {
+        readonly pool?: undefined
+        readonly attempt: CallerCredentialsAttemptFunction<AttemptRequest>
+      }
+  )
 
 /** Every option of `relay()`: a table the compiler keeps complete. */
 const relayKeys = Object.keys({
@@ -138,15 +160,16 @@ function guarded(config: NormalizedRelayPolicy): NormalizedRelayPolicy {
 }
 
 /**
- * Validates the options and builds the request's shared parts. A bad option throws before
- * anything is leased, and the sink is aborted with the error first, so a response waiting on
- * it (`webSink().response`) settles instead of hanging.
+ * Validates the options and builds the request's shared parts. A bad option is returned
+ * (`refused`) before anything is leased; `relay()` answers the client through the sink
+ * (`answerRefusedOptions`) and rejects with it, so a response waiting on the sink settles
+ * instead of hanging or being cut.
  */
-function prepare(options: RelayOptions): {
-  config: NormalizedRelayPolicy
-  whole: boolean
-  gate: CommitGate
-} {
+function prepare(
+  options: RelayOptions,
+):
+  | { config: NormalizedRelayPolicy; whole: boolean; answerDecides: boolean; gate: CommitGate }
+  | { refused: unknown } {
   try {
     checkOptions(options)
     const config = normalizeRelayPolicy(options.policy)
@@ -162,16 +185,19 @@ function prepare(options: RelayOptions): {
       options.adapter,
       ...(options.policy?.routes ?? []).map((route) => route.adapter),
     ])
-    const whole = !asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
+    const asked = asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
+    const whole = asked !== true
     const client = config.downstream.adapter
-    if (whole && wholeStreamTranslator(config.downstream) !== undefined) {
+    // Of the translators, only `Response → Response` is given whole answers too.
+    const translator = wholeStreamTranslator(config.downstream)?.kind
+    if (whole && translator !== undefined && translator !== 'response') {
       throw new TypeError(
-        'a non-streaming request cannot go through a stream translator (downstream.translateFrames, translateStream, translateResponse): translate the whole answer in the host',
+        `a non-streaming request cannot go through a stream translator (downstream.${translator === 'frames' ? 'translateFrames' : 'translateStream'}): use downstream.translateResponse, which is given whole answers too, or pass stream: true when the client asked for a stream`,
       )
     }
-    if (whole && client !== undefined && client !== options.adapter) {
+    if (whole && client !== undefined && client !== options.adapter && translator === undefined) {
       throw new TypeError(
-        'a non-streaming request cannot be translated by downstream.adapter: send the upstream a streaming request, or translate the whole answer in the host',
+        'a non-streaming request cannot be translated by downstream.adapter: use downstream.translateResponse, which is given whole answers too, send the upstream a streaming request, or translate the whole answer in the host',
       )
     }
     const gate = createCommitGate(options.sink, {
@@ -186,14 +212,10 @@ function prepare(options: RelayOptions): {
       ...(config.headers === undefined ? {} : { headers: config.headers }),
       ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
     })
-    return { config, whole, gate }
+    return { config, whole, answerDecides: asked === undefined, gate }
   } catch (error) {
-    try {
-      options?.sink?.abort?.(error)
-    } catch {
-      // The sink's own failure does not hide the option's.
-    }
-    throw error
+    // Answered through the sink by `relay()`, which then rejects with it.
+    return { refused: error }
   }
 }
 
@@ -259,6 +281,22 @@ function watchDeadline(
  * @group Relay
  */
 export function relay(
+  options: RelayRequestOptions & {
+    readonly request: UpstreamRequest
+    readonly pool: KeyPool
+    readonly attempt: AttemptFunction<AttemptRequest>
+  },
+): Promise<RelayOutcome>
+/** With a `request` and no `pool`: `context.request` is that request, never `undefined`. */
+export function relay(
+  options: RelayRequestOptions & {
+    readonly request: UpstreamRequest
+    readonly pool?: undefined
+    readonly attempt: CallerCredentialsAttemptFunction<AttemptRequest>
+  },
+): Promise<RelayOutcome>
+/** With a `pool`, with or without a `request`. */
+export function relay(
   options: RelayRequestOptions & { readonly pool: KeyPool; readonly attempt: AttemptFunction },
 ): Promise<RelayOutcome>
 /** Without a `pool`: each attempt sets the caller's own credential (`key: undefined`). */
@@ -270,8 +308,16 @@ export function relay(
 ): Promise<RelayOutcome>
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
-export async function relay(options: RelayOptions): Promise<RelayOutcome> {
-  const { config, whole, gate } = prepare(options)
+export async function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
+  // The attempt is called with `request` whenever one was given: the overloads' promise.
+  const options = given as RelayOptions
+  const prepared = prepare(options)
+  if ('refused' in prepared) {
+    // The sink may own the response already (a hijacked Fastify reply): the client is told.
+    await answerRefusedOptions(options, prepared.refused)
+    throw prepared.refused
+  }
+  const { config, whole, answerDecides, gate } = prepared
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background' && !whole)
     countRequest(config.hedge)
@@ -305,6 +351,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     routes,
     attempts: [],
     whole,
+    answerDecides,
     secrets: [...(options.secrets ?? [])],
     stop,
     deadline,
@@ -335,6 +382,7 @@ export async function relay(options: RelayOptions): Promise<RelayOutcome> {
     const outcome = {
       ...ended,
       ok: isCompleteAnswer(ended),
+      result: resultOf(ended),
       protocol,
       ...(model === undefined ? {} : { model }),
     } as RelayOutcome

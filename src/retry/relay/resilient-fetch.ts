@@ -17,7 +17,7 @@ import { streamFlagInBody } from '../../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { isFirstPartyApi } from '../request/correlation.js'
 import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
-import { checkTranslation, normalizeRelayPolicy } from './policy.js'
+import { checkAdapterOptions, checkTranslation, normalizeRelayPolicy } from './policy.js'
 import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
 
 /**
@@ -169,7 +169,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
   )
   // A bad policy fails here, when createResilientFetch() is called, not on the first request.
   const policy = normalizeRelayPolicy(options.policy)
-  if (options.adapter !== undefined) checkTranslation(policy.downstream, [options.adapter])
+  if (options.adapter !== undefined) checkAdapterOptions(policy, options.adapter)
   checkCredentialHeader(options)
 
   return async function resilientFetch(input, init) {
@@ -177,6 +177,8 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     const url = new URL(incoming.url)
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
+    // Picked by URL: checked here, so the caller's request rejects with what is wrong.
+    if (options.adapter === undefined) checkTranslation(policy.downstream, [adapter])
     const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
     // The caller's own id names the request in its logs: every attempt keeps it. The
@@ -208,6 +210,7 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       })
     }
     const parsed = body === undefined ? undefined : parseObject(body)
+    const asked = isStreaming(adapter, url, body)
     const { sink, response } = webSink()
     // Streaming or not, one engine decides every attempt: the same keys, waits, bounds,
     // give-up answers, hooks and outcome.
@@ -215,7 +218,11 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
       sink,
       adapter,
       signal: callerSignal,
-      stream: isStreaming(adapter, url, body),
+      // A JSON body that names no stream, at a URL that is not a streaming one, leaves it to
+      // the answer (a two-stage fetch: the URL is another protocol's than the adapter's).
+      ...(asked || parsed === undefined || typeof parsed.stream === 'boolean'
+        ? { stream: asked }
+        : {}),
       secrets: callerSecrets(headers, url),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),

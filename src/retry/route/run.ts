@@ -29,6 +29,12 @@ export interface Run {
   /** The client asked for a whole answer (not a stream): it gets the upstream's JSON as it is. */
   readonly whole: boolean
   /**
+   * The request did not say whether the client wants a stream (a two-stage gateway's request
+   * in another protocol than the answer's): a whole request's 2xx event stream is relayed as
+   * a stream.
+   */
+  readonly answerDecides: boolean
+  /**
    * The exact credentials this request put on its attempts (the host's, then each leased
    * key as it is leased): redacted by value from everything that leaves the relay.
    */

@@ -9,7 +9,7 @@ import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
 import { redactText, redactValues } from '../../protocols/sanitize.js'
-import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
+import type { UpstreamRequest } from '../../protocols/types.js'
 import type { TokenUsage } from '../../protocols/usage.js'
 import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
 import {
@@ -17,6 +17,7 @@ import {
   createRelayContinuation,
   type RelayContinuation,
 } from '../continuation/continuation.js'
+import { canContinue } from '../continuation/continuation-policy.js'
 import type { FailureReason } from '../decisions/classify.js'
 import { callHook } from '../shared/hooks.js'
 import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
@@ -44,11 +45,6 @@ async function requestOrRelease(
     await lease?.report({ kind: 'cancelled' }).catch(() => {})
     throw error
   }
-}
-
-/** Whether `adapter` can continue a cut answer. */
-function canContinue(adapter: StreamAdapter): boolean {
-  return adapter.buildContinuation !== undefined && adapter.spliceContinuation !== undefined
 }
 
 /**
@@ -85,9 +81,10 @@ function continuationRoutes(
 }
 
 /**
- * The continuation of a streaming attempt, when `continueAfterCut` is on, the request is
- * known and its route's adapter (or, with `nextRoute`, a later route's of the same protocol)
- * supports it.
+ * The continuation of a streaming attempt, when `continueAfterCut` is on and the request is
+ * known. Where neither its route's adapter nor (with `nextRoute`) a later route's of the same
+ * protocol can continue, a cut is recorded `unsupported`: the policy may be shared by
+ * endpoints of several protocols, so this is no option error.
  */
 function continuationOf(
   run: Run,
@@ -101,8 +98,8 @@ function continuationOf(
   const { adapter } = route.route
   if (config === undefined || mode !== 'stream' || request === undefined) return undefined
   const { stream: _stream, ...sent } = request
+  // Without any route able to continue, the cut is still recorded (`unsupported`).
   const candidates = continuationRoutes(run, route, sent, config.nextRoute)
-  if (candidates.length === 0) return undefined
   return createRelayContinuation({
     route: route.route,
     routeName: route.name,
@@ -292,6 +289,7 @@ export async function startAttempt(
       routeName: route.name,
       attemptNumber: number,
       mode,
+      streamsOnEventStream: run.answerDecides,
       lease,
       request,
       requestId,

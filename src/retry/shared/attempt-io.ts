@@ -24,6 +24,8 @@ export interface AttemptInput {
   readonly routeName: string
   readonly attemptNumber: number
   readonly mode: AttemptMode
+  /** In `whole` mode, a 2xx `text/event-stream` is relayed as a stream (the request said nothing). */
+  readonly streamsOnEventStream?: boolean | undefined
   /** `undefined` when the caller owns the credentials. */
   readonly lease: KeyLease | undefined
   readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined

@@ -21,11 +21,23 @@ export interface LeasedKey {
 }
 
 /**
- * What an attempt function is given, whatever owns the credentials.
+ * The request an attempt sends (`context.request`): the relay's `request` as adjusted, with
+ * whether it is sent streaming.
  *
  * @group Relay
  */
-export interface AttemptContextBase {
+export type AttemptRequest = UpstreamRequest & { readonly stream: boolean }
+
+/**
+ * What an attempt function is given, whatever owns the credentials. `Request` is the type of
+ * `context.request`: {@link AttemptRequest} when `relay()` was given a `request` (its
+ * overloads say so: no `undefined` to check), else possibly `undefined`.
+ *
+ * @group Relay
+ */
+export interface AttemptContextBase<
+  Request extends AttemptRequest | undefined = AttemptRequest | undefined,
+> {
   /**
    * Pass to `fetch`: it aborts when the client goes away, the pre-commit deadline passes, or
    * no response came within the first-byte bound.
@@ -47,7 +59,7 @@ export interface AttemptContextBase {
    * Send `JSON.stringify(request.body)`, never a body captured before `relay()` was called:
    * `fetchAttempt()` does this for you.
    */
-  readonly request: (UpstreamRequest & { readonly stream: boolean }) | undefined
+  readonly request: Request
   /**
    * A correlation id for this attempt; send it as `x-client-request-id` to a provider's own
    * API (`isFirstPartyApi(url)`) so an attempt that timed out can be found in upstream logs
@@ -67,7 +79,9 @@ export interface AttemptContextBase {
  *
  * @group Relay
  */
-export interface AttemptContext extends AttemptContextBase {
+export interface AttemptContext<
+  Request extends AttemptRequest | undefined = AttemptRequest | undefined,
+> extends AttemptContextBase<Request> {
   /** The leased key: put `secret` in the request's credential header. */
   readonly key: LeasedKey
 }
@@ -77,7 +91,9 @@ export interface AttemptContext extends AttemptContextBase {
  *
  * @group Relay
  */
-export interface CallerCredentialsContext extends AttemptContextBase {
+export interface CallerCredentialsContext<
+  Request extends AttemptRequest | undefined = AttemptRequest | undefined,
+> extends AttemptContextBase<Request> {
   /** No key: the attempt function sets its own credentials. */
   readonly key: undefined
 }
@@ -93,16 +109,18 @@ export interface CallerCredentialsContext extends AttemptContextBase {
  *
  * @group Relay
  */
-export type AttemptFunction = (context: AttemptContext) => Promise<Response>
+export type AttemptFunction<
+  Request extends AttemptRequest | undefined = AttemptRequest | undefined,
+> = (context: AttemptContext<Request>) => Promise<Response>
 
 /**
  * Makes one upstream request with the caller's own credentials (a relay without a pool).
  *
  * @group Relay
  */
-export type CallerCredentialsAttemptFunction = (
-  context: CallerCredentialsContext,
-) => Promise<Response>
+export type CallerCredentialsAttemptFunction<
+  Request extends AttemptRequest | undefined = AttemptRequest | undefined,
+> = (context: CallerCredentialsContext<Request>) => Promise<Response>
 
 /**
  * Where credentials come from: a key pool the relay leases from (`pool` and an

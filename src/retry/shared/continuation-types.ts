@@ -32,7 +32,11 @@ export interface ContinuationRecord {
    * request went out without the prefill, or the model ignored it), or ended while it still
    * repeated it, and was never appended; `prefill-refused`: the upstream refuses a prefill
    * for this model (`attempts: 1`), or did so on this route within the hour (`attempts: 0`,
-   * no request). The client got the honest error for all but `spliced`.
+   * no request); `unsupported`: no adapter of the route (nor, with `nextRoute`, of a later
+   * route of its protocol) can continue a cut answer (`buildContinuation`,
+   * `spliceContinuation`): OpenAI's own Chat API, Responses and Gemini cannot, and `openaiChat`
+   * without a dialect (`openaiChatWith({ continuation })`) does not try (`attempts: 0`). The
+   * client got the honest error for all but `spliced`.
    */
   readonly result:
     | 'spliced'
@@ -41,6 +45,7 @@ export interface ContinuationRecord {
     | 'failed'
     | 'restarted'
     | 'prefill-refused'
+    | 'unsupported'
   /** Its attempts (0 when not sound). */
   readonly attempts: number
   /** The token usage the continuation reported (the received text counts as its input). */

@@ -98,12 +98,33 @@ export interface HedgeReport {
 }
 
 /**
+ * What the client got, in one word: the top-level field to log and alert on.
+ *
+ * - `completed`: the whole answer (`ok: true`).
+ * - `cut`: output went out, then the upstream did not finish it: a cut or the upstream's own
+ *   error told as the protocol's error, or an ending the policy wrote in its place (a
+ *   synthesized stop, promoted reasoning).
+ * - `client-gone`: the client left (before or after output) or stopped reading; before any
+ *   output, also the host giving up through its `signal`.
+ * - `aborted`: after output, the host's own `signal` ended the stream.
+ * - `refused`: no output; the client got a 4xx other than 429 saying its request cannot be
+ *   served (the upstream's own 400, a 401 of the caller's own key, a request too large).
+ * - `failed`: no output; the client got a 5xx or a 429 (every attempt failed, every key
+ *   rate limited or busy, the gateway's own code threw).
+ *
+ * @group Relay
+ */
+export type RelayResult = 'completed' | 'cut' | 'client-gone' | 'aborted' | 'refused' | 'failed'
+
+/**
  * How a relayed request ended. A discriminated union on `kind`; `ok` says in one boolean
- * whether the client got a complete answer (log and alert on it rather than on `kind`).
+ * whether the client got a complete answer, and `result` in one word what the client got
+ * (completed, cut, client-gone, aborted, refused, failed): log and alert on them rather than
+ * on `kind`.
  *
  * @example
  * const outcome = await relay({ sink, pool, adapter: openaiChat, attempt })
- * if (!outcome.ok) log.warn('incomplete answer', outcome.kind, outcome.attempts.length)
+ * if (outcome.result === 'cut' || outcome.result === 'failed') log.warn('answer lost', outcome.result)
  *
  * @group Relay
  */
@@ -123,6 +144,8 @@ export type RelayOutcome = RequestFacts &
          * it `false`.
          */
         readonly ok: boolean
+        /** What the client got: `completed` exactly when `ok` (see {@link RelayResult}). */
+        readonly result: Extract<RelayResult, 'completed' | 'cut' | 'client-gone' | 'aborted'>
         readonly attempts: readonly AttemptRecord[]
         readonly route: string
         readonly keyId: string | null
@@ -157,6 +180,8 @@ export type RelayOutcome = RequestFacts &
         readonly kind: 'failed'
         /** Always `false`: every attempt failed before output; the client got an error. */
         readonly ok: false
+        /** `refused` for a 4xx other than 429, else `failed` (see {@link RelayResult}). */
+        readonly result: Extract<RelayResult, 'refused' | 'failed'>
         readonly attempts: readonly AttemptRecord[]
         /** The status the client got (or the in-band error's status with early headers). */
         readonly status: number
@@ -169,19 +194,50 @@ export type RelayOutcome = RequestFacts &
         readonly kind: 'client-gone'
         /** Always `false`: the client left (or the host gave up) before any output. */
         readonly ok: false
+        readonly result: 'client-gone'
         readonly attempts: readonly AttemptRecord[]
         readonly durationMs: number
       }
   )
 
 /**
- * A {@link RelayOutcome} as the engine builds it, before `relay()` adds `ok` (internal).
+ * A {@link RelayOutcome} as the engine builds it, before `relay()` adds `ok` and `result`
+ * (internal).
  */
 export type EngineOutcome = RelayOutcome extends infer Each
   ? Each extends RelayOutcome
-    ? Omit<Each, 'ok'>
+    ? Omit<Each, 'ok' | 'result'>
     : never
   : never
+
+/** What each way a committed stream can end tells the client: a table the compiler keeps complete. */
+const resultOfEnd = {
+  completed: 'completed',
+  'upstream-error': 'cut',
+  'error-written': 'cut',
+  'stop-synthesized': 'cut',
+  'reasoning-promoted': 'cut',
+  'client-gone': 'client-gone',
+  'downstream-stalled': 'client-gone',
+  aborted: 'aborted',
+} as const satisfies Record<PumpEnd['kind'], RelayResult>
+
+/**
+ * What `outcome.result` is (see {@link RelayResult}); `completed` exactly when
+ * {@link isCompleteAnswer}.
+ */
+export function resultOf(outcome: EngineOutcome): RelayResult {
+  switch (outcome.kind) {
+    case 'committed':
+      return resultOfEnd[outcome.end.kind]
+    case 'failed':
+      return outcome.status >= 400 && outcome.status < 500 && outcome.status !== 429
+        ? 'refused'
+        : 'failed'
+    case 'client-gone':
+      return 'client-gone'
+  }
+}
 
 /**
  * What `outcome.ok` is: the client got a complete answer (see {@link RelayOutcome}). The one
@@ -316,8 +372,13 @@ export interface RelayRequestOptions {
    * attempt's 2xx JSON is read whole (bounded), judged like a stream's first output (a JSON
    * error or an answer without output is retried), and sent as it came (status kept, headers
    * through the allowlist). Failures are decided and answered exactly as for a stream.
+   * When the request says nothing (a body without `stream` at a URL the adapter does not know
+   * as streaming: a two-stage gateway's request in another protocol than its answer), the
+   * answer decides: a 2xx `text/event-stream` is relayed as a stream, a JSON one sent whole.
+   * A two-stage gateway states its client's wish here.
    * @default from `request`: `"stream": true` in its body or the adapter's
-   * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`); `true` without `request`
+   * `isStreamingRequest` for its URL (Gemini's `:streamGenerateContent`), `false` for
+   * `"stream": false`, else the answer's content type; `true` without `request`
    */
   readonly stream?: boolean
   /**

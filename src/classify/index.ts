@@ -257,6 +257,7 @@ export function createStreamTracker(
       case 'error':
         state.errors++
         state.firstError ??= verdict.error
+        if (verdict.usage !== undefined) recordUsage(verdict.usage)
         return verdict
       default: {
         if (verdict.usage !== undefined) recordUsage(verdict.usage)

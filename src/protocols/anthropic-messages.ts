@@ -235,8 +235,29 @@ function blockStart(body: Record<string, unknown>): FrameVerdict {
   return { ...unknownOutput, block: edge }
 }
 
+/**
+ * A `message_start` whose message already holds content (programmatic tool calling starts a
+ * message with its `tool_use` in it): the SDK takes that message as its snapshot, so its
+ * blocks are output, judged as a block start would be (without an open block: they are whole).
+ */
+function startedWithContent(body: Record<string, unknown>): FrameVerdict {
+  const content = field(body.message, 'content')
+  if (!Array.isArray(content)) return { kind: 'meta' }
+  let found: FrameVerdict = { kind: 'meta' }
+  for (const block of content) {
+    const { block: _edge, ...verdict } = blockStart({ content_block: block }) as FrameVerdict & {
+      block?: unknown
+    }
+    if (verdict.kind === 'tool') return verdict
+    if (found.kind === 'meta') found = verdict
+  }
+  return found
+}
+
 function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict {
   switch (type) {
+    case 'message_start':
+      return startedWithContent(body)
     case 'ping':
       return { kind: 'keepalive' }
     case 'error':

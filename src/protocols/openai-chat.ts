@@ -102,6 +102,9 @@ const knownDeltaMembers = new Set([
   'reasoning_content',
   'reasoning',
   'reasoning_details',
+  // gpt-oss on Groq labels each delta with its harmony channel (`analysis`, `final`): a label
+  // of the content beside it, never shown itself.
+  'channel',
 ])
 /** Members of unknown content that are never shown: ids, indexes, types. */
 const notContent: ReadonlySet<string> = new Set(['type', 'id', 'index', 'format'])

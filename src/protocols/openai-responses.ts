@@ -37,6 +37,7 @@ import {
   streamFlagInBody,
 } from './request.js'
 import type {
+  BlockEdge,
   ErrorVerdict,
   FrameVerdict,
   RenderableError,
@@ -190,6 +191,26 @@ function addedItem(body: Record<string, unknown>): FrameVerdict {
   return { ...unknownOutput, block }
 }
 
+/** A finished message: a refusal when its parts are refusals only, else output if any part has content. */
+function doneMessage(parts: unknown, block: BlockEdge): FrameVerdict {
+  if (!Array.isArray(parts) || !carriesContent(parts, notContent)) return { kind: 'meta', block }
+  const refusal = parts.every((part) => stringField(part, 'type') === 'refusal')
+  return refusal ? { kind: 'refusal', text: '', block } : { ...unknownOutput, block }
+}
+
+/**
+ * A finished item is judged by its item, as an added one is (a message that came whole in its
+ * `done` event, with no delta before it, is output the SDK shows), and closes its index.
+ */
+function doneItem(body: Record<string, unknown>): FrameVerdict {
+  const block = { index: outputIndex(body), edge: 'close' } as const
+  const item = body.item
+  // A message starts quiet (its role is no content), but one that is done holds its parts.
+  if (stringField(item, 'type') === 'message') return doneMessage(field(item, 'content'), block)
+  const added = addedItem(body)
+  return added.kind === 'meta' ? { kind: 'meta', block } : { ...added, block }
+}
+
 /** An event that carries a delta (or image, or output) of a known kind. */
 function deltaVerdict(kind: DeltaKind, body: Record<string, unknown>): FrameVerdict {
   if (kind === 'text' || kind === 'refusal' || kind === 'reasoning') {
@@ -208,7 +229,7 @@ function inspectEvent(type: string, body: Record<string, unknown>): FrameVerdict
     case 'response.output_item.added':
       return addedItem(body)
     case 'response.output_item.done':
-      return { kind: 'meta', block: { index: outputIndex(body), edge: 'close' } }
+      return doneItem(body)
     case 'response.content_part.added':
       // A part starts empty; its text comes in deltas. One that starts with content is output.
       return carriesContent(body.part, notContent) ? unknownOutput : { kind: 'meta' }
@@ -362,6 +383,10 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     if (unreadable !== undefined) return unreadable
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, responsesError)
+    // OpenRouter ends a Responses stream as a Chat one; the SDK stops reading at exactly
+    // `[DONE]` in every stream. It ends nothing the events did not: the answer is whole only
+    // with `response.completed`.
+    if (data === '[DONE]') return { kind: 'meta' }
     const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)

@@ -120,6 +120,8 @@ export interface TerminalVerdict {
 export interface ErrorVerdict {
   readonly kind: 'error'
   readonly error: UpstreamErrorInfo
+  /** Token usage the same frame reported (OpenRouter's error chunk after a finish carries the final usage). */
+  readonly usage?: TokenUsage
 }
 
 /**

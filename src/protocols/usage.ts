@@ -247,7 +247,6 @@ const usageKeys = Object.keys({
 
 /** A verdict with the usage its frame reported attached (keep-alives and errors carry none). */
 export function withUsage(verdict: FrameVerdict, reported: TokenUsage | undefined): FrameVerdict {
-  if (reported === undefined || verdict.kind === 'keepalive' || verdict.kind === 'error')
-    return verdict
+  if (reported === undefined || verdict.kind === 'keepalive') return verdict
   return { ...verdict, usage: reported }
 }

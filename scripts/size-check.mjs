@@ -41,8 +41,14 @@ import { build } from 'esbuild'
  * 58,500 → 59,500 with unknown content as output (+1.6 KB over 57,095 B): the tables of what
  * each protocol counts as output, Chat's typed content parts, the openai 7.x readings (a named
  * `event: error`, `[DONE]x`), the held block close of a continuation: 58,661 B.
+ * 59,500 → 64,500 with real traffic judged right, hostile inputs bounded and the gateway seams
+ * (+6.6 KB over 57,095 B, each part measured on its own branch): usage by the later report
+ * (+0.7), unknown content as output (+1.6), the readers' depth scan, time bound and parsed
+ * bodies (+1.0), every duration checked, redaction of every JSON escaping and the stall clock
+ * (+0.8), `RequestNotSentError`, other libraries' thrown errors and the raced attempt (+1.5),
+ * the answer deciding a stream, whole-answer translators and `outcome.result` (+1.1): 63,742 B.
  */
-const budgetGzipBytes = 59_500
+const budgetGzipBytes = 64_500
 
 const kib = (n) => `${(n / 1024).toFixed(1)} KiB`
 

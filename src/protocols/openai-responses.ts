@@ -208,7 +208,15 @@ function doneItem(body: Record<string, unknown>): FrameVerdict {
   // A message starts quiet (its role is no content), but one that is done holds its parts.
   if (stringField(item, 'type') === 'message') return doneMessage(field(item, 'content'), block)
   const added = addedItem(body)
-  return added.kind === 'meta' ? { kind: 'meta', block } : { ...added, block }
+  switch (added.kind) {
+    case 'text':
+    case 'tool':
+    case 'reasoning':
+    case 'refusal':
+      return { ...added, block }
+    default:
+      return { kind: 'meta', block }
+  }
 }
 
 /** An event that carries a delta (or image, or output) of a known kind. */

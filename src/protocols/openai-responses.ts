@@ -391,10 +391,9 @@ export const openaiResponses: StreamAdapter = Object.freeze({
     if (unreadable !== undefined) return unreadable
     const data = frame.data
     if (data === undefined) return inspectWithoutData(frame, responsesError)
-    // OpenRouter ends a Responses stream as a Chat one; the SDK stops reading at exactly
-    // `[DONE]` in every stream. It ends nothing the events did not: the answer is whole only
-    // with `response.completed`.
-    if (data === '[DONE]') return { kind: 'meta' }
+    // OpenRouter ends a Responses stream as a Chat one, and the SDK stops reading at exactly
+    // `[DONE]` in every stream: the client's end, as in Chat.
+    if (data === '[DONE]') return { kind: 'terminal', terminal: { reason: null, raw: '[DONE]' } }
     const body = parseData(data)
     if (body === undefined)
       return malformedFrame(`a Responses data frame is not a JSON object: ${data}`)

@@ -183,7 +183,7 @@ describe('createRedisKeyPool', () => {
       })
       const shared = redisPool(poolKeys, {
         ...options,
-        leaseTtlMs: 1e12,
+        leaseTtlMs: 2_147_483_647, // the longest a timer can wait: no lease expires in the run
         onKeyState: (event) => told.redis.push(event),
       })
       const random = mulberry32(seed)

@@ -317,6 +317,27 @@ describe('what an attempt function threw: before sending, or the network', () =>
       }),
       500,
     ],
+    // Thrown values of no error's shape say nothing of a network: the attempt function's own.
+    ['a thrown number', 42, 500],
+    ['a thrown null', null, 500],
+    ['a thrown undefined', undefined, 500],
+    ['a thrown symbol', Symbol('x'), 500],
+    ['a thrown bare object', Object.create(null), 500],
+    [
+      'an error whose every field throws when read',
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error('hostile')
+          },
+          getPrototypeOf() {
+            throw new Error('hostile')
+          },
+        },
+      ),
+      500,
+    ],
   ]
   it.each(notSent)(
     '%s is the request’s failure: not retried, the key not blamed',

@@ -222,6 +222,14 @@ const programmingErrors = new Set([
   'EvalError',
 ])
 
+/** A thrown value with none of an error's fields: no `name`, `message`, `code` or `cause`. */
+function shapeless(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return typeof error !== 'function'
+  if (error instanceof Error) return false
+  const { name, message, code, cause } = error as Record<string, unknown>
+  return name === undefined && message === undefined && code === undefined && cause === undefined
+}
+
 /** Words with which runtimes and HTTP libraries name a network failure. */
 const networkWords =
   /fetch failed|failed to fetch|network|load failed|terminated|socket|other side closed|connect|refused|reset|broken pipe|timed? ?out|dns|getaddrinfo|certificate|handshake|tls|ssl|EAI_|ECONN|EPIPE|ETIMEDOUT|ENOTFOUND/i
@@ -232,10 +240,24 @@ const networkWords =
  * (`TypeError`, `RangeError`, `SyntaxError`…) or one of Node's argument codes
  * (`ERR_INVALID_ARG_TYPE`, `ERR_INVALID_URL`…) with no sign of the network anywhere on it or
  * its causes (no connection code, no abort or timeout, no network words). Such a failure is
- * the request's, never the key's. `undefined` for anything else (judged as a connection error).
+ * the request's, never the key's; so is a thrown value of no error's shape (a number, `null`,
+ * an object with no `name`, `message`, `code` or `cause`). `undefined` for anything else
+ * (judged as a connection error).
  */
 export function notSentStep(error: unknown): RequestNotSentStep | undefined {
+  try {
+    return stepOf(error)
+  } catch {
+    // An error whose fields throw when read is the attempt function's own doing.
+    return 'attempt'
+  }
+}
+
+function stepOf(error: unknown): RequestNotSentStep | undefined {
   if (isRequestNotSentError(error)) return error.step
+  // A thrown value of no error's shape (a number, `null`, a bare object) says nothing of a
+  // network: it is the attempt function's own failure, not the key's.
+  if (shapeless(error)) return 'attempt'
   let current: unknown = error
   let preSend = false
   const seen = new Set<unknown>()

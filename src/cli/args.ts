@@ -234,40 +234,42 @@ function parseHeaders(values: readonly string[]): Record<string, string> {
   return headers
 }
 
-/** Parses `chaos`'s arguments (after the word `chaos`). Throws {@link UsageError}. */
-export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
-  let values: Record<string, string | boolean | string[] | undefined>
+/** The values of a command's `--flags` (no positionals, no unknown flag). Throws {@link UsageError}. */
+export function parseFlags(
+  argv: readonly string[],
+  options: NonNullable<Parameters<typeof parseArgs>[0]>['options'],
+): Record<string, string | boolean | (string | boolean)[] | undefined> {
   try {
-    values = parseArgs({
-      args: [...argv],
-      strict: true,
-      allowPositionals: false,
-      options: {
-        target: { type: 'string' },
-        protocol: { type: 'string' },
-        gateway: { type: 'string' },
-        'upstream-port': { type: 'string' },
-        scenarios: { type: 'string' },
-        concurrency: { type: 'string' },
-        requests: { type: 'string' },
-        'fault-rate': { type: 'string' },
-        seed: { type: 'string' },
-        'hang-ms': { type: 'string' },
-        'stall-ms': { type: 'string' },
-        'start-timeout-ms': { type: 'string' },
-        header: { type: 'string', multiple: true },
-        json: { type: 'boolean' },
-        'fail-on': { type: 'string' },
-        model: { type: 'string' },
-        dump: { type: 'string' },
-        path: { type: 'string' },
-        'expect-continuation': { type: 'boolean' },
-        selection: { type: 'string' },
-      },
-    }).values
+    return parseArgs({ args: [...argv], strict: true, allowPositionals: false, options }).values
   } catch (error) {
     throw new UsageError((error as Error).message)
   }
+}
+
+/** Parses `chaos`'s arguments (after the word `chaos`). Throws {@link UsageError}. */
+export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
+  const values = parseFlags(argv, {
+    target: { type: 'string' },
+    protocol: { type: 'string' },
+    gateway: { type: 'string' },
+    'upstream-port': { type: 'string' },
+    scenarios: { type: 'string' },
+    concurrency: { type: 'string' },
+    requests: { type: 'string' },
+    'fault-rate': { type: 'string' },
+    seed: { type: 'string' },
+    'hang-ms': { type: 'string' },
+    'stall-ms': { type: 'string' },
+    'start-timeout-ms': { type: 'string' },
+    header: { type: 'string', multiple: true },
+    json: { type: 'boolean' },
+    'fail-on': { type: 'string' },
+    model: { type: 'string' },
+    dump: { type: 'string' },
+    path: { type: 'string' },
+    'expect-continuation': { type: 'boolean' },
+    selection: { type: 'string' },
+  })
   const text = (name: string) => values[name] as string | undefined
   const target = text('target')
   if (target === undefined) throw new UsageError("--target is required (the gateway's base URL)")

@@ -6,10 +6,9 @@
  * @module
  */
 
-import { parseArgs } from 'node:util'
 import { checkScenarios, type Scenario } from '../testing/faults.js'
 import { createFaultyUpstream, type FaultyUpstream } from '../testing/faulty-upstream.js'
-import { UsageError } from './args.js'
+import { parseFlags, UsageError } from './args.js'
 import { type ChaosProtocol, chaosProtocols } from './client-request.js'
 import { chaosAnswer, chaosReasoning, selectScenarios, upstreamScripts } from './scenarios.js'
 
@@ -73,24 +72,14 @@ function ownScenario(value: string): [string, Scenario] {
 
 /** Parses `upstream`'s arguments (after the word `upstream`). Throws {@link UsageError}. */
 export function parseUpstreamArgs(argv: readonly string[]): UpstreamOptions {
-  let values: Record<string, string | boolean | string[] | undefined>
-  try {
-    values = parseArgs({
-      args: [...argv],
-      strict: true,
-      allowPositionals: false,
-      options: {
-        port: { type: 'string' },
-        host: { type: 'string' },
-        protocol: { type: 'string' },
-        scenarios: { type: 'string' },
-        scenario: { type: 'string', multiple: true },
-        'stall-ms': { type: 'string' },
-      },
-    }).values
-  } catch (error) {
-    throw new UsageError((error as Error).message)
-  }
+  const values = parseFlags(argv, {
+    port: { type: 'string' },
+    host: { type: 'string' },
+    protocol: { type: 'string' },
+    scenarios: { type: 'string' },
+    scenario: { type: 'string', multiple: true },
+    'stall-ms': { type: 'string' },
+  })
   const text = (name: string) => values[name] as string | undefined
   const port = Number(text('port') ?? '0')
   if (!Number.isSafeInteger(port) || port < 0 || port > 65_535 || text('port')?.trim() === '') {

@@ -34,7 +34,7 @@ function usage(fields: Record<keyof TokenUsage, number | undefined>): TokenUsage
  * reasoning is added to `outputTokens` only when `total_tokens` is prompt + completion +
  * reasoning (12 + 1 + 290 = 303 gives 291 output tokens).
  */
-export function chatUsage(value: unknown): TokenUsage | undefined {
+function chatUsage(value: unknown): TokenUsage | undefined {
   if (typeof value !== 'object' || value === null) return undefined
   const input = count(field(value, 'prompt_tokens'))
   const completion = count(field(value, 'completion_tokens'))

@@ -15,14 +15,18 @@ import {
 } from '../../src/index.js'
 import {
   anthropicUsage,
-  chatUsage,
+  chatUsageOf,
   geminiUsage,
   mergeUsage,
   responsesUsage,
 } from '../../src/protocols/usage.js'
+
 import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
 import { chunk, done } from '../support/chat-upstream.js'
 import { useLoopback } from '../support/loopback.js'
+
+/** Chat's `usage` object, read as the Chat adapter reads it from a chunk. */
+const chatReport = (usage: unknown) => chatUsageOf({ usage })
 
 /**
  * Token usage in every outcome: each shipped adapter reads what its protocol reports, in a
@@ -125,7 +129,7 @@ describe('token usage in the outcome, as the upstream reported it', () => {
 describe('usage readers', () => {
   it('read each protocol’s fields, cached and reasoning tokens included', () => {
     expect(
-      chatUsage({
+      chatReport({
         prompt_tokens: 100,
         completion_tokens: 40,
         prompt_tokens_details: { cached_tokens: 64 },
@@ -166,8 +170,8 @@ describe('usage readers', () => {
   })
 
   it('ignore what is not a count, and report nothing when nothing was reported', () => {
-    expect(chatUsage(null)).toBeUndefined()
-    expect(chatUsage({ prompt_tokens: -1, completion_tokens: 1.5 })).toBeUndefined()
+    expect(chatReport(null)).toBeUndefined()
+    expect(chatReport({ prompt_tokens: -1, completion_tokens: 1.5 })).toBeUndefined()
     expect(geminiUsage({ promptTokenCount: '10' })).toBeUndefined()
   })
 
@@ -190,7 +194,7 @@ describe('usage readers', () => {
   it('Chat: reasoning is added to completion_tokens only when the report’s own total left it out (xAI)', () => {
     // 12 + 1 + 290 = 303: completion_tokens does not include the reasoning.
     expect(
-      chatUsage({
+      chatReport({
         prompt_tokens: 12,
         completion_tokens: 1,
         total_tokens: 303,
@@ -199,7 +203,7 @@ describe('usage readers', () => {
     ).toEqual({ inputTokens: 12, outputTokens: 291, reasoningTokens: 290 })
     // OpenAI's convention: 100 + 40 = 140, completion_tokens includes the reasoning.
     expect(
-      chatUsage({
+      chatReport({
         prompt_tokens: 100,
         completion_tokens: 40,
         total_tokens: 140,

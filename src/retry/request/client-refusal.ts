@@ -65,7 +65,7 @@ export type ClientRequestRefusal =
 
 /**
  * What a client's request body turned out to be: a request the relay can send, or the
- * status and error to answer it with (in the client's protocol, by {@link clientErrorBody}).
+ * status and error to answer it with (in the client's protocol, by `clientErrorBody` from `stream-boundary/advanced`).
  *
  * @group Relay
  */

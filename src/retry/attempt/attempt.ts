@@ -7,18 +7,13 @@
 
 import { now, settleWithin } from '../../call-safely.js'
 import { deliverOn } from '../../commit/deliver.js'
-import { redactBytes } from '../../commit/encoder.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
-import { SecretBytes } from '../../commit/secret-bytes.js'
-import { translateWholeAnswer, type WholeAnswer } from '../../commit/translator.js'
 import type { StreamTimeoutError } from '../../errors.js'
 import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import { FirstOutputClock } from '../../peek/clock.js'
 import { parseObject } from '../../protocols/common.js'
-import { identityOf, identityOfData, type ResponseIdentity } from '../../protocols/identity.js'
+import { identityOfData } from '../../protocols/identity.js'
 import { redactSecrets } from '../../protocols/sanitize.js'
-import type { StreamAdapter } from '../../protocols/types.js'
-import { mergeUsage, type TokenUsage } from '../../protocols/usage.js'
 import { type FrameSource, frameSourceOf } from '../../sse/reader.js'
 import { Stop } from '../../stop.js'
 import {
@@ -39,8 +34,11 @@ import {
   isJson,
   judgeWholeAnswer,
   maxAnswerBytes,
+  redactAnswer,
   renderMessage,
   statesError,
+  translatedAnswer,
+  wholeReport,
 } from './whole-answer.js'
 
 function isEventStream(headers: Headers): boolean {
@@ -499,11 +497,6 @@ async function attemptAnswer(
   }
 }
 
-/** A whole answer's bytes with every secret redacted by value; the same bytes when none is in them. */
-function redactAnswer(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
-  return new SecretBytes(secrets).in(bytes) ? redactBytes(bytes, secrets) : bytes
-}
-
 const noStalls = (thresholdMs: number): StallStats =>
   Object.freeze({ count: 0, totalMs: 0, longestMs: 0, thresholdMs })
 
@@ -536,7 +529,12 @@ async function answerWhole(
   const judged = judgeWholeAnswer(input.route.adapter, status, response.headers, read.bytes)
   if (judged.kind === 'failed') return failed(judged.verdict, status)
   // A gateway's `Response → Response` translator is given the whole answer too.
-  const answer = await translatedAnswer(input, status, response.headers, read.bytes)
+  const answer = await translatedAnswer(
+    input.policy.downstream.translateResponse,
+    status,
+    response.headers,
+    read.bytes,
+  )
   const stopped = stoppedFailure(signals, 'whole', status)
   if (stopped !== undefined) return stopped
   signals.detachDeadline()
@@ -565,37 +563,6 @@ async function answerWhole(
     stalls: noStalls(input.policy.pump.stallThresholdMs),
     ...wholeReport(input.route.adapter, judged.message),
   }
-}
-
-/** The whole answer the client gets: the upstream's, or what the host's translator made of it. */
-async function translatedAnswer(
-  input: AttemptInput,
-  status: number,
-  headers: Headers,
-  bytes: Uint8Array,
-): Promise<WholeAnswer> {
-  const contentType = headers.get('content-type') ?? 'application/json'
-  const translate = input.policy.downstream.translateResponse
-  if (translate === undefined) return { bytes, contentType }
-  return translateWholeAnswer(translate, status, { bytes, contentType }, maxAnswerBytes)
-}
-
-/**
- * What a whole JSON answer reports of itself: its usage (through the adapter's `usageOf`;
- * usage is only reported, so an adapter that throws or answers garbage leaves it out) and
- * its id and model.
- */
-function wholeReport(
-  adapter: StreamAdapter,
-  message: Record<string, unknown>,
-): { usage: TokenUsage | undefined; response: ResponseIdentity | undefined } {
-  let usage: TokenUsage | undefined
-  try {
-    usage = mergeUsage(undefined, adapter.usageOf?.(message))
-  } catch {
-    usage = undefined
-  }
-  return { usage, response: identityOf(message) }
 }
 
 /** Tells the pool the key works; a pool that throws here does not end the request. */

@@ -2,14 +2,24 @@
  * Judging a whole (non-streaming) answer before it goes to the client: the same rules a
  * stream's peek applies, on a body read in one piece. A 2xx that holds no output, an error
  * object, or no JSON at all is a failed attempt (retried like its streaming twin), never a
- * success passed on.
+ * success passed on. Then what the client gets of it: translated by the host's
+ * `translateResponse`, redacted by value, and what it reports of itself (usage, id, model).
  *
  * @module
  */
 
 import { createStreamTracker } from '../../classify/index.js'
+import { redactBytes } from '../../commit/encoder.js'
+import { SecretBytes } from '../../commit/secret-bytes.js'
+import {
+  type ResponseTranslator,
+  translateWholeAnswer,
+  type WholeAnswer,
+} from '../../commit/translator.js'
 import { parseObject } from '../../protocols/common.js'
+import { identityOf, type ResponseIdentity } from '../../protocols/identity.js'
 import type { StreamAdapter } from '../../protocols/types.js'
+import { mergeUsage, type TokenUsage } from '../../protocols/usage.js'
 import { FrameSplitter } from '../../sse/splitter.js'
 import {
   classifyAttemptFailure,
@@ -96,4 +106,39 @@ export function judgeWholeAnswer(
   // An adapter that cannot render this message cannot judge it either: it goes out as it came.
   if (rendered === undefined || isAnswer(adapter, rendered)) return answer
   return { kind: 'failed', verdict: wholeAnswerVerdict('empty') }
+}
+
+/** A whole answer's bytes with every secret redacted by value; the same bytes when none is in them. */
+export function redactAnswer(bytes: Uint8Array, secrets: readonly string[]): Uint8Array {
+  return new SecretBytes(secrets).in(bytes) ? redactBytes(bytes, secrets) : bytes
+}
+
+/** The whole answer the client gets: the upstream's, or what the host's translator made of it. */
+export async function translatedAnswer(
+  translate: ResponseTranslator | undefined,
+  status: number,
+  headers: Headers,
+  bytes: Uint8Array,
+): Promise<WholeAnswer> {
+  const contentType = headers.get('content-type') ?? 'application/json'
+  if (translate === undefined) return { bytes, contentType }
+  return translateWholeAnswer(translate, status, { bytes, contentType }, maxAnswerBytes)
+}
+
+/**
+ * What a whole JSON answer reports of itself: its usage (through the adapter's `usageOf`;
+ * usage is only reported, so an adapter that throws or answers garbage leaves it out) and
+ * its id and model.
+ */
+export function wholeReport(
+  adapter: StreamAdapter,
+  message: Record<string, unknown>,
+): { usage: TokenUsage | undefined; response: ResponseIdentity | undefined } {
+  let usage: TokenUsage | undefined
+  try {
+    usage = mergeUsage(undefined, adapter.usageOf?.(message))
+  } catch {
+    usage = undefined
+  }
+  return { usage, response: identityOf(message) }
 }

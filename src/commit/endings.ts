@@ -15,8 +15,8 @@ import {
 } from '../errors.js'
 import { errorBodyFor } from '../protocols/common.js'
 import type { RenderableError, RenderState, StreamAdapter } from '../protocols/types.js'
-import type { FrameReader } from '../sse/reader.js'
-import type { SignalLike } from '../stop.js'
+import { type FrameReader, nextOn } from '../sse/reader.js'
+import { type SignalLike, Stop } from '../stop.js'
 import type { CommitGate } from './gate.js'
 import type { PumpEnd, PumpErrorCause } from './pump-policy.js'
 import { stallOf } from './watchdog.js'
@@ -176,4 +176,29 @@ export async function failBeforeContent(
   }
   await gate.write(adapter.renderError(error))
   await gate.close()
+}
+
+/** How long, and how many bytes, the rest of an upstream body after the client's end is read. */
+const dropRestMs = 250
+const dropRestBytes = 64 * 1024
+
+/** Reads the rest of `reader` for a moment and drops it (see `atClientEnd`); cancels what is left. */
+export async function dropRest(reader: FrameReader): Promise<void> {
+  // A library-made stop, not an AbortController: no signal is made per request (docs/performance.md).
+  const stop = new Stop()
+  const timer = setTimeout(
+    () => stop.abort(new Error('the rest after the end was not read')),
+    dropRestMs,
+  )
+  const start = reader.bytesRead
+  try {
+    while (!reader.done && reader.bytesRead - start <= dropRestBytes) {
+      if ((await nextOn(reader, stop)) === null) break
+    }
+  } catch {
+    // A stall, a failure or a frame too large: the rest is cancelled below.
+  } finally {
+    clearTimeout(timer)
+  }
+  if (!reader.done) await reader.cancel().catch(() => {})
 }

@@ -16,7 +16,7 @@ import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict, StreamAdapter } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
-import { type SignalLike, Stop } from '../stop.js'
+import type { SignalLike, Stop } from '../stop.js'
 import { healCut, type PumpContinuation } from './continuation.js'
 import {
   createFrameEncoder,
@@ -30,7 +30,7 @@ import {
   startWholeStream,
   terminatedFrame,
 } from './encoder.js'
-import { type EndingWriter, endAfterReadFailure, endAtEof, release } from './endings.js'
+import { dropRest, type EndingWriter, endAfterReadFailure, endAtEof, release } from './endings.js'
 import {
   checkOneTranslator,
   normalizePumpPolicy,
@@ -553,31 +553,6 @@ class PumpRun {
     await this.reader.cancel(error).catch(() => {})
     throw error
   }
-}
-
-/** How long, and how many bytes, the rest of an upstream body after the client's end is read. */
-const dropRestMs = 250
-const dropRestBytes = 64 * 1024
-
-/** Reads the rest of `reader` for a moment and drops it (see `atClientEnd`); cancels what is left. */
-async function dropRest(reader: FrameReader): Promise<void> {
-  // A library-made stop, not an AbortController: no signal is made per request (docs/performance.md).
-  const stop = new Stop()
-  const timer = setTimeout(
-    () => stop.abort(new Error('the rest after the end was not read')),
-    dropRestMs,
-  )
-  const start = reader.bytesRead
-  try {
-    while (!reader.done && reader.bytesRead - start <= dropRestBytes) {
-      if ((await nextOn(reader, stop)) === null) break
-    }
-  } catch {
-    // A stall, a failure or a frame too large: the rest is cancelled below.
-  } finally {
-    clearTimeout(timer)
-  }
-  if (!reader.done) await reader.cancel().catch(() => {})
 }
 
 /** {@link pump} with its policy already checked (`deliver` checks it before the peek). */

@@ -124,7 +124,7 @@ function shown(value: number, unit: Row['unit']): string {
 export function printSummary(
   inputs: SummaryInputs,
 ): { figure: string; value?: number; target?: number; met?: boolean }[] {
-  console.log('\n### Summary: the #45 targets in this run\n')
+  console.log('\n### Summary: each figure beside its goal in this run\n')
   console.log('| figure | this run | target | met |')
   console.log('| --- | ---: | ---: | :---: |')
   return rows(inputs).map(({ figure, value, unit, target }) => {

@@ -25,7 +25,7 @@ import {
   relay,
   webSink,
 } from '../../src/index.js'
-import { nodeSink } from '../../src/node.js'
+import { nodeHttpAttempt, nodeSink } from '../../src/node.js'
 import { useRedisPools } from '../redis/redis-server.js'
 import { useLoopback, withBody } from '../support/loopback.js'
 
@@ -60,7 +60,18 @@ async function bare429(delayMs: number) {
   return { url: await listen(server), calls }
 }
 
-const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true }
+const bodyOf = (stream: boolean) => ({
+  model: 'm',
+  messages: [{ role: 'user', content: 'hi' }],
+  stream,
+})
+
+/** What a request asks for: a stream or a whole answer, over `fetch` or `node:http` attempts. */
+interface Ask {
+  readonly stream: boolean
+  readonly attempt: 'fetch' | 'node:http'
+}
+const streamOverFetch: Ask = { stream: true, attempt: 'fetch' }
 
 type Twin = 'relay + nodeSink' | 'relay + webSink' | 'createResilientFetch'
 
@@ -72,7 +83,14 @@ interface Sent {
 }
 
 /** One request through `twin` with the default policy (maxAttempts 3, the default backoff). */
-async function send(twin: Twin, pool: KeyPool, url: string): Promise<Sent> {
+async function send(
+  twin: Twin,
+  pool: KeyPool,
+  url: string,
+  ask: Ask = streamOverFetch,
+): Promise<Sent> {
+  const body = bodyOf(ask.stream)
+  const attempt = () => (ask.attempt === 'fetch' ? fetchAttempt() : nodeHttpAttempt())
   const retries: RetryContext[] = []
   const outcomes: RelayOutcome[] = []
   const hooks = { onRetry: (context: RetryContext) => void retries.push(context) }
@@ -93,7 +111,7 @@ async function send(twin: Twin, pool: KeyPool, url: string): Promise<Sent> {
       pool,
       adapter: openaiChat,
       request: { url: target, body },
-      attempt: fetchAttempt(),
+      attempt: attempt(),
       hooks,
     }).then(onOutcome)
     response = await answer
@@ -105,7 +123,7 @@ async function send(twin: Twin, pool: KeyPool, url: string): Promise<Sent> {
           pool,
           adapter: openaiChat,
           request: { url: target, body },
-          attempt: fetchAttempt(),
+          attempt: attempt(),
           hooks,
         }).then(onOutcome)
       })
@@ -167,6 +185,35 @@ describe.each(['memory', 'redis'] as const)('%s pool', (poolKind) => {
     }, 30_000)
   })
 })
+
+describe.each(['memory', 'redis'] as const)(
+  'a whole answer (stream: false), %s pool',
+  (poolKind) => {
+    it.each([
+      ['relay + nodeSink', 'node:http'],
+      ['createResilientFetch', 'fetch'],
+    ] as const)(
+      '%s, %s attempts: the same sweep, pauses and retry-after',
+      async (twin, attempt) => {
+        const keys = keysOf(10)
+        const upstream = await bare429(150)
+        const sent = await send(twin, pools[poolKind](keys), upstream.url, {
+          stream: false,
+          attempt,
+        })
+        expectRetryAfter(sent)
+        expect(upstream.calls).toHaveLength(12)
+        expect(new Set(upstream.calls.slice(0, 10)).size).toBe(10)
+        const delays = sent.retries.map((retry) => retry.delayMs)
+        expect(delays).toHaveLength(11)
+        for (const delay of delays.slice(0, 9)) expect(delay).toBeLessThanOrEqual(slackMs)
+        expect(delays[9]).toBeLessThanOrEqual((documented[0] as number) + slackMs)
+        expect(delays[10]).toBeLessThanOrEqual((documented[1] as number) + slackMs)
+      },
+      30_000,
+    )
+  },
+)
 
 describe.each(['relay + webSink', 'createResilientFetch'] as const)(
   '1,000 keys, each an instant bare 429 (memory pool, %s)',

@@ -41,7 +41,7 @@ const keysOf = (count: number): PoolKey[] =>
 /** The documented pauses before the reuses of tried keys: 500 ms, then 1 s, ±25 % jitter. */
 const documented = [625, 1_250]
 /** What a loaded 2-core machine may add to a timer and a loopback round trip. */
-const slackMs = 250
+const slackMs = 400
 /** A first bare 429 cools its key for `minCooldownMs` (1 s), and a waiter wakes up to 1/4 later. */
 const firstCooldownMs = 1_250
 

@@ -91,14 +91,41 @@ describe('nextRouteProgress: a route advances only by events, never in place', (
       { overloads: 0, capacityOverloads: 0 },
     ],
     [
-      'a retry counts a reuse, sets when keys may be reused and the reason onRetry hears',
+      'a retry sets when keys may be reused and the reason onRetry hears; it reuses nothing yet',
       [{ kind: 'retry', reuseAt: 1_234, reason: 'empty' }],
-      { reuses: 1, reuseAt: 1_234, retryReason: 'empty' },
+      { reuses: 0, reuseAt: 1_234, retryReason: 'empty' },
     ],
     [
       'onRetry told: the reason is cleared',
       [{ kind: 'retry', reuseAt: 1, reason: 'empty' }, { kind: 'retry-told' }],
-      { reuses: 1, retryReason: undefined },
+      { reuses: 0, retryReason: undefined },
+    ],
+    [
+      'the sweep over untried keys after 429s reuses nothing; each attempt on a tried key is a reuse (issue 55)',
+      [
+        ...['a', 'b', 'c'].flatMap((keyId): RouteEvent[] => [
+          { kind: 'started', keyId, as: 'attempt' },
+          { kind: 'failed', verdict: rateLimited },
+          { kind: 'retry', reuseAt: 1, reason: 'status-429' },
+        ]),
+        { kind: 'started', keyId: 'a', as: 'attempt' },
+        { kind: 'failed', verdict: rateLimited },
+        { kind: 'retry', reuseAt: 2, reason: 'status-429' },
+        { kind: 'started', keyId: 'b', as: 'fallback' },
+        { kind: 'started', keyId: 'c', as: 'hedge' },
+      ],
+      { reuses: 2, attempts: 2, fallbackAttempts: 1 },
+    ],
+    [
+      "without a pool every attempt after the first reuses the caller's credentials",
+      [
+        { kind: 'started', keyId: null, as: 'attempt' },
+        { kind: 'failed', verdict: verdict(false) },
+        { kind: 'started', keyId: null, as: 'attempt' },
+        { kind: 'started', keyId: null, as: 'hedge' },
+        { kind: 'started', keyId: null, as: 'fallback' },
+      ],
+      { reuses: 2, attempts: 2, fallbackAttempts: 1 },
     ],
     [
       'the fallback is used once',

@@ -46,7 +46,11 @@ export interface RouteState {
    * rules with attempts of its own).
    */
   readonly mode: 'stream' | 'whole' | 'non-streaming'
-  /** Backoffs already taken before reusing a key on this route. */
+  /**
+   * Attempts on this route that reused a key (a tried one, or the caller's own credentials
+   * again): the backoff's exponent, so the pause before the n-th reuse is
+   * `baseMs × factor^(n−1)`. Moves to untried keys take no pause and do not count.
+   */
   readonly reuses: number
   /** Why the request cannot go on, if it cannot: the client left, or the deadline passed. */
   readonly stopped?: 'client-gone' | 'deadline' | undefined

@@ -28,7 +28,11 @@ export interface RouteProgress {
    * the streaming attempts and the fallback alike: the stop after repeated overloads reads it.
    */
   readonly capacityOverloads: number
-  /** Retries decided so far (each reuses a key after a pause). */
+  /**
+   * Attempts that reused a key after a pause: on a key this route tried already, or, without a
+   * pool, every attempt after the first. The backoff's exponent: a move to an untried key
+   * (the sweep over a pool after 429s) waits for nothing and does not grow it.
+   */
   readonly reuses: number
   /** When a tried key may be reused, in `performance.now()` time. */
   readonly reuseAt: number
@@ -67,7 +71,7 @@ export type RouteEvent =
     }
   /** An attempt failed with `verdict` (also while another hedged attempt runs on). */
   | { readonly kind: 'failed'; readonly verdict: FailureVerdict }
-  /** A retry was decided: reuse a tried key from `reuseAt`. */
+  /** A retry was decided: a tried key may be reused from `reuseAt` (an untried one at once). */
   | { readonly kind: 'retry'; readonly reuseAt: number; readonly reason: string }
   /** The non-streaming fallback was decided. */
   | { readonly kind: 'fallback'; readonly reason: string }
@@ -101,9 +105,12 @@ export function nextRouteProgress(state: RouteProgress, event: RouteEvent): Rout
       if (event.as === 'hedge') return { ...state, tried }
       // An untried key after one key's rate limit: this attempt is free (see `rateLimited`).
       const counted = state.rateLimited && untried ? 0 : 1
+      // The caller's own credentials are reused by every attempt after the first.
+      const reused = event.keyId === null ? state.attempts + state.fallbackAttempts > 0 : !untried
       return {
         ...state,
         tried,
+        reuses: state.reuses + (reused ? 1 : 0),
         attempts: state.attempts + (event.as === 'attempt' ? counted : 0),
         fallbackAttempts: state.fallbackAttempts + (event.as === 'fallback' ? counted : 0),
         rateLimited: false,
@@ -126,7 +133,6 @@ export function nextRouteProgress(state: RouteProgress, event: RouteEvent): Rout
     case 'retry':
       return {
         ...state,
-        reuses: state.reuses + 1,
         reuseAt: event.reuseAt,
         retryReason: event.reason,
       }

@@ -63,11 +63,18 @@ export function giveUpResponse(
   return new Response(errorBodyFor(adapter, { ...outcome.error, status }), { status, headers })
 }
 
-/** Ends a request that failed before content: a real status, or in-band with early headers. */
-export async function giveUp(run: Run, verdict: FailureVerdict): Promise<EngineOutcome> {
+/**
+ * Ends a request that failed before content: a real status, or in-band with early headers.
+ * `keysBackMs`: when the pool expects a key back, for a 429 that said no wait of its own.
+ */
+export async function giveUp(
+  run: Run,
+  verdict: FailureVerdict,
+  keysBackMs?: number,
+): Promise<EngineOutcome> {
   const client = run.config.downstream.adapter
   const adapter = client ?? run.last?.adapter ?? run.options.adapter
-  const retryAfterMs = verdict.retryAfterMs
+  const retryAfterMs = verdict.retryAfterMs ?? keysBackMs
   const upstream = passThrough(run, verdict)
   // An upstream body in another protocol than the client's is rendered in the client's, with
   // the upstream's status and request ids kept all the same.

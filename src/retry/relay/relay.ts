@@ -15,6 +15,7 @@ import type {
   Route,
 } from '../attempt/attempt.js'
 import { deadlineVerdict } from '../decisions/decide.js'
+import { keysBackAfter } from '../decisions/keys-back.js'
 import { initialRouteProgress } from '../decisions/route-progress.js'
 import { countRequest } from '../route/hedge.js'
 import { runRoute } from '../route/route.js'
@@ -391,7 +392,9 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
   }
   try {
     let end: RouteEnd = { kind: 'give-up', verdict: deadlineVerdict(undefined) }
+    let endedOn: Route | undefined
     for (const [index, route] of routes.entries()) {
+      endedOn = route
       end = await runRoute(run, {
         route,
         name: route.name ?? `route-${index + 1}`,
@@ -404,7 +407,7 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
     if (end.kind === 'client-gone' || run.stop.aborted) return clientGone()
     const verdict =
       end.kind === 'give-up' ? end.verdict : (run.last?.verdict ?? deadlineVerdict(undefined))
-    return finish(await giveUp(run, verdict))
+    return finish(await giveUp(run, verdict, keysBackAfter(verdict, endedOn?.pool)))
   } catch (error) {
     // A downstream failure surfaced as a throw (a sink method, the gate): the client is gone.
     if (gate.failure !== undefined || run.stop.aborted) return clientGone()

@@ -14,7 +14,7 @@
 // Three groups, listed by module: each options object's defaults (`…Defaults`), the
 // redaction helpers (`protocols/sanitize.ts`) and the relay's pure decisions and parsers.
 export { streamTrackerDefaults } from './classify/index.js'
-export { commitGateDefaults } from './commit/gate.js'
+export { commitGateDefaults } from './commit/gate-options.js'
 export { forwardableHeaders, forwardHeadersDefaults } from './commit/headers.js'
 export { pumpDefaults } from './commit/pump-policy.js'
 export { memoryKeyPoolDefaults } from './key-pool/memory.js'

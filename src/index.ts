@@ -33,38 +33,38 @@ export {
   classifyEof,
   createStreamTracker,
 } from './classify/index.js'
-// The downstream side: the commit gate, the Web sink, the post-commit pump.
+export type { DeliverOptions, DeliverOutcome } from './commit/deliver.js'
+export { deliver } from './commit/deliver.js'
+export { failBeforeContent } from './commit/endings.js'
+export { createCommitGate } from './commit/gate.js'
 export type {
   CommitGate,
   CommitGateOptions,
-  DeliverOptions,
-  DeliverOutcome,
-  DownstreamOptions,
   DownstreamSink,
+  GateState,
+} from './commit/gate-options.js'
+export type { ForwardHeadersPolicy } from './commit/headers.js'
+export { pump } from './commit/pump.js'
+export type {
+  DownstreamOptions,
   DownstreamTransform,
   DownstreamTransformContext,
-  ForwardHeadersPolicy,
-  FrameTranslator,
-  GateState,
   PumpEnd,
   PumpErrorCause,
   PumpOptions,
   PumpOutcome,
   PumpPolicy,
-  ResponseTranslator,
   StallStats,
+} from './commit/pump-policy.js'
+export type {
+  FrameTranslator,
+  ResponseTranslator,
   StreamTranslator,
   TranslatorContext,
-  WebSink,
-  WebSinkOptions,
-} from './commit/index.js'
-export {
-  createCommitGate,
-  deliver,
-  failBeforeContent,
-  pump,
-  webSink,
-} from './commit/index.js'
+} from './commit/translator.js'
+// The downstream side: the commit gate, the Web sink, the post-commit pump.
+export type { WebSink, WebSinkOptions } from './commit/web-sink.js'
+export { webSink } from './commit/web-sink.js'
 // Errors: one base class, a stable `code` each, and `isX()` guards that work across copies.
 export type { ErrorCode, RequestNotSentStep, TimeoutKind } from './errors.js'
 export {
@@ -94,6 +94,9 @@ export {
   UserCodeError,
 } from './errors.js'
 // Key pools: the seam and the in-memory default.
+export type { MemoryKeyPoolOptions } from './key-pool/memory.js'
+export { createMemoryKeyPool } from './key-pool/memory.js'
+export type { KeySelection } from './key-pool/selection.js'
 export type {
   AcquireOptions,
   AcquireResult,
@@ -102,21 +105,27 @@ export type {
   KeyOutcome,
   KeyPool,
   KeyPoolSnapshot,
-  KeySelection,
   KeyStateEvent,
   KeyStateSnapshot,
   KeyStats,
-  MemoryKeyPoolOptions,
   PoolKey,
-} from './key-pool/index.js'
-export { createMemoryKeyPool } from './key-pool/index.js'
+} from './key-pool/types.js'
 // The retry window: read until the first visible output, commit nothing before it.
 export type { CommitOn, PeekOptions, PeekOutcome } from './peek/index.js'
 export { peekFirstOutput } from './peek/index.js'
+export { adapterForUrl } from './protocols/adapter-for-url.js'
+export { anthropicMessages } from './protocols/anthropic-messages.js'
+export { geminiGenerateContent } from './protocols/gemini.js'
 export type { ResponseIdentity } from './protocols/identity.js'
+export { openaiChat, openaiChatWith } from './protocols/openai-chat.js'
 // Protocol adapters, and what an adapter author needs to write one.
 // Continuing after a cut (`policy.continueAfterCut`, guarantee 20 in docs/guarantees.md): the adapter seam, the
 // OpenAI-compatible dialects, the policy's options and what the outcome records.
+export type {
+  OpenAIChatContinuation,
+  OpenAIChatOptions,
+} from './protocols/openai-chat-continuation.js'
+export { openaiResponses } from './protocols/openai-responses.js'
 export type {
   BlockEdge,
   ContinuationReceived,
@@ -125,8 +134,6 @@ export type {
   FrameVerdict,
   KeepaliveVerdict,
   MetaVerdict,
-  OpenAIChatContinuation,
-  OpenAIChatOptions,
   OutputBudgetLimits,
   OutputVerdict,
   RenderableError,
@@ -138,87 +145,84 @@ export type {
   TokenUsage,
   UpstreamErrorInfo,
   UpstreamRequest,
-} from './protocols/index.js'
-export {
-  adapterForUrl,
-  anthropicMessages,
-  geminiGenerateContent,
-  openaiChat,
-  openaiChatWith,
-  openaiResponses,
-} from './protocols/index.js'
+} from './protocols/types.js'
+export type { ConnectionErrorVerdict } from './retry/decisions/connection-errors.js'
+export type { ContextOverflow } from './retry/decisions/context-window.js'
+export { fitContextWindow } from './retry/decisions/context-window.js'
+export { giveUpResponse } from './retry/relay/give-up.js'
+export { relay } from './retry/relay/relay.js'
 // Retrying before commit: the orchestrator, the fetch wrapper, the decisions they make.
+export type { FetchFunction, ResilientFetchOptions } from './retry/relay/resilient-fetch.js'
+export { createResilientFetch } from './retry/relay/resilient-fetch.js'
 export type {
-  AdaptiveHedgeOptions,
-  AdjustRequestContext,
-  AttemptContext,
-  AttemptContextBase,
-  AttemptFailure,
-  AttemptFunction,
-  AttemptRecord,
-  AttemptRequest,
-  AttemptRequestContext,
-  AttemptResultName,
-  BackoffOptions,
-  BaseFailureReason,
-  CallerCredentialsAttemptFunction,
-  CallerCredentialsContext,
   ClientBodyCheck,
-  ClientHeaders,
-  ClientRequestRead,
   ClientRequestRefusal,
   ClientRequestRefusalReason,
-  ConnectionErrorVerdict,
-  ContextOverflow,
-  ContextWindowFitOptions,
-  ContinuationRecord,
-  ContinueAfterCutOptions,
+} from './retry/request/client-refusal.js'
+export { isFirstPartyApi } from './retry/request/correlation.js'
+export { fetchAttempt } from './retry/request/fetch-attempt.js'
+export type {
+  AttemptRequestContext,
+  ClientHeaders,
+  ReadyAttempt,
+  ReadyAttemptOptions,
+} from './retry/request/ready-attempt.js'
+export type {
+  ClientRequestRead,
+  ReadClientRequestOptions,
+  ReadRequestBodyOptions,
+} from './retry/request/request-body.js'
+export { readClientRequest, readRequestBody } from './retry/request/request-body.js'
+export { createHedging } from './retry/route/hedge.js'
+export type {
+  AttemptContext,
+  AttemptContextBase,
+  AttemptFunction,
+  AttemptRequest,
+  CallerCredentialsAttemptFunction,
+  CallerCredentialsContext,
   Credentials,
-  FailureReason,
-  FailureVerdict,
-  FetchFunction,
-  HedgeReport,
-  HedgeSkipReason,
+  LeasedKey,
+  Route,
+  UpstreamHttpError,
+} from './retry/shared/attempt-types.js'
+export type { ContinuationRecord } from './retry/shared/continuation-types.js'
+export type {
+  AdaptiveHedgeOptions,
   Hedging,
   HedgingOptions,
   HedgingSnapshot,
-  LeasedKey,
   NormalizedHedging,
-  ReadClientRequestOptions,
-  ReadRequestBodyOptions,
-  ReadyAttempt,
-  ReadyAttemptOptions,
+} from './retry/shared/hedging-types.js'
+export type {
+  AttemptRecord,
+  AttemptResultName,
+  HedgeReport,
+  HedgeSkipReason,
   RelayFailureReason,
   RelayHooks,
   RelayOptions,
   RelayOutcome,
-  RelayPolicy,
   RelayRequestOptions,
   RelayResult,
   RequestFacts,
-  ResilientFetchOptions,
-  RetryOnContext,
-  Route,
-  UpstreamHttpError,
-} from './retry/index.js'
-export {
-  createHedging,
-  createResilientFetch,
-  fetchAttempt,
-  fitContextWindow,
-  giveUpResponse,
-  isFirstPartyApi,
-  readClientRequest,
-  readRequestBody,
-  relay,
-} from './retry/index.js'
-// Reading SSE frames: whole frames, their exact bytes, fields parsed on first access.
+} from './retry/shared/outcome.js'
 export type {
-  FrameReader,
-  FrameReaderOptions,
-  FrameSource,
-  NextFrameOptions,
-  SseFields,
-  SseFrame,
-} from './sse/index.js'
-export { createFrameReader } from './sse/index.js'
+  AdjustRequestContext,
+  BackoffOptions,
+  ContextWindowFitOptions,
+  ContinueAfterCutOptions,
+  RelayPolicy,
+  RetryOnContext,
+} from './retry/shared/policy-types.js'
+export type {
+  AttemptFailure,
+  BaseFailureReason,
+  FailureReason,
+  FailureVerdict,
+} from './retry/shared/verdict.js'
+// Reading SSE frames: whole frames, their exact bytes, fields parsed on first access.
+export type { SseFields, SseFrame } from './sse/frame.js'
+export type { FrameReader, FrameReaderOptions, NextFrameOptions } from './sse/reader.js'
+export { createFrameReader } from './sse/reader.js'
+export type { FrameSource } from './sse/sources.js'

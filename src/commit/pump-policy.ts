@@ -11,7 +11,7 @@ import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import type { RenderableError, StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import type { FrameReader } from '../sse/reader.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import type { FrameTranslator, ResponseTranslator, StreamTranslator } from './translator.js'
 
 /**

@@ -18,10 +18,9 @@ import {
   type SseFrame,
   type StreamAdapter,
 } from '../../src/index.js'
+import type { Fault, FaultKind } from '../../src/testing/faults.js'
 import {
   createFaultyUpstream,
-  type Fault,
-  type FaultKind,
   type FaultyUpstream,
   type FaultyUpstreamOptions,
 } from '../../src/testing/faulty-upstream.js'

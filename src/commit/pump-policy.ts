@@ -197,7 +197,7 @@ export interface StallStats {
 }
 
 /**
- * What {@link pump} reports.
+ * What {@link "stream-boundary"!pump | pump} reports.
  *
  * @group Downstream
  */
@@ -214,7 +214,7 @@ export interface PumpOutcome {
 }
 
 /**
- * Options of {@link pump}.
+ * Options of {@link "stream-boundary"!pump | pump}.
  *
  * @group Downstream
  */

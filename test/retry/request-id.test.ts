@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
-import { createResilientFetch, isFirstPartyApi, type RelayOutcome } from '../../src/index.js'
+import { isFirstPartyApi } from '../../src/advanced.js'
+import { createResilientFetch, type RelayOutcome } from '../../src/index.js'
 import type { Scenario } from '../../src/testing/faults.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 

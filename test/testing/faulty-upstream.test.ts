@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
+import type { FrameVerdict } from '../../src/advanced.js'
 import {
   anthropicMessages,
   classifyEof,
@@ -9,7 +10,6 @@ import {
   createStreamTracker,
   type EofClass,
   type FrameReader,
-  type FrameVerdict,
   geminiGenerateContent,
   isFrameTooLargeError,
   isUpstreamReadError,

@@ -14,7 +14,10 @@
  *
  * The groups below are the pieces those are made of, each usable alone: reading SSE
  * {@link createFrameReader | frames}, protocol adapters, the peek before the first output,
- * the downstream side (commit gate, sinks, pump), key pools, hedging, and the errors.
+ * the downstream side (commit gate, sinks, pump), key pools, hedging, and the errors. The
+ * types only adapter authors and hosts that build their own loop name (an adapter's
+ * verdicts, the commit gate's and the pump's own options and results, a key pool's leases)
+ * are in `stream-boundary/advanced`.
  *
  * @module stream-boundary
  */

@@ -48,7 +48,6 @@ const retryLayers = [
   { name: 'retry/continuation', paths: ['src/retry/continuation/'] },
   { name: 'retry/route', paths: ['src/retry/route/'] },
   { name: 'retry/relay', paths: ['src/retry/relay/'] },
-  { name: 'retry/index', paths: ['src/retry/index\\.ts$'] },
 ]
 
 /** `^(a|b|…)`: a path in any of these layers. */

@@ -12,7 +12,8 @@
  */
 
 import { startGateway } from '../examples/node-http-gateway.js'
-import { chaosMarker, createFaultyUpstream } from '../src/testing/faulty-upstream.js'
+import { chaosMarker } from '../src/testing/chaos-marker.js'
+import { createFaultyUpstream } from '../src/testing/faulty-upstream.js'
 
 interface RecoveryOptions {
   /** Measured requests per side, `clean` and `empty` taking turns one at a time. */

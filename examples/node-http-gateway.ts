@@ -33,7 +33,6 @@ import {
   type KeyPool,
   type KeySelection,
   type KeyStateEvent,
-  type OpenAIChatContinuation,
   openaiChatWith,
   openaiResponses,
   type PoolKey,
@@ -45,6 +44,7 @@ import {
 } from 'stream-boundary'
 import {
   forwardHeadersDefaults,
+  type OpenAIChatContinuation,
   readyAttemptDefaults,
   requestBodyDefaults,
 } from 'stream-boundary/advanced'

@@ -8,7 +8,8 @@
  */
 
 import fc from 'fast-check'
-import type { FrameVerdict, RenderableError, SseFrame, StreamAdapter } from 'stream-boundary'
+import type { SseFrame, StreamAdapter } from 'stream-boundary'
+import type { FrameVerdict, RenderableError } from 'stream-boundary/advanced'
 import { isRetryableErrorType, sanitizeMessage } from 'stream-boundary/advanced'
 import { checkAdapter, type StreamSample } from 'stream-boundary/testing'
 import { expect, it } from 'vitest'

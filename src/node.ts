@@ -22,7 +22,7 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { urlToHttpOptions } from 'node:url'
-import type { DownstreamSink } from './commit/gate.js'
+import type { DownstreamSink } from './commit/gate-options.js'
 import { type PlainHeadSink, plainHead } from './commit/head.js'
 import { RequestNotSentError } from './errors.js'
 import {

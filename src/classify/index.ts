@@ -12,9 +12,10 @@ import type {
   RenderState,
   StreamAdapter,
   TerminalInfo,
+  TokenUsage,
   UpstreamErrorInfo,
 } from '../protocols/types.js'
-import { mergeUsage, type TokenUsage } from '../protocols/usage.js'
+import { mergeUsage } from '../protocols/usage.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 
 /**

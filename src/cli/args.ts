@@ -6,7 +6,7 @@
  */
 
 import { parseArgs } from 'node:util'
-import type { KeySelection } from '../key-pool/memory.js'
+import type { KeySelection } from '../key-pool/selection.js'
 import { maxTimerDelayMs } from '../options.js'
 import { type ChaosProtocol, chaosProtocols } from './client-request.js'
 import { type ChaosScenario, expectingContinuation, selectScenarios } from './scenarios.js'

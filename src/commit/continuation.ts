@@ -6,9 +6,9 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import { classifyEof, type StreamState, type StreamTracker } from '../classify/index.js'
-import type { ContinuationSplice } from '../protocols/continuation.js'
-import type { FrameVerdict } from '../protocols/types.js'
+import type { ContinuationSplice, FrameVerdict } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn } from '../sse/reader.js'
 import type { SignalLike } from '../stop.js'
@@ -16,7 +16,6 @@ import { terminatedFrame } from './encoder.js'
 import { type EndingWriter, writeError } from './endings.js'
 import type { PumpEnd, PumpErrorCause } from './pump-policy.js'
 import type { Watchdog } from './watchdog.js'
-import { now } from './watchdog.js'
 
 /** The cut a continuation is asked for. */
 export interface CutContext {

@@ -4,10 +4,11 @@ import type { FirstOutputClock } from '../peek/clock.js'
 import { type PeekOptions, type PeekOutcome, peekOn } from '../peek/index.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import { createFrameReader, type FrameReader, type FrameSource } from '../sse/reader.js'
+import { createFrameReader, type FrameReader } from '../sse/reader.js'
+import type { FrameSource } from '../sse/sources.js'
 import { type SignalLike, stopOf } from '../stop.js'
 import type { PumpContinuation } from './continuation.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import { type PumpInput, pumpOn } from './pump.js'
 import {
   checkOneTranslator,

@@ -12,7 +12,7 @@ import type { FrameVerdict, RenderState, StreamAdapter } from '../protocols/type
 import type { SseFrame } from '../sse/frame.js'
 import { FrameSplitter } from '../sse/splitter.js'
 import type { Stop } from '../stop.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import type { DownstreamOptions, DownstreamTransformContext, PumpOptions } from './pump-policy.js'
 import { type AnyTranslator, startTranslator, type TranslatorRun } from './translator.js'
 import type { Watchdog } from './watchdog.js'

@@ -17,7 +17,7 @@ import { errorBodyFor } from '../protocols/common.js'
 import type { RenderableError, RenderState, StreamAdapter } from '../protocols/types.js'
 import { type FrameReader, nextOn } from '../sse/reader.js'
 import { type SignalLike, Stop } from '../stop.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import type { PumpEnd, PumpErrorCause } from './pump-policy.js'
 import { stallOf } from './watchdog.js'
 

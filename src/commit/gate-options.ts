@@ -52,7 +52,7 @@ export interface DownstreamSink {
 export type GateState = 'open' | 'headers-committed' | 'content-committed' | 'closed'
 
 /**
- * Options of {@link createCommitGate}.
+ * Options of {@link "stream-boundary"!createCommitGate | createCommitGate}.
  *
  * @group Downstream
  */
@@ -174,16 +174,21 @@ export interface CommitGate {
   write(bytes: Uint8Array): Promise<void>
   /**
    * Answers with a real status and body instead of a stream (a failure before anything was
-   * sent). Throws {@link HeadersSentError} once headers were sent.
+   * sent). Throws {@link "stream-boundary"!HeadersSentError | HeadersSentError} once headers
+   * were sent.
    */
   respond(status: number, body: string, headers?: HeadersInit): Promise<void>
   /**
    * Sends a whole answer (a client's non-streaming request): `status`, the forwarded upstream
    * headers, the host's headers and `contentType`, then `body` and the end. It commits
-   * content. Throws {@link HeadersSentError} once headers were sent.
+   * content. Throws {@link "stream-boundary"!HeadersSentError | HeadersSentError} once
+   * headers were sent.
    */
   answer(status: number, body: Uint8Array, contentType: string): Promise<void>
-  /** Throws {@link RetryAfterCommitError} when content was committed: call before each new attempt. */
+  /**
+   * Throws {@link "stream-boundary"!RetryAfterCommitError | RetryAfterCommitError} when
+   * content was committed: call before each new attempt.
+   */
   assertCanRetry(): void
   /** Ends the response normally (sending the head first if nothing was sent). */
   close(): Promise<void>

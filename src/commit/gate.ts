@@ -13,17 +13,6 @@ import {
   StreamTimeoutError,
 } from '../errors.js'
 import { ownStop, type SignalLike, Stop, stopOf } from '../stop.js'
-import { sendHead, setEach, sseHeaders } from './head.js'
-import { filterHeaderRecord, type HeaderFilter } from './headers.js'
-
-export type {
-  CommitGate,
-  CommitGateOptions,
-  DownstreamSink,
-  GateState,
-} from './gate-options.js'
-export { commitGateDefaults } from './gate-options.js'
-
 import {
   type CommitGate,
   type CommitGateOptions,
@@ -31,6 +20,8 @@ import {
   type GateState,
   normalizeGateOptions,
 } from './gate-options.js'
+import { sendHead, setEach, sseHeaders } from './head.js'
+import { filterHeaderRecord, type HeaderFilter } from './headers.js'
 
 const keepAliveBytes = new TextEncoder().encode(': keep-alive\n\n')
 const done: Promise<void> = Promise.resolve()

@@ -11,7 +11,7 @@ import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import type { RenderableError, StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import type { FrameReader } from '../sse/reader.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import type { FrameTranslator, ResponseTranslator, StreamTranslator } from './translator.js'
 
 /**
@@ -197,7 +197,7 @@ export interface StallStats {
 }
 
 /**
- * What {@link pump} reports.
+ * What {@link "stream-boundary"!pump | pump} reports.
  *
  * @group Downstream
  */
@@ -214,7 +214,7 @@ export interface PumpOutcome {
 }
 
 /**
- * Options of {@link pump}.
+ * Options of {@link "stream-boundary"!pump | pump}.
  *
  * @group Downstream
  */

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { now } from '../call-safely.js'
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
 import {
   DownstreamClosedError,
@@ -41,7 +42,7 @@ import {
 } from './pump-policy.js'
 import { SecretBytes } from './secret-bytes.js'
 import type { TranslatorRun } from './translator.js'
-import { now, stallOf, type Watchdog, watchPump } from './watchdog.js'
+import { stallOf, type Watchdog, watchPump } from './watchdog.js'
 
 /**
  * The view every pump's hot path asks its questions through: it is pointed at a frame and

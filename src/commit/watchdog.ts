@@ -8,10 +8,8 @@
 import { now } from '../call-safely.js'
 import { isDownstreamClosedError, StreamTimeoutError } from '../errors.js'
 import { type SignalLike, Stop, stopOf } from '../stop.js'
-import type { CommitGate } from './gate.js'
+import type { CommitGate } from './gate-options.js'
 import type { normalizePumpPolicy } from './pump-policy.js'
-
-export { now }
 
 /** While a write is blocked, the longest time between two looks at the client's progress. */
 const maxLookMs = 1_000

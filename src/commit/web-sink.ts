@@ -8,7 +8,7 @@
 
 import { positiveInteger, rejectUnknownKeys } from '../options.js'
 import { ownStop, Stop } from '../stop.js'
-import type { DownstreamSink } from './gate.js'
+import type { DownstreamSink } from './gate-options.js'
 import { type PlainHeadSink, plainHead } from './head.js'
 
 /**

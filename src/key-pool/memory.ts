@@ -44,8 +44,6 @@ import type {
 } from './types.js'
 import { countInWindow } from './window.js'
 
-export type { KeySelection } from './selection.js'
-
 /**
  * Options of {@link createMemoryKeyPool}.
  *

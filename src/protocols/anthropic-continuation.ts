@@ -7,14 +7,13 @@
 
 import type { SseFrame } from '../sse/frame.js'
 import { field, parseObject, sseFrameText, stringField } from './common.js'
-import {
-  type ContinuationReceived,
-  type ContinuationSplice,
-  frameOf,
-  overlapSkipper,
-  withFinalAssistant,
-} from './continuation.js'
-import type { RenderState, UpstreamRequest } from './types.js'
+import { frameOf, overlapSkipper, withFinalAssistant } from './continuation.js'
+import type {
+  ContinuationReceived,
+  ContinuationSplice,
+  RenderState,
+  UpstreamRequest,
+} from './types.js'
 
 /**
  * The received text as it can be prefilled: Anthropic rejects a final assistant message that

@@ -10,8 +10,6 @@ import { Frame, type SseFrame } from '../sse/frame.js'
 import { encode, field } from './common.js'
 import type { UpstreamRequest } from './types.js'
 
-export type { ContinuationReceived, ContinuationSplice } from './types.js'
-
 /** A frame of the library's own making, from its text. */
 export function frameOf(text: string): SseFrame {
   return new Frame(encode(text), true, 0)

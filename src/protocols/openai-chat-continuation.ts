@@ -9,14 +9,14 @@
 
 import { rejectUnknownKeys } from '../options.js'
 import { field, parseObject, sseFrameText } from './common.js'
-import {
-  type ContinuationReceived,
-  type ContinuationSplice,
-  frameOf,
-  overlapSkipper,
-  withFinalAssistant,
-} from './continuation.js'
-import type { RenderState, StreamAdapter, UpstreamRequest } from './types.js'
+import { frameOf, overlapSkipper, withFinalAssistant } from './continuation.js'
+import type {
+  ContinuationReceived,
+  ContinuationSplice,
+  RenderState,
+  StreamAdapter,
+  UpstreamRequest,
+} from './types.js'
 
 /**
  * How an OpenAI-compatible server continues a final assistant message:

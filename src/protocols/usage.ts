@@ -10,8 +10,6 @@
 import { field } from './common.js'
 import type { FrameVerdict, TokenUsage } from './types.js'
 
-export type { TokenUsage } from './types.js'
-
 /** A count: a non-negative safe integer, else nothing. */
 function count(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined

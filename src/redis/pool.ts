@@ -5,6 +5,7 @@
  * @module
  */
 
+import { callSafely as callHook } from '../call-safely.js'
 import { tokensOf } from '../key-pool/selection.js'
 import type {
   AcquireOptions,
@@ -29,14 +30,7 @@ import {
   shadowOpenLeases,
   startFallback,
 } from './outage.js'
-import {
-  callHook,
-  type Fallback,
-  maxAbandoned,
-  type OpenLease,
-  refusalOf,
-  seedPayload,
-} from './replies.js'
+import { type Fallback, maxAbandoned, type OpenLease, refusalOf, seedPayload } from './replies.js'
 import { type PoolSettings, settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
 

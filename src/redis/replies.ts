@@ -275,5 +275,3 @@ export function decode<T>(reply: unknown): T {
   if (typeof reply !== 'string') throw new TypeError('A key pool script returned no JSON')
   return JSON.parse(reply) as T
 }
-
-export { callSafely as callHook } from '../call-safely.js'

@@ -12,10 +12,6 @@ import type { SseFrame } from './frame.js'
 import { type FrameSource, type Pull, type Puller, toPuller } from './sources.js'
 import { FrameSplitter } from './splitter.js'
 
-// Moved to modules of their own; still had from here.
-export type { FrameSource } from './sources.js'
-export { frameSourceOf } from './sources.js'
-
 /**
  * Options of {@link createFrameReader}.
  *

@@ -28,8 +28,6 @@ import {
 } from './conformance.js'
 import type { RunParameters, StreamSample } from './samples.js'
 
-export type { StreamSample } from './samples.js'
-
 /**
  * Options of {@link checkAdapter}. An unknown key is a `TypeError` naming it.
  *

@@ -6,7 +6,7 @@
  */
 
 import type { Fault, FaultKind } from './faults.js'
-import type { WireWriter } from './wire.js'
+import type { WireWriter } from './wire-format.js'
 
 /** One step of a played body: bytes, a pause, a hang until cancelled, or a connection reset. */
 export type Step = string | Uint8Array | { wait: number } | { hang: true } | { reset: true }

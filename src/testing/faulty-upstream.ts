@@ -17,11 +17,6 @@ import { checkScenarios, type Fault, type FaultKind, type Scenario } from './fau
 import { continuationRest, prefillOf } from './prefill.js'
 import { wireFor } from './wire.js'
 
-export type { ChaosMarker } from './chaos-marker.js'
-export { chaosMarker, parseChaosMarker } from './chaos-marker.js'
-// Moved to modules of their own; still had from here.
-export type { Fault, FaultKind, Scenario } from './faults.js'
-
 /**
  * Options of {@link createFaultyUpstream}.
  *

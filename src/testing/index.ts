@@ -13,19 +13,18 @@
  */
 
 export * as arbitraries from './arbitraries.js'
-export type { CheckAdapterOptions, StreamSample } from './check-adapter.js'
+export type { ChaosMarker } from './chaos-marker.js'
+export { chaosMarker, parseChaosMarker } from './chaos-marker.js'
+export type { CheckAdapterOptions } from './check-adapter.js'
 export { AdapterConformanceError, checkAdapter } from './check-adapter.js'
+export type { Fault, FaultKind, Scenario } from './faults.js'
 export type {
-  ChaosMarker,
-  Fault,
-  FaultKind,
   FaultyUpstream,
   FaultyUpstreamListenOptions,
   FaultyUpstreamOptions,
   RecordedRequest,
-  Scenario,
 } from './faulty-upstream.js'
-export { chaosMarker, createFaultyUpstream, parseChaosMarker } from './faulty-upstream.js'
+export { createFaultyUpstream } from './faulty-upstream.js'
 export type {
   FleetHeaderMode,
   FleetKey,
@@ -36,7 +35,8 @@ export type {
 export { createSimulatedFleet } from './fleet.js'
 export type { RecordingSink, SinkEvent } from './recording-sink.js'
 export { createRecordingSink } from './recording-sink.js'
+export type { StreamSample } from './samples.js'
 export type { ScriptedBody, ScriptStep } from './scripted-body.js'
 export { scriptedBody } from './scripted-body.js'
-export type { WireWriter } from './wire.js'
 export { wireFor } from './wire.js'
+export type { WireWriter } from './wire-format.js'

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { DownstreamSink } from '../commit/gate.js'
+import type { DownstreamSink } from '../commit/gate-options.js'
 import { joinBytes } from '../protocols/bytes.js'
 
 /**

@@ -14,8 +14,6 @@ import type { StreamAdapter } from '../protocols/types.js'
 import { responsesWriter } from './responses-wire.js'
 import { openaiErrorBody, sse, type WireWriter } from './wire-format.js'
 
-export type { WireWriter } from './wire-format.js'
-
 function chatWriter(): WireWriter {
   let toolIndex = 0
   const chunk = (delta: unknown, finish: string | null = null) =>

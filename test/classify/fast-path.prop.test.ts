@@ -1,13 +1,12 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import type { FrameVerdict, StreamTracker } from '../../src/advanced.js'
 import {
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  type FrameVerdict,
   type SseFrame,
   type StreamAdapter,
-  type StreamTracker,
 } from '../../src/index.js'
 import { mayReportMore } from '../../src/protocols/shortcut.js'
 import * as arbitraries from '../../src/testing/arbitraries.js'

@@ -12,7 +12,8 @@ import {
   openaiResponses,
   type StreamAdapter,
 } from '../../src/index.js'
-import { createFaultyUpstream, type Fault } from '../../src/testing/faulty-upstream.js'
+import type { Fault } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { useLoopback } from '../support/loopback.js'
 

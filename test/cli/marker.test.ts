@@ -9,12 +9,8 @@ import {
 import { judgeObservation } from '../../src/cli/judge.js'
 import { chaosAnswer, chaosReasoning, chaosScenarios } from '../../src/cli/scenarios.js'
 import { type ServedFetch, serveFetch } from '../../src/node.js'
-import {
-  chaosMarker,
-  createFaultyUpstream,
-  type FaultyUpstream,
-  parseChaosMarker,
-} from '../../src/testing/faulty-upstream.js'
+import { chaosMarker, parseChaosMarker } from '../../src/testing/chaos-marker.js'
+import { createFaultyUpstream, type FaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 const closers: (() => Promise<void>)[] = []
 afterEach(async () => {

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createFrameReader, createMemoryKeyPool, openaiChat, relay } from '../../src/index.js'
 import { iterableResponse, nodeResponse } from '../../src/node.js'
-import { frameSourceOf } from '../../src/sse/reader.js'
+import { frameSourceOf } from '../../src/sse/sources.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { utf8 } from '../support/sources.js'
 

@@ -8,10 +8,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
+import type { CommitGate, DeliverOutcome } from '../../src/advanced.js'
 import {
-  type CommitGate,
   createCommitGate,
-  type DeliverOutcome,
   DownstreamClosedError,
   type DownstreamSink,
   deliver,

@@ -1,10 +1,10 @@
 import type {
-  CommitGate,
   DownstreamClosedError,
   PumpEnd,
   StreamTimeoutError,
   TimeoutKind,
 } from 'stream-boundary'
+import type { CommitGate } from 'stream-boundary/advanced'
 import { commitGateDefaults, peekDefaults, pumpDefaults } from 'stream-boundary/advanced'
 import { describe, expectTypeOf, it } from 'vitest'
 

@@ -4,9 +4,9 @@
  * before content become a real status or an in-band error frame.
  */
 import { describe, expect, it } from 'vitest'
+import type { DeliverOutcome } from '../../src/advanced.js'
 import {
   createCommitGate,
-  type DeliverOutcome,
   DownstreamClosedError,
   deliver,
   failBeforeContent,

@@ -6,11 +6,11 @@
  * `completed`. The relay twins are in recorded-relay.test.ts.
  */
 import { describe, expect, it } from 'vitest'
+import type { StreamTracker } from '../../src/advanced.js'
 import {
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  type StreamTracker,
   type TokenUsage,
 } from '../../src/index.js'
 import { chunkSource, readAll } from '../support/sources.js'

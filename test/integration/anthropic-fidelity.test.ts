@@ -7,14 +7,13 @@
 import { createServer, type ServerResponse } from 'node:http'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
-import { sanitizeMessage } from '../../src/advanced.js'
+import { type RenderableError, sanitizeMessage } from '../../src/advanced.js'
 import {
   anthropicMessages,
   createCommitGate,
   deliver,
   failBeforeContent,
   openaiChat,
-  type RenderableError,
 } from '../../src/index.js'
 import { nodeSink } from '../../src/node.js'
 import { scriptedBody } from '../../src/testing/scripted-body.js'

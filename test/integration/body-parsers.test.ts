@@ -12,12 +12,8 @@ import express from 'express'
 import Fastify from 'fastify'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  type ClientRequestRefusal,
-  createMemoryKeyPool,
-  openaiChat,
-  relay,
-} from '../../src/index.js'
+import type { ClientRequestRefusal } from '../../src/advanced.js'
+import { createMemoryKeyPool, openaiChat, relay } from '../../src/index.js'
 import { fastifySink, nodeHttpAttempt, nodeSink, readNodeRequest } from '../../src/node.js'
 import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 

@@ -12,7 +12,8 @@ import {
   type StreamAdapter,
 } from '../../src/index.js'
 import { clientSignal, nodeResponse, nodeSink } from '../../src/node.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { leaseTotals } from '../support/leases.js'
 import { withBody } from '../support/loopback.js'
 

@@ -12,7 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { GatewayConfig } from '../../examples/node-http-gateway.js'
 import { createMemoryKeyPool, openaiChat, relay } from '../../src/index.js'
 import { fastifySink, nodeHttpAttempt, nodeSink, readNodeRequest } from '../../src/node.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import {
   type RunningGateway,
   startExpressGateway,

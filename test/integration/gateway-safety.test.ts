@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { type GatewayConfig, startGateway } from '../../examples/node-http-gateway.js'
 import type { PoolKey } from '../../src/index.js'
 import { serveFetch } from '../../src/node.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { startHonoGateway } from '../support/gateways.js'
 
 const keys: PoolKey[] = [

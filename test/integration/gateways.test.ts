@@ -5,7 +5,8 @@ import { type GatewayConfig, startGateway } from '../../examples/node-http-gatew
 import { main as wrapFetchMain } from '../../examples/wrap-fetch.js'
 import type { PoolKey, RelayPolicy } from '../../src/index.js'
 import { serveFetch } from '../../src/node.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import {
   type RunningGateway,
   startExpressGateway,

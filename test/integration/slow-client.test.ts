@@ -8,7 +8,8 @@
 import { createServer, type Server } from 'node:http'
 import { type AddressInfo, connect, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createCommitGate, type DeliverOutcome, deliver, openaiChat } from '../../src/index.js'
+import type { DeliverOutcome } from '../../src/advanced.js'
+import { createCommitGate, deliver, openaiChat } from '../../src/index.js'
 import { nodeSink } from '../../src/node.js'
 import {
   type ScriptedBody,

@@ -20,8 +20,8 @@ import {
   mergeUsage,
   responsesUsage,
 } from '../../src/protocols/usage.js'
-
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { chunk, done } from '../support/chat-upstream.js'
 import { useLoopback } from '../support/loopback.js'
 

@@ -2,7 +2,8 @@ import { createOpenAI } from '@ai-sdk/openai'
 import { generateText, streamText } from 'ai'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMemoryKeyPool, createResilientFetch } from '../../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 /**
  * The README and docs/fetch.md say the Vercel AI SDK works with `createResilientFetch` as its

@@ -11,9 +11,9 @@ import { type AddressInfo, connect, type Socket } from 'node:net'
 import express from 'express'
 import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
+import type { DeliverOutcome } from '../../src/advanced.js'
 import {
   createCommitGate,
-  type DeliverOutcome,
   type DownstreamSink,
   deliver,
   openaiChat,

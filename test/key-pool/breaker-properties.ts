@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { KeyLease, KeyOutcome, KeyPool } from '../../src/index.js'
+import type { KeyLease } from '../../src/advanced.js'
+import type { KeyOutcome, KeyPool } from '../../src/index.js'
 import type { PoolFactory } from './pool-contract.js'
 
 const key = [{ id: 'a', secret: 'sk-a-breaker-0123456789' }]

@@ -1,4 +1,5 @@
-import type { AcquireOptions, KeyPool } from '../../src/index.js'
+import type { AcquireOptions } from '../../src/advanced.js'
+import type { KeyPool } from '../../src/index.js'
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import type { KeyLease, KeyPool, MemoryKeyPoolOptions, PoolKey } from '../../src/index.js'
+import type { KeyLease } from '../../src/advanced.js'
+import type { KeyPool, MemoryKeyPoolOptions, PoolKey } from '../../src/index.js'
 import type { PoolFactory } from './pool-contract.js'
 
 const keys = (...ids: string[]): PoolKey[] =>

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { KeyHeadroom, KeyOutcome, KeySelection, KeyStateSnapshot } from '../../src/index.js'
+import type { KeyHeadroom, KeyStateSnapshot } from '../../src/advanced.js'
+import type { KeyOutcome, KeySelection } from '../../src/index.js'
 import type { PoolFactory } from './pool-contract.js'
 
 const ids = ['a', 'b', 'c']

@@ -1,10 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import {
-  type AcquireResult,
-  createMemoryKeyPool,
-  type KeyLease,
-  type PoolKey,
-} from '../../src/index.js'
+import type { AcquireResult, KeyLease } from '../../src/advanced.js'
+import { createMemoryKeyPool, type PoolKey } from '../../src/index.js'
 import { capWorkload } from './cap-workload.js'
 
 const keys = (...ids: string[]): PoolKey[] =>

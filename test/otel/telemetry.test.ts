@@ -28,7 +28,8 @@ import {
   webSink,
 } from '../../src/index.js'
 import { createRelayTelemetry } from '../../src/otel/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { createRecordingSink } from '../../src/testing/index.js'
 import { runs } from '../support/runs.js'
 

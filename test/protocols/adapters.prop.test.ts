@@ -1,11 +1,10 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { isRetryableErrorType, sanitizeMessage } from '../../src/advanced.js'
+import { isRetryableErrorType, type RenderableError, sanitizeMessage } from '../../src/advanced.js'
 import {
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  type RenderableError,
   type SseFrame,
   type StreamAdapter,
 } from '../../src/index.js'

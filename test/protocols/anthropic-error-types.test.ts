@@ -4,8 +4,8 @@
  */
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { sanitizeMessage } from '../../src/advanced.js'
-import { anthropicMessages, createFrameReader, type RenderableError } from '../../src/index.js'
+import { type RenderableError, sanitizeMessage } from '../../src/advanced.js'
+import { anthropicMessages, createFrameReader } from '../../src/index.js'
 import { anthropicErrorType } from '../../src/protocols/anthropic-messages.js'
 import { runs } from '../support/runs.js'
 import { chunkSource, readAll } from '../support/sources.js'

@@ -5,14 +5,13 @@
  */
 import Anthropic from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
+import type { RenderState, StreamTracker } from '../../src/advanced.js'
 import {
   anthropicMessages,
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  type RenderState,
   type SseFrame,
-  type StreamTracker,
 } from '../../src/index.js'
 import { concatBytes } from '../../src/testing/arbitraries.js'
 import { chunkSource, readAll } from '../support/sources.js'

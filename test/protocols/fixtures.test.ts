@@ -1,10 +1,10 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import type { FrameVerdict } from '../../src/advanced.js'
 import {
   classifyEof,
   createFrameReader,
   createStreamTracker,
-  type FrameVerdict,
   type StreamAdapter,
 } from '../../src/index.js'
 import { chunkings } from '../../src/testing/arbitraries.js'

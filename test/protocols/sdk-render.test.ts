@@ -5,15 +5,14 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
+import type { RenderableError, StreamTracker } from '../../src/advanced.js'
 import {
   anthropicMessages,
   createFrameReader,
   createStreamTracker,
   openaiChat,
   openaiResponses,
-  type RenderableError,
   type StreamAdapter,
-  type StreamTracker,
 } from '../../src/index.js'
 import { concatBytes } from '../../src/testing/arbitraries.js'
 import { chunkSource, readAll } from '../support/sources.js'

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { KeyLease, PoolKey } from '../../src/index.js'
+import type { KeyLease } from '../../src/advanced.js'
+import type { PoolKey } from '../../src/index.js'
 import {
   createRedisKeyPool,
   type RedisKeyPool,

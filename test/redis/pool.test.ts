@@ -1,11 +1,10 @@
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import type { AcquireResult, KeyLease } from '../../src/advanced.js'
 import {
-  type AcquireResult,
   anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
-  type KeyLease,
   type KeyOutcome,
   type KeySelection,
   type KeyStateEvent,

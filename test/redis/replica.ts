@@ -3,7 +3,8 @@
  * prefix, driven over IPC by `test/redis/replicas.test.ts`. Run with `node --import tsx`.
  */
 import { Redis } from 'ioredis'
-import type { KeyLease, KeyOutcome, PoolKey } from '../../src/index.js'
+import type { KeyLease } from '../../src/advanced.js'
+import type { KeyOutcome, PoolKey } from '../../src/index.js'
 import { createRedisKeyPool, type RedisKeyPool } from '../../src/redis.js'
 
 export type ReplicaRequest =

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { AcquireResult, KeyLease, PoolKey } from '../../src/index.js'
+import type { AcquireResult, KeyLease } from '../../src/advanced.js'
+import type { PoolKey } from '../../src/index.js'
 import { createRedisKeyPool, type RedisKeyPool, type RedisKeyPoolOptions } from '../../src/redis.js'
 import { capWorkload, sleep } from '../key-pool/cap-workload.js'
 import {

@@ -17,10 +17,10 @@ import {
   createMemoryKeyPool,
   fetchAttempt,
   openaiChat,
-  type ReadyAttempt,
   readClientRequest,
   relay,
 } from 'stream-boundary'
+import type { ReadyAttempt } from 'stream-boundary/advanced'
 import { nodeHttpAttempt, readNodeRequest } from 'stream-boundary/node'
 import { createRecordingSink } from 'stream-boundary/testing'
 import { describe, expect, it } from 'vitest'

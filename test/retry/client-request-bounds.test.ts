@@ -15,12 +15,11 @@ import {
 } from 'node:http'
 import {
   anthropicMessages,
-  type ClientRequestRefusal,
   openaiChat,
   readClientRequest,
   type StreamAdapter,
 } from 'stream-boundary'
-import { requestBodyDefaults } from 'stream-boundary/advanced'
+import { type ClientRequestRefusal, requestBodyDefaults } from 'stream-boundary/advanced'
 import { type ReadNodeRequestOptions, readNodeRequest } from 'stream-boundary/node'
 import { describe, expect, it } from 'vitest'
 import { useLoopback } from '../support/loopback.js'

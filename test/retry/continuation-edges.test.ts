@@ -18,7 +18,8 @@ import {
   webSink,
 } from '../../src/index.js'
 import { clientSignal, nodeSink } from '../../src/node.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { prefillOf, restAfter } from '../../src/testing/prefill.js'
 import { wireFor } from '../../src/testing/wire.js'
 import { leaseTotals } from '../support/leases.js'

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { ContinuationRecord } from '../../src/advanced.js'
 import {
   anthropicMessages,
-  type ContinuationRecord,
   createMemoryKeyPool,
   type KeyOutcome,
   type KeyPool,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { FrameVerdict } from '../../src/index.js'
+import type { FrameVerdict } from '../../src/advanced.js'
 import { checkRestart, type RestartCheck } from '../../src/retry/decisions/continuation-restart.js'
 
 /**

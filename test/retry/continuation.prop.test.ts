@@ -14,13 +14,13 @@ import Anthropic from '@anthropic-ai/sdk'
 import fc from 'fast-check'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
+import type { OpenAIChatContinuation } from '../../src/advanced.js'
 import {
   type AttemptFunction,
   anthropicMessages,
   createMemoryKeyPool,
   createResilientFetch,
   fetchAttempt,
-  type OpenAIChatContinuation,
   openaiChatWith,
   type RelayOutcome,
   relay,

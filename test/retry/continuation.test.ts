@@ -12,7 +12,8 @@ import {
   relay,
   type StreamAdapter,
 } from '../../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { createRecordingSink } from '../../src/testing/index.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'

@@ -2,12 +2,8 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { PeekOutcome } from '../../src/peek/index.js'
 import {
-  busyVerdict,
   classifyAttemptFailure,
-  credentialsRejectedVerdict,
-  type FailureVerdict,
   peekTimeoutVerdict,
-  rateLimitedVerdict,
   wholeAnswerVerdict,
 } from '../../src/retry/decisions/classify.js'
 import {
@@ -19,7 +15,13 @@ import {
   type RouteState,
   reuseDelay,
 } from '../../src/retry/decisions/decide.js'
+import {
+  busyVerdict,
+  credentialsRejectedVerdict,
+  rateLimitedVerdict,
+} from '../../src/retry/decisions/pool-verdicts.js'
 import { relayDefaults } from '../../src/retry/relay/policy.js'
+import type { FailureVerdict } from '../../src/retry/shared/verdict.js'
 import { runs } from '../support/runs.js'
 
 const backoff = { ...relayDefaults.backoff, jitter: 0 }

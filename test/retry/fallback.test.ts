@@ -17,7 +17,8 @@ import {
   type RelayOutcome,
   type RelayPolicy,
 } from '../../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 const answer = 'The quick brown fox jumps over the lazy dog.'
 

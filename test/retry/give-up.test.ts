@@ -6,17 +6,17 @@ import {
   relay,
   type StreamAdapter,
 } from '../../src/index.js'
+import { classifyAttemptFailure } from '../../src/retry/decisions/classify.js'
+import { errorFromBody } from '../../src/retry/decisions/error-body.js'
 import {
   busyVerdict,
-  classifyAttemptFailure,
   coolingVerdict,
   credentialsRejectedCode,
   credentialsRejectedVerdict,
   giveUpStatus,
   noKeyVerdict,
   rateLimitedVerdict,
-} from '../../src/retry/decisions/classify.js'
-import { errorFromBody } from '../../src/retry/decisions/error-body.js'
+} from '../../src/retry/decisions/pool-verdicts.js'
 import { createRecordingSink } from '../../src/testing/recording-sink.js'
 import { fixtureBytes } from '../protocols/fixtures.js'
 import { type Behaviour, scriptedUpstream } from '../support/upstream.js'

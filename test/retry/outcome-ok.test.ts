@@ -8,7 +8,8 @@ import {
   relay,
   webSink,
 } from '../../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 import { finish, role, text } from '../support/chat-frames.js'
 
 /**

@@ -13,11 +13,10 @@ import {
   fetchAttempt,
   geminiGenerateContent,
   openaiChat,
-  type ReadyAttempt,
-  type ReadyAttemptOptions,
   relay,
   type StreamAdapter,
 } from 'stream-boundary'
+import type { ReadyAttempt, ReadyAttemptOptions } from 'stream-boundary/advanced'
 import { nodeHttpAttempt } from 'stream-boundary/node'
 import { createFaultyUpstream, createRecordingSink } from 'stream-boundary/testing'
 import { describe, expect, it } from 'vitest'

@@ -1,6 +1,8 @@
 import { describe, expect, it, vi } from 'vitest'
-import { createResilientFetch, isFirstPartyApi, type RelayOutcome } from '../../src/index.js'
-import { createFaultyUpstream, type Scenario } from '../../src/testing/faulty-upstream.js'
+import { isFirstPartyApi } from '../../src/advanced.js'
+import { createResilientFetch, type RelayOutcome } from '../../src/index.js'
+import type { Scenario } from '../../src/testing/faults.js'
+import { createFaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 // The provider's own API: the only host sent the library's per-attempt ids (the faulty
 // upstream's in-process fetch answers any host).

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import type { FailureVerdict } from '../../src/retry/decisions/classify.js'
 import {
   initialRouteProgress,
   nextRouteProgress,
   type RouteEvent,
   type RouteProgress,
 } from '../../src/retry/decisions/route-progress.js'
+import type { FailureVerdict } from '../../src/retry/shared/verdict.js'
 
 const verdict = (overload: boolean): FailureVerdict => ({
   retryable: true,

@@ -7,12 +7,8 @@
 
 import { afterEach, describe, expect, it } from 'vitest'
 import { chaosMarker } from '../../src/testing/chaos-marker.js'
-import {
-  createFaultyUpstream,
-  type Fault,
-  type FaultKind,
-  type FaultyUpstream,
-} from '../../src/testing/faulty-upstream.js'
+import type { Fault, FaultKind } from '../../src/testing/faults.js'
+import { createFaultyUpstream, type FaultyUpstream } from '../../src/testing/faulty-upstream.js'
 
 const text = 'Hello there plain world of answers'
 const base = 'http://upstream.test'

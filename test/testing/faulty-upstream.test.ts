@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
+import type { FrameVerdict } from '../../src/advanced.js'
 import {
   anthropicMessages,
   classifyEof,
@@ -9,7 +10,6 @@ import {
   createStreamTracker,
   type EofClass,
   type FrameReader,
-  type FrameVerdict,
   geminiGenerateContent,
   isFrameTooLargeError,
   isUpstreamReadError,
@@ -18,10 +18,9 @@ import {
   type SseFrame,
   type StreamAdapter,
 } from '../../src/index.js'
+import type { Fault, FaultKind } from '../../src/testing/faults.js'
 import {
   createFaultyUpstream,
-  type Fault,
-  type FaultKind,
   type FaultyUpstream,
   type FaultyUpstreamOptions,
 } from '../../src/testing/faulty-upstream.js'

@@ -1,23 +1,25 @@
 import type {
-  AcquireResult,
   AttemptRecord,
-  AttemptResultName,
   EofClass,
   FailureReason,
   FrameTooLargeError,
-  FrameVerdict,
-  KeyLease,
   PeekOutcome,
   PeekOverflowError,
   PumpEnd,
   RelayOutcome,
   RelayResult,
-  RenderableError,
   StreamTimeoutError,
-  TerminalInfo,
-  UpstreamErrorInfo,
   UpstreamReadError,
 } from 'stream-boundary'
+import type {
+  AcquireResult,
+  AttemptResultName,
+  FrameVerdict,
+  KeyLease,
+  RenderableError,
+  TerminalInfo,
+  UpstreamErrorInfo,
+} from 'stream-boundary/advanced'
 import { describe, expectTypeOf, it } from 'vitest'
 
 /** Fails to compile when a union gains a kind a `switch` does not handle. */

@@ -14,12 +14,10 @@ import { FirstOutputClock } from '../../peek/clock.js'
 import { parseObject } from '../../protocols/common.js'
 import { identityOfData } from '../../protocols/identity.js'
 import { redactSecrets } from '../../protocols/sanitize.js'
-import { type FrameSource, frameSourceOf } from '../../sse/reader.js'
+import { type FrameSource, frameSourceOf } from '../../sse/sources.js'
 import { Stop } from '../../stop.js'
 import {
-  type AttemptFailure,
   classifyAttemptFailure,
-  type FailureVerdict,
   peekTimeoutVerdict,
   wholeAnswerVerdict,
 } from '../decisions/classify.js'
@@ -28,6 +26,7 @@ import { withHeadroom } from '../decisions/headroom.js'
 import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
 import type { AttemptMode, UpstreamHttpError } from '../shared/attempt-types.js'
 import { neverAborted } from '../shared/hooks.js'
+import type { AttemptFailure, FailureVerdict } from '../shared/verdict.js'
 import { callAttemptFunction, leasedKeyOf } from './call-attempt.js'
 import {
   isAnswer,
@@ -69,21 +68,6 @@ function failed(
 ): AttemptResult {
   return { kind: 'failed', verdict, status, stopped, upstream }
 }
-
-export type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
-export type {
-  AttemptContext,
-  AttemptContextBase,
-  AttemptFunction,
-  AttemptMode,
-  AttemptRequest,
-  CallerCredentialsAttemptFunction,
-  CallerCredentialsContext,
-  Credentials,
-  LeasedKey,
-  Route,
-  UpstreamHttpError,
-} from '../shared/attempt-types.js'
 
 /** Watches one attempt: the request's stop and deadline signals and the attempt's own clock. */
 class AttemptSignals {

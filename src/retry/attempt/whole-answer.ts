@@ -18,15 +18,12 @@ import {
 } from '../../commit/translator.js'
 import { parseObject } from '../../protocols/common.js'
 import { identityOf, type ResponseIdentity } from '../../protocols/identity.js'
-import type { StreamAdapter } from '../../protocols/types.js'
-import { mergeUsage, type TokenUsage } from '../../protocols/usage.js'
+import type { StreamAdapter, TokenUsage } from '../../protocols/types.js'
+import { mergeUsage } from '../../protocols/usage.js'
 import { FrameSplitter } from '../../sse/splitter.js'
-import {
-  classifyAttemptFailure,
-  type FailureVerdict,
-  wholeAnswerVerdict,
-} from '../decisions/classify.js'
+import { classifyAttemptFailure, wholeAnswerVerdict } from '../decisions/classify.js'
 import { errorFromBody } from '../decisions/error-body.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 
 /** The most of a whole answer read before commit (a client's non-streaming request, the fallback). */
 export const maxAnswerBytes = 32 * 1024 * 1024

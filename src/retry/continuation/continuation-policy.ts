@@ -9,8 +9,6 @@ import { boolean, positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from
 import type { StreamAdapter } from '../../protocols/types.js'
 import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
 
-export type { ContinueAfterCutOptions } from '../shared/policy-types.js'
-
 /**
  * Defaults of {@link ContinueAfterCutOptions} (what `continueAfterCut: true` means).
  *

@@ -13,29 +13,34 @@ import { StreamTimeoutError } from '../../errors.js'
 import { followSignals } from '../../follow-signals.js'
 import type { KeyLease, KeyOutcome, KeyPool } from '../../key-pool/types.js'
 import { peekDefaults, peekOn } from '../../peek/index.js'
-import type { ContinuationReceived, ContinuationSplice } from '../../protocols/continuation.js'
-import type { RenderState, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
-import { addUsage, type TokenUsage } from '../../protocols/usage.js'
-import { createFrameReader, frameSourceOf } from '../../sse/reader.js'
+import type {
+  ContinuationReceived,
+  ContinuationSplice,
+  RenderState,
+  StreamAdapter,
+  TokenUsage,
+  UpstreamRequest,
+} from '../../protocols/types.js'
+import { addUsage } from '../../protocols/usage.js'
+import { createFrameReader } from '../../sse/reader.js'
+import { frameSourceOf } from '../../sse/sources.js'
 import { keyOutcomeOf } from '../attempt/attempt.js'
 import { callAttemptFunction, leasedKeyOf } from '../attempt/call-attempt.js'
-import { classifyAttemptFailure, type FailureVerdict } from '../decisions/classify.js'
+import { classifyAttemptFailure } from '../decisions/classify.js'
 import { type Held, type HoldBounds, holdRepeats } from '../decisions/continuation-restart.js'
 import { errorFromBody, readBounded } from '../decisions/error-body.js'
 import { withHeadroom } from '../decisions/headroom.js'
 import { estimateRequestCost } from '../request/request-cost.js'
 import type { Route } from '../shared/attempt-types.js'
 import type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
-import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
-import type { ContinueAfterCutOptions } from './continuation-policy.js'
+import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 import {
   isPrefillRefusal,
   prefillRefused,
   refusalKey,
   rememberPrefillRefusal,
 } from './prefill-refusals.js'
-
-export type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
 
 /** What the relay gives a continuation of one committed attempt. */
 export interface ContinuationInput {

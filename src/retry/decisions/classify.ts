@@ -16,27 +16,6 @@ import { parseHeadroom } from './headroom.js'
 import { credentialsRejectedCode, giveUpStatus } from './pool-verdicts.js'
 import { rateLimitDelay, unifiedRateLimitMessage } from './rate-limit-headers.js'
 
-// The verdicts of connection errors and of the pool's answers live in their own modules;
-// every verdict is also had from here.
-export type {
-  AttemptFailure,
-  BaseFailureReason,
-  FailureReason,
-  FailureVerdict,
-} from '../shared/verdict.js'
-export type { ConnectionErrorVerdict } from './connection-errors.js'
-export {
-  busyVerdict,
-  coolingVerdict,
-  /** @internal exported for tests */
-  credentialsRejectedCode,
-  credentialsRejectedVerdict,
-  /** @internal exported for tests */
-  giveUpStatus,
-  noKeyVerdict,
-  rateLimitedVerdict,
-} from './pool-verdicts.js'
-
 function shouldRetryHeader(headers: Headers): boolean | undefined {
   const value = headers.get('x-should-retry')
   if (value === 'true') return true

@@ -12,8 +12,6 @@ import { shippedAdapterNamed } from '../../protocols/adapter-for-url.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import type { ContextWindowFitOptions } from '../shared/policy-types.js'
 
-export type { ContextWindowFitOptions } from '../shared/policy-types.js'
-
 /**
  * Defaults of {@link ContextWindowFitOptions}.
  *

@@ -8,14 +8,14 @@
 
 import type { AcquireResult } from '../../key-pool/types.js'
 import type { BackoffOptions } from '../shared/policy-types.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 import {
   busyVerdict,
   coolingVerdict,
   credentialsRejectedVerdict,
-  type FailureVerdict,
   noKeyVerdict,
   rateLimitedVerdict,
-} from './classify.js'
+} from './pool-verdicts.js'
 
 /** What the request has done so far on its current route, and what it may still do. */
 export interface RouteState {

@@ -9,7 +9,7 @@
  */
 
 import type { UpstreamRequest } from '../../protocols/types.js'
-import type { FailureVerdict } from './classify.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 
 /** A route's progress in one request. */
 export interface RouteProgress {

@@ -1,16 +1,17 @@
 import { now } from '../../call-safely.js'
 import { failBeforeContent } from '../../commit/endings.js'
-import { createCommitGate, type DownstreamSink } from '../../commit/gate.js'
+import { createCommitGate } from '../../commit/gate.js'
+import type { DownstreamSink } from '../../commit/gate-options.js'
 import { isStreamBoundaryError, isUserCodeError } from '../../errors.js'
 import { errorBodyFor, parseObject } from '../../protocols/common.js'
 import { redactText } from '../../protocols/sanitize.js'
 import type { StreamAdapter } from '../../protocols/types.js'
-import type { UpstreamHttpError } from '../attempt/attempt.js'
-import type { FailureVerdict } from '../decisions/classify.js'
 import type { Run } from '../route/run.js'
+import type { UpstreamHttpError } from '../shared/attempt-types.js'
 import { callHook } from '../shared/hooks.js'
 import type { EngineOutcome, RelayOutcome } from '../shared/outcome.js'
 import { guardAdapter } from '../shared/user-code.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 
 /** Headers of an upstream error that identify the request or say when to come back. */
 const passedHeaders =

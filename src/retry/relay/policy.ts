@@ -7,7 +7,7 @@
  * @module
  */
 
-import { commitGateDefaults } from '../../commit/gate.js'
+import { commitGateDefaults } from '../../commit/gate-options.js'
 import { type DownstreamOptions, normalizePumpPolicy } from '../../commit/pump-policy.js'
 import {
   boolean,
@@ -33,14 +33,6 @@ import type {
   NormalizedDownstream,
   NormalizedRelayPolicy,
   RelayPolicy,
-} from '../shared/policy-types.js'
-
-export type {
-  AdjustRequestContext,
-  BackoffOptions,
-  NormalizedRelayPolicy,
-  RelayPolicy,
-  RetryOnContext,
 } from '../shared/policy-types.js'
 
 /**

@@ -1,6 +1,7 @@
 import { now } from '../../call-safely.js'
 import { wholeStreamTranslator } from '../../commit/encoder.js'
-import { type CommitGate, createCommitGate } from '../../commit/gate.js'
+import { createCommitGate } from '../../commit/gate.js'
+import type { CommitGate } from '../../commit/gate-options.js'
 import { StreamTimeoutError } from '../../errors.js'
 import { followSignals, followStops } from '../../follow-signals.js'
 import type { KeyPool } from '../../key-pool/types.js'
@@ -8,18 +9,18 @@ import { rejectUnknownKeys } from '../../options.js'
 import { requestedModel } from '../../protocols/identity.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { realSignal, type SignalLike, stopOf } from '../../stop.js'
-import type {
-  AttemptFunction,
-  AttemptRequest,
-  CallerCredentialsAttemptFunction,
-  Route,
-} from '../attempt/attempt.js'
 import { deadlineVerdict } from '../decisions/decide.js'
 import { keysBackAfter } from '../decisions/keys-back.js'
 import { initialRouteProgress } from '../decisions/route-progress.js'
 import { countRequest } from '../route/hedge.js'
 import { runRoute } from '../route/route.js'
 import type { RouteEnd, Run } from '../route/run.js'
+import type {
+  AttemptFunction,
+  AttemptRequest,
+  CallerCredentialsAttemptFunction,
+  Route,
+} from '../shared/attempt-types.js'
 import { callHook, neverAborted } from '../shared/hooks.js'
 import {
   type EngineOutcome,
@@ -30,35 +31,10 @@ import {
   type RelayRequestOptions,
   resultOf,
 } from '../shared/outcome.js'
+import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
 import { guardAdapter, guardFunction } from '../shared/user-code.js'
 import { answerRefusedOptions, giveUp, giveUpAfterThrow } from './give-up.js'
-import { checkTranslation, type NormalizedRelayPolicy, normalizeRelayPolicy } from './policy.js'
-
-export type {
-  AttemptContext,
-  AttemptContextBase,
-  AttemptFunction,
-  AttemptRequest,
-  CallerCredentialsAttemptFunction,
-  CallerCredentialsContext,
-  Credentials,
-  LeasedKey,
-  Route,
-  UpstreamHttpError,
-} from '../attempt/attempt.js'
-export type {
-  AttemptRecord,
-  RelayHooks,
-  RelayOptions,
-  RelayOutcome,
-  RelayRequestOptions,
-} from '../shared/outcome.js'
-export type {
-  AdjustRequestContext,
-  BackoffOptions,
-  RelayPolicy,
-  RetryOnContext,
-} from './policy.js'
+import { checkTranslation, normalizeRelayPolicy } from './policy.js'
 
 /**
  * Whether the client asked for a stream: the `stream` option, else what `request` says in the

@@ -17,8 +17,10 @@ import { streamFlagInBody } from '../../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { isFirstPartyApi } from '../request/correlation.js'
 import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
+import type { RelayHooks, RelayOutcome } from '../shared/outcome.js'
+import type { RelayPolicy } from '../shared/policy-types.js'
 import { checkAdapterOptions, checkTranslation, normalizeRelayPolicy } from './policy.js'
-import { type RelayHooks, type RelayOutcome, type RelayPolicy, relay } from './relay.js'
+import { relay } from './relay.js'
 
 /**
  * A `fetch`-compatible function.

@@ -26,7 +26,8 @@ export type ClientHeaders =
   | Readonly<Record<string, string | readonly string[] | undefined>>
 
 /**
- * Options of {@link fetchAttempt} (and of `nodeHttpAttempt` in `stream-boundary/node`).
+ * Options of {@link "stream-boundary"!fetchAttempt | fetchAttempt} (and of `nodeHttpAttempt`
+ * in `stream-boundary/node`).
  *
  * @group Relay
  */
@@ -231,7 +232,10 @@ export function attemptRequest(
   return { url, headers, body }
 }
 
-/** What {@link fetchAttempt} makes: an attempt function for a relay with or without a pool. */
+/**
+ * What {@link "stream-boundary"!fetchAttempt | fetchAttempt} makes: an attempt function for a
+ * relay with or without a pool.
+ */
 export type ReadyAttempt = (
   context: AttemptRequestContext & { readonly signal: AbortSignal },
 ) => Promise<Response>

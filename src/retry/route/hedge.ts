@@ -25,15 +25,6 @@ import type {
   RouteLatency,
 } from '../shared/hedging-types.js'
 
-export type {
-  AdaptiveHedgeOptions,
-  HedgeState,
-  Hedging,
-  HedgingOptions,
-  HedgingSnapshot,
-  NormalizedHedging,
-} from '../shared/hedging-types.js'
-
 /**
  * Defaults of {@link HedgingOptions}.
  *

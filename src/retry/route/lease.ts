@@ -8,10 +8,10 @@
 import { now } from '../../call-safely.js'
 import { UserCodeError } from '../../errors.js'
 import type { KeyLease, KeyPool } from '../../key-pool/types.js'
-import type { FailureVerdict } from '../decisions/classify.js'
 import { deadlineVerdict, type NotLeased, planKeyWait } from '../decisions/decide.js'
 import { estimateRequestCost } from '../request/request-cost.js'
 import { sleep } from '../shared/sleep.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 import type { RouteRun, Run } from './run.js'
 
 /**

@@ -10,9 +10,10 @@
 import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import { estimateRequestCost } from '../request/request-cost.js'
+import type { HedgeState } from '../shared/hedging-types.js'
 import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
-import { type HedgeState, hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
+import { hedgeBudgetLeft, hedgeDelay, hedgePaused, takeHedge } from './hedge.js'
 import { noteFailure, type RouteRun, type Run } from './run.js'
 import { type Started, startAttempt } from './start.js'
 

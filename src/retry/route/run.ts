@@ -1,13 +1,13 @@
-import type { CommitGate } from '../../commit/gate.js'
+import type { CommitGate } from '../../commit/gate-options.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import type { SignalLike } from '../../stop.js'
-import type { AttemptResult, Route, UpstreamHttpError } from '../attempt/attempt.js'
-import type { FailureVerdict } from '../decisions/classify.js'
 import {
   nextRouteProgress,
   type RouteEvent,
   type RouteProgress,
 } from '../decisions/route-progress.js'
+import type { AttemptResult } from '../shared/attempt-io.js'
+import type { Route, UpstreamHttpError } from '../shared/attempt-types.js'
 import type {
   AttemptRecord,
   EngineOutcome,
@@ -16,6 +16,7 @@ import type {
   RelayOptions,
 } from '../shared/outcome.js'
 import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
+import type { FailureVerdict } from '../shared/verdict.js'
 import { recordOverload } from './hedge.js'
 
 /** One request's shared state: what every route and attempt of it reads and adds to. */

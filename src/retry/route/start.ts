@@ -9,18 +9,16 @@ import { now } from '../../call-safely.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
 import { redactText, redactValues } from '../../protocols/sanitize.js'
-import type { UpstreamRequest } from '../../protocols/types.js'
-import type { TokenUsage } from '../../protocols/usage.js'
-import { type AttemptMode, type AttemptResult, runAttempt } from '../attempt/attempt.js'
-import {
-  type ContinuationRoute,
-  createRelayContinuation,
-  type RelayContinuation,
-} from '../continuation/continuation.js'
+import type { TokenUsage, UpstreamRequest } from '../../protocols/types.js'
+import { runAttempt } from '../attempt/attempt.js'
+import { type ContinuationRoute, createRelayContinuation } from '../continuation/continuation.js'
 import { canContinue } from '../continuation/continuation-policy.js'
-import type { FailureReason } from '../decisions/classify.js'
+import type { AttemptResult } from '../shared/attempt-io.js'
+import type { AttemptMode } from '../shared/attempt-types.js'
+import type { RelayContinuation } from '../shared/continuation-types.js'
 import { callHook } from '../shared/hooks.js'
 import type { AttemptRecord, AttemptResultName } from '../shared/outcome.js'
+import type { FailureReason } from '../shared/verdict.js'
 import { recordFirstOutput } from './hedge.js'
 import { advance, type RouteRun, type Run } from './run.js'
 

@@ -6,12 +6,11 @@
  */
 
 import type { EofClass } from '../../classify/index.js'
-import type { CommitGate } from '../../commit/gate.js'
+import type { CommitGate } from '../../commit/gate-options.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import type { KeyLease } from '../../key-pool/types.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
-import type { UpstreamRequest } from '../../protocols/types.js'
-import type { TokenUsage } from '../../protocols/usage.js'
+import type { TokenUsage, UpstreamRequest } from '../../protocols/types.js'
 import type { SignalLike } from '../../stop.js'
 import type { AttemptMode, Route, UpstreamHttpError } from './attempt-types.js'
 import type { ContinuationRecord, RelayContinuation } from './continuation-types.js'

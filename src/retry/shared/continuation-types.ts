@@ -7,7 +7,7 @@
 
 import type { PumpContinuation } from '../../commit/continuation.js'
 import type { PumpEnd, PumpErrorCause } from '../../commit/pump-policy.js'
-import type { TokenUsage } from '../../protocols/usage.js'
+import type { TokenUsage } from '../../protocols/types.js'
 
 /**
  * One continuation the relay tried after a cut, as the outcome records it.

@@ -6,11 +6,15 @@
  */
 
 import type { EofClass } from '../../classify/index.js'
-import type { DownstreamSink } from '../../commit/gate.js'
+import type { DownstreamSink } from '../../commit/gate-options.js'
 import type { PumpEnd, StallStats } from '../../commit/pump-policy.js'
 import type { ResponseIdentity } from '../../protocols/identity.js'
-import type { RenderableError, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
-import type { TokenUsage } from '../../protocols/usage.js'
+import type {
+  RenderableError,
+  StreamAdapter,
+  TokenUsage,
+  UpstreamRequest,
+} from '../../protocols/types.js'
 import type { Credentials } from './attempt-types.js'
 import type { ContinuationRecord } from './continuation-types.js'
 import type { RelayPolicy } from './policy-types.js'

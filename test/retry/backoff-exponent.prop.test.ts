@@ -10,7 +10,7 @@
 
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { classifyAttemptFailure, type FailureVerdict } from '../../src/retry/decisions/classify.js'
+import { classifyAttemptFailure } from '../../src/retry/decisions/classify.js'
 import { decideNext } from '../../src/retry/decisions/decide.js'
 import {
   initialRouteProgress,
@@ -18,6 +18,7 @@ import {
   type RouteProgress,
 } from '../../src/retry/decisions/route-progress.js'
 import { relayDefaults } from '../../src/retry/relay/policy.js'
+import type { FailureVerdict } from '../../src/retry/shared/verdict.js'
 import { runs } from '../support/runs.js'
 
 const status = (code: number) =>

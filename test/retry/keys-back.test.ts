@@ -4,7 +4,8 @@
  */
 
 import { describe, expect, it } from 'vitest'
-import { createMemoryKeyPool, type KeyPool, type KeyStateSnapshot } from '../../src/index.js'
+import { createMemoryKeyPool, type KeyPool } from '../../src/index.js'
+import { type KeyStateSnapshot } from '../../src/advanced.js'
 import { classifyAttemptFailure } from '../../src/retry/decisions/classify.js'
 import { keysBackAfter, keysBackInMs } from '../../src/retry/decisions/keys-back.js'
 

@@ -6,7 +6,8 @@
  * Where to start:
  *
  * - a gateway route: {@link relay}, with {@link webSink} (or `nodeSink` from
- *   `stream-boundary/node`) and a key pool from {@link createMemoryKeyPool};
+ *   `stream-boundary/node`) and a key pool from {@link createMemoryKeyPool}; built once per
+ *   endpoint with {@link createRelay};
  * - an app on the official `openai` or `@anthropic-ai/sdk` clients:
  *   {@link createResilientFetch}, passed as their `fetch`;
  * - another upstream protocol: implement {@link StreamAdapter} and test it with `checkAdapter`
@@ -212,6 +213,13 @@ export {
   readRequestBody,
   relay,
 } from './retry/index.js'
+// A relay built once per endpoint: options checked once, then called per request.
+export type {
+  CompiledRelay,
+  CreateRelayOptions,
+  RelayCallOptions,
+} from './retry/relay/create-relay.js'
+export { createRelay } from './retry/relay/create-relay.js'
 // Reading SSE frames: whole frames, their exact bytes, fields parsed on first access.
 export type {
   FrameReader,

@@ -16,7 +16,7 @@ import { peekDefaults, peekOn } from '../../peek/index.js'
 import type { ContinuationReceived, ContinuationSplice } from '../../protocols/continuation.js'
 import type { RenderState, StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { addUsage, type TokenUsage } from '../../protocols/usage.js'
-import { createFrameReader, frameSourceOf } from '../../sse/reader.js'
+import { frameReaderOn, frameSourceOf } from '../../sse/reader.js'
 import { keyOutcomeOf } from '../attempt/attempt.js'
 import { callAttemptFunction, leasedKeyOf } from '../attempt/call-attempt.js'
 import { classifyAttemptFailure, type FailureVerdict } from '../decisions/classify.js'
@@ -391,8 +391,7 @@ function holdBounds(policy: NormalizedRelayPolicy): HoldBounds {
 
 /** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
 function peekOptions(policy: NormalizedRelayPolicy) {
-  const { trackerOptions: _kept, ...peek } = policy.peek
-  return peek
+  return { ...policy.peek, trackerOptions: undefined }
 }
 
 /** One continuation attempt, up to its first output. Never throws. */
@@ -451,7 +450,7 @@ async function tryOnce(
       await settleWithin(response.body?.cancel())
       return { kind: 'failed', verdict: undefined }
     }
-    const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })
+    const reader = frameReaderOn(source, policy.maxFrameBytes)
     let peeked: Awaited<ReturnType<typeof peekOn>>
     try {
       peeked = await peekOn(

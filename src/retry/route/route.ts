@@ -9,7 +9,7 @@ import { now } from '../../call-safely.js'
 import type { UpstreamRequest } from '../../protocols/types.js'
 import type { AttemptMode, AttemptResult } from '../attempt/attempt.js'
 import type { BaseFailureReason, FailureVerdict } from '../decisions/classify.js'
-import { fitContextWindow } from '../decisions/context-window.js'
+import { fitContextWindowOn } from '../decisions/context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from '../decisions/decide.js'
 import { callHook } from '../shared/hooks.js'
 import type { HedgeReport, HedgeSkipReason } from '../shared/outcome.js'
@@ -44,7 +44,12 @@ function adjustRefused(
   }
   const fit = adjusted === undefined && run.config.fit !== undefined && !route.progress.fitted
   if (fit && run.config.fit !== undefined) {
-    adjusted = fitContextWindow(route.route.adapter, request, verdict.error.message, run.config.fit)
+    adjusted = fitContextWindowOn(
+      route.route.adapter,
+      request,
+      verdict.error.message,
+      run.config.fit,
+    )
   }
   advance(route, { kind: 'adjusted', request: adjusted, fitted: fit })
   if (adjusted === undefined) return verdict

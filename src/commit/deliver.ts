@@ -114,6 +114,11 @@ const deliverKeys = Object.keys({
 export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
   rejectUnknownKeys('deliver', options, deliverKeys)
   checkOneTranslator(options)
+  return deliverChecked(options)
+}
+
+/** {@link deliver}'s options checked (a bad one rejects), then {@link deliverOn}. */
+async function deliverChecked(options: DeliverOptions): Promise<DeliverOutcome> {
   // Checked before anything is read or written: a bad pump option must not surface after commit.
   const pump = normalizePumpPolicy(options)
   const peek = normalizePeekOptions(options.peek ?? {})

@@ -2,6 +2,7 @@ import {
   type AttemptContext,
   type AttemptRequest,
   createMemoryKeyPool,
+  createRelay,
   fetchAttempt,
   openaiChat,
   relay,
@@ -85,5 +86,47 @@ describe('the attempt context follows the request given to relay()', () => {
       attempt: fetchAttempt(),
     })
     expectTypeOf<AttemptContext>().toEqualTypeOf<AttemptContext<AttemptRequest | undefined>>()
+  })
+})
+
+describe('the attempt context of a relay built by createRelay() follows its requests', () => {
+  it('an attempt function given per request with a request: context.request is the request', () => {
+    const chat = createRelay({ pool, adapter: openaiChat })
+    void chat({
+      sink: webSink().sink,
+      request,
+      attempt: async (context) => {
+        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest>()
+        expectTypeOf(context.key.secret).toBeString()
+        return fetch(context.request.url ?? '')
+      },
+    })
+  })
+
+  it('a built attempt function that needs context.request: every request must carry one', () => {
+    const chat = createRelay({
+      pool,
+      adapter: openaiChat,
+      attempt: async (context) => {
+        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest>()
+        return fetch(context.request.url ?? '')
+      },
+    })
+    void chat({ sink: webSink().sink, request })
+    // @ts-expect-error its attempt function reads context.request: a request is needed
+    void chat({ sink: webSink().sink })
+  })
+
+  it('without a pool: no key, and the request may be left out when the attempt does not need it', () => {
+    const chat = createRelay({ adapter: openaiChat, attempt: fetchAttempt() })
+    void chat({ sink: webSink().sink, request })
+    void createRelay({ adapter: openaiChat })({
+      sink: webSink().sink,
+      attempt: async (context) => {
+        expectTypeOf(context.key).toEqualTypeOf<undefined>()
+        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest | undefined>()
+        return fetch('https://api.test')
+      },
+    })
   })
 })

@@ -1,5 +1,6 @@
 import {
   type AttemptContext,
+  type AttemptFunction,
   type AttemptRequest,
   createMemoryKeyPool,
   createRelay,
@@ -103,21 +104,16 @@ describe('the attempt context of a relay built by createRelay() follows its requ
     })
   })
 
-  it('a built attempt function that needs context.request: every request must carry one', () => {
-    const chat = createRelay({
-      pool,
-      adapter: openaiChat,
-      attempt: async (context) => {
-        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest>()
-        return fetch(context.request.url ?? '')
-      },
-    })
+  it('a built attempt function typed to need context.request: every request must carry one', () => {
+    const send: AttemptFunction<AttemptRequest> = async (context) =>
+      fetch(context.request.url ?? '')
+    const chat = createRelay({ pool, adapter: openaiChat, attempt: send })
     void chat({ sink: webSink().sink, request })
     // @ts-expect-error its attempt function reads context.request: a request is needed
     void chat({ sink: webSink().sink })
   })
 
-  it('without a pool: no key, and the request may be left out when the attempt does not need it', () => {
+  it('without a pool: no key, and an attempt given per request without a request may not read it', () => {
     const chat = createRelay({ adapter: openaiChat, attempt: fetchAttempt() })
     void chat({ sink: webSink().sink, request })
     void createRelay({ adapter: openaiChat })({

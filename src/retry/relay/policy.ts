@@ -49,7 +49,6 @@ export type {
   RelayPolicy,
   RetryOnContext,
 } from '../shared/policy-types.js'
-export { checkTranslation } from './downstream-policy.js'
 
 /**
  * Defaults of {@link RelayPolicy}.

@@ -185,7 +185,9 @@ function watchDeadline(
  * in the protocol's shape, or, with early headers, the protocol's in-band error frame.
  *
  * Options are validated before anything is leased: a bad one rejects with a `RangeError` or
- * `TypeError` naming it.
+ * `TypeError` naming it (after the client was answered a `500` through the sink). `relay()`
+ * checks every option on every call; {@link createRelay} builds the same relay once per
+ * endpoint, and its requests check nothing again.
  *
  * @example
  * const read = await readClientRequest(request, { adapter: openaiChat })

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest'
 import {
   createMemoryKeyPool,
   createRelay,
+  createResilientFetch,
   openaiChat,
   type RelayPolicy,
   relay,
@@ -71,6 +72,16 @@ describe('createRelay', () => {
     )
     expect(() => createRelay({ adapter, hooks: { onComit: () => {} } } as never)).toThrow(
       /createRelay: hooks: unknown option "onComit"; did you mean "onCommit"\?/,
+    )
+  })
+
+  it('createResilientFetch, its twin, builds its relay when it is made: a bad route or hook name throws there', () => {
+    const adapter = openaiChat
+    expect(() =>
+      createResilientFetch({ adapter, policy: { routes: [{ adapter, attempt: 1 as never }] } }),
+    ).toThrow(new TypeError('attempt must be a function'))
+    expect(() => createResilientFetch({ adapter, hooks: { onComit: () => {} } as never })).toThrow(
+      /relay: hooks: unknown option "onComit"; did you mean "onCommit"\?/,
     )
   })
 

@@ -68,10 +68,28 @@ export interface RelayPlan {
   /** Every route, when the relay was given its attempt function (else made per request). */
   readonly routes: readonly Route[] | undefined
   readonly hooks: RelayHooks
-  /** The client translator's kind: only `response` is given whole answers too. */
-  readonly translator: 'frames' | 'stream' | 'response' | undefined
-  /** `policy.downstream.adapter` is another adapter than the relay's own. */
-  readonly clientDiffers: boolean
+  /**
+   * Why a non-streaming request cannot go through this relay's client translation (a stream
+   * translator, or `downstream.adapter` without one), or `undefined` when it can.
+   */
+  readonly wholeRefusal: string | undefined
+}
+
+/** What a non-streaming request refuses (see {@link RelayPlan.wholeRefusal}). */
+function wholeRefusalOf(
+  downstream: NormalizedRelayPolicy['downstream'],
+  adapter: StreamAdapter,
+): string | undefined {
+  // Of the translators, only `Response → Response` is given whole answers too.
+  const translator = wholeStreamTranslator(downstream)?.kind
+  if (translator !== undefined && translator !== 'response') {
+    return `a non-streaming request cannot go through a stream translator (downstream.${translator === 'frames' ? 'translateFrames' : 'translateStream'}): use downstream.translateResponse, which is given whole answers too, or pass stream: true when the client asked for a stream`
+  }
+  const client = downstream.adapter
+  if (client !== undefined && client !== adapter && translator === undefined) {
+    return 'a non-streaming request cannot be translated by downstream.adapter: use downstream.translateResponse, which is given whole answers too, send the upstream a streaming request, or translate the whole answer in the host'
+  }
+  return undefined
 }
 
 /** Every option of `relay()`: a table the compiler keeps complete. */
@@ -228,10 +246,7 @@ export function compileRelay(
     fallbacks: Object.freeze(fallbacks),
     routes: undefined,
     hooks: Object.freeze({ ...setup.hooks }),
-    translator: wholeStreamTranslator(normalized.downstream)?.kind,
-    clientDiffers:
-      normalized.downstream.adapter !== undefined &&
-      normalized.downstream.adapter !== setup.adapter,
+    wholeRefusal: wholeRefusalOf(normalized.downstream, setup.adapter),
   }
   const attempt = setup.attempt
   return Object.freeze(

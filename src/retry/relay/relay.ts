@@ -101,9 +101,9 @@ type RelayOptionsWithRequest = RelayRequestOptions & { readonly request: Upstrea
 /**
  * What a request of a built relay needs besides the plan: whether it is whole, and its gate.
  * A bad combination of the request and the plan (a non-streaming request through a stream
- * translator) is returned (`refused`) before anything is leased; the caller answers the
- * client through the sink (`answerRefusedOptions`) and rejects with it, so a response
- * waiting on the sink settles instead of hanging or being cut.
+ * translator: `plan.wholeRefusal`) is returned (`refused`) before anything is leased; the
+ * caller answers the client through the sink (`answerRefusedOptions`) and rejects with it, so
+ * a response waiting on the sink settles instead of hanging or being cut.
  */
 function prepare(
   plan: RelayPlan,
@@ -113,18 +113,8 @@ function prepare(
     // The adapter's `isStreamingRequest` is the host's code: a throw from it names it.
     const asked = asksForStream(call, plan.adapter)
     const whole = asked !== true
-    const { translator } = plan
-    // Of the translators, only `Response → Response` is given whole answers too.
-    if (whole && translator !== undefined && translator !== 'response') {
-      throw new TypeError(
-        `a non-streaming request cannot go through a stream translator (downstream.${translator === 'frames' ? 'translateFrames' : 'translateStream'}): use downstream.translateResponse, which is given whole answers too, or pass stream: true when the client asked for a stream`,
-      )
-    }
-    if (whole && plan.clientDiffers && translator === undefined) {
-      throw new TypeError(
-        'a non-streaming request cannot be translated by downstream.adapter: use downstream.translateResponse, which is given whole answers too, send the upstream a streaming request, or translate the whole answer in the host',
-      )
-    }
+    // Worked out when the relay was built: what a non-streaming request cannot go through.
+    if (whole && plan.wholeRefusal !== undefined) throw new TypeError(plan.wholeRefusal)
     const { gates } = plan.config
     const gate = commitGateOn(call.sink, whole ? gates.whole : gates.stream)
     return { whole, answerDecides: asked === undefined, gate }

@@ -19,13 +19,13 @@ import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
+  createRelay,
   type DownstreamOptions,
   type DownstreamTransformContext,
   fetchAttempt,
   openaiChat,
   type RelayOutcome,
   type RelayPolicy,
-  relay,
   type SseFrame,
 } from '../src/index.js'
 import { nodeSink, readNodeRequest } from '../src/node.js'
@@ -308,7 +308,22 @@ export interface TranslatingGatewayConfig {
   port?: number
 }
 
-async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, res: ServerResponse) {
+/** The gateway's relay, built once: the upstream protocol, its credential and the policy. */
+function relayFor(config: TranslatingGatewayConfig) {
+  return createRelay({
+    adapter: openaiChat,
+    // The gateway's own credential, in the upstream protocol's header, on every attempt.
+    attempt: fetchAttempt({ credential: config.upstreamApiKey }),
+    policy: { ...config.policy, downstream: downstreamFor(config) },
+  })
+}
+
+async function handle(
+  config: TranslatingGatewayConfig,
+  relay: ReturnType<typeof relayFor>,
+  req: IncomingMessage,
+  res: ServerResponse,
+) {
   if (req.method !== 'POST' || req.url?.split('?')[0] !== '/v1/messages') {
     res.writeHead(404, { 'content-type': 'application/json' })
     res.end(
@@ -323,11 +338,7 @@ async function handle(config: TranslatingGatewayConfig, req: IncomingMessage, re
   const outcome = await relay({
     // nodeSink watches the client: when it leaves, the upstream attempt is cancelled.
     sink: nodeSink(res),
-    adapter: openaiChat,
     request: { url: `${config.upstreamUrl}/chat/completions`, body },
-    // The gateway's own credential, in the upstream protocol's header, on every attempt.
-    attempt: fetchAttempt({ credential: config.upstreamApiKey }),
-    policy: { ...config.policy, downstream: downstreamFor(config) },
   })
   config.onOutcome?.(outcome)
 }
@@ -362,8 +373,9 @@ function downstreamFor(config: TranslatingGatewayConfig): DownstreamOptions {
 export async function startTranslatingGateway(
   config: TranslatingGatewayConfig,
 ): Promise<{ url: string; close(): Promise<void> }> {
+  const relay = relayFor(config)
   const server = createServer((req, res) => {
-    handle(config, req, res).catch(() => res.destroy())
+    handle(config, relay, req, res).catch(() => res.destroy())
   })
   await new Promise<void>((resolve) => server.listen(config.port ?? 0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo

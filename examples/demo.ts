@@ -267,7 +267,9 @@ async function main(): Promise<void> {
     'stream-boundary demo: one fault-injecting upstream on 127.0.0.1, two relays in front of it',
   )
   console.log(`  plain relay   ${plain.url}  writes the upstream's 200 at once and pipes its bytes`)
-  console.log(`  gateway       ${gateway.url}  examples/node-http-gateway.ts: relay() over 2 keys`)
+  console.log(
+    `  gateway       ${gateway.url}  examples/node-http-gateway.ts: createRelay() over 2 keys`,
+  )
   console.log('')
 
   const rows: [string, string, string][] = []

@@ -15,10 +15,10 @@ import express, { type Express } from 'express'
 import {
   anthropicMessages,
   createMemoryKeyPool,
+  createRelay,
   type KeyPool,
   openaiChat,
   openaiResponses,
-  relay,
   type StreamAdapter,
 } from 'stream-boundary'
 import { forwardHeadersDefaults, readyAttemptDefaults } from 'stream-boundary/advanced'
@@ -40,6 +40,13 @@ export function createExpressApp(config: Omit<GatewayConfig, 'port'>): Express {
     forwardHeaders: config.forwardHeaders ?? forwardHeadersDefaults,
   }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
+    // Built once per route: its options are checked here, not on every request.
+    const relay = createRelay({
+      pool,
+      adapter,
+      policy,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+    })
     app.post(path, async (req, res) => {
       const body = await readNodeRequest(req, res, {
         adapter,
@@ -48,14 +55,10 @@ export function createExpressApp(config: Omit<GatewayConfig, 'port'>): Express {
           : { maxRequestBodyBytes: config.maxRequestBodyBytes }),
       })
       if (body === undefined) return // answered 400/413 already
-      // relay() answers every upstream failure itself and never rejects on one; Express 5
+      // The relay answers every upstream failure itself and never rejects on one; Express 5
       // passes a rejection (a bad option) to its error handler, which finds the response ended.
       await relay({
         sink: nodeSink(res),
-        pool,
-        adapter,
-        policy,
-        ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
         request: { url, body },
         attempt: nodeHttpAttempt({ clientHeaders: req.headers, forwardHeaders: forwardedHeaders }),
       })

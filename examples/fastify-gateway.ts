@@ -16,10 +16,10 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import {
   anthropicMessages,
   createMemoryKeyPool,
+  createRelay,
   type KeyPool,
   openaiChat,
   openaiResponses,
-  relay,
   type StreamAdapter,
 } from 'stream-boundary'
 import { forwardHeadersDefaults, readyAttemptDefaults } from 'stream-boundary/advanced'
@@ -46,6 +46,13 @@ export async function createFastifyApp(
     adapter: StreamAdapter,
     pool: KeyPool,
   ) => {
+    // Built once per route: its options are checked here, not on every request.
+    const relay = createRelay({
+      pool,
+      adapter,
+      policy,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+    })
     gateway.post(path, async (request, reply) => {
       // Hijacks the reply first: from here on only the relay (or readNodeRequest's 400/413) writes.
       const sink = fastifySink(reply)
@@ -58,10 +65,6 @@ export async function createFastifyApp(
       if (body === undefined) return // answered 400/413 already
       await relay({
         sink,
-        pool,
-        adapter,
-        policy,
-        ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
         request: { url, body },
         // Each attempt's own request, the route's credential header for the leased key, the
         // allowlisted client headers; a pool key never follows a redirect.

@@ -13,12 +13,12 @@ import { Hono } from 'hono'
 import {
   anthropicMessages,
   createMemoryKeyPool,
+  createRelay,
   fetchAttempt,
   type KeyPool,
   openaiChat,
   openaiResponses,
   readClientRequest,
-  relay,
   type StreamAdapter,
   webSink,
 } from 'stream-boundary'
@@ -36,9 +36,16 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
   const app = new Hono()
   const forwardHeaders = config.forwardHeaders ?? forwardHeadersDefaults
   const maxRequestBodyBytes = config.maxRequestBodyBytes ?? requestBodyDefaults.maxRequestBodyBytes
-  // relay() hands policy.forwardHeaders to its commit gate.
+  // The relay hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
   const route = (path: string, url: string, adapter: StreamAdapter, pool: KeyPool) => {
+    // Built once per route: its options are checked here, not on every request.
+    const relay = createRelay({
+      pool,
+      adapter,
+      policy,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+    })
     app.post(path, async (c) => {
       // Read within the bound, UTF-8 decoded once, parsed and checked: 413 or 400 in the
       // client's protocol before any upstream attempt.
@@ -49,11 +56,7 @@ export function createApp(config: Omit<GatewayConfig, 'port'>): Hono {
       const { sink, response } = webSink()
       void relay({
         sink,
-        pool,
-        adapter,
-        policy,
         signal: c.req.raw.signal,
-        ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
         request: { url, body: read.body },
         // Each attempt's own request, the route's credential header for the leased key, the
         // allowlisted client headers; a pool key never follows a redirect.

@@ -14,12 +14,12 @@
 import {
   anthropicMessages,
   createMemoryKeyPool,
+  createRelay,
   fetchAttempt,
   type KeyPool,
   openaiChat,
   openaiResponses,
   readClientRequest,
-  relay,
   type StreamAdapter,
   webSink,
 } from 'stream-boundary'
@@ -42,9 +42,15 @@ export function createRouteHandlers(config: Omit<GatewayConfig, 'port'>): {
     ...config.policy,
     forwardHeaders: config.forwardHeaders ?? forwardHeadersDefaults,
   }
-  const handler =
-    (url: string, adapter: StreamAdapter, pool: KeyPool): RouteHandler =>
-    async (request) => {
+  const handler = (url: string, adapter: StreamAdapter, pool: KeyPool): RouteHandler => {
+    // Built once per route: its options are checked here, not on every request.
+    const relay = createRelay({
+      pool,
+      adapter,
+      policy,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+    })
+    return async (request) => {
       const read = await readClientRequest(request, {
         adapter,
         ...(config.maxRequestBodyBytes === undefined
@@ -55,17 +61,14 @@ export function createRouteHandlers(config: Omit<GatewayConfig, 'port'>): {
       const { sink, response } = webSink()
       void relay({
         sink,
-        pool,
-        adapter,
-        policy,
         // Next aborts the request's signal when the client goes away.
         signal: request.signal,
-        ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
         request: { url, body: read.body },
         attempt: fetchAttempt({ clientHeaders: request.headers, forwardHeaders: forwardedHeaders }),
       })
       return response
     }
+  }
   const openaiPool = createMemoryKeyPool(config.keys)
   const anthropicPool = createMemoryKeyPool(config.keys)
   return {

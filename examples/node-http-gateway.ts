@@ -28,6 +28,7 @@ import { pathToFileURL } from 'node:url'
 import {
   anthropicMessages,
   createMemoryKeyPool,
+  createRelay,
   type ForwardHeadersPolicy,
   fetchAttempt,
   type KeyPool,
@@ -39,7 +40,6 @@ import {
   type RelayHooks,
   type RelayOutcome,
   type RelayPolicy,
-  relay,
   type StreamAdapter,
 } from 'stream-boundary'
 import {
@@ -199,9 +199,20 @@ export async function startGateway(config: GatewayConfig): Promise<{
       fetch: (url, init) => client(url, init as Parameters<UpstreamClient>[1]),
     })
   }
-  // relay() hands policy.forwardHeaders to its commit gate.
+  // The relay hands policy.forwardHeaders to its commit gate.
   const policy = { ...config.policy, forwardHeaders }
-  const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({ url, adapter, pool })
+  // Each endpoint's relay is built once: its policy is checked here (a bad one throws now,
+  // not on a request), and its requests bring only their sink, body and attempt function.
+  const endpoint = (url: string, adapter: StreamAdapter, pool: KeyPool) => ({
+    url,
+    adapter,
+    relay: createRelay({
+      pool,
+      adapter,
+      policy,
+      ...(config.hooks === undefined ? {} : { hooks: config.hooks }),
+    }),
+  })
   const poolOptions = {
     ...(config.onKeyState === undefined ? {} : { onKeyState: config.onKeyState }),
     ...(config.selection === undefined ? {} : { selection: config.selection }),
@@ -248,26 +259,19 @@ export async function startGateway(config: GatewayConfig): Promise<{
     const release = await pending.acquire()
     // A client that left while its request waited costs no attempt.
     if (res.destroyed) return release()
-    const hooks = config.hooks
-    const outcome = await relay({
-      // nodeSink watches the client: a client that leaves ends the relay as client-gone.
-      sink: nodeSink(res),
-      pool: target.pool,
-      adapter: target.adapter,
-      policy,
-      hooks: {
-        ...hooks,
-        onCommit: (context) => {
-          release()
-          hooks?.onCommit?.(context)
-        },
-      },
-      // The body as JSON lets the relay adjust it or fall back to a non-streaming request, and
-      // says whether the client asked for a stream: a `stream: false` request is relayed by the
-      // same engine and answered with the upstream's JSON as it came.
-      request: { url: target.url, body },
-      attempt: attemptFor(req.headers),
-    }).finally(release)
+    const outcome = await target
+      .relay({
+        // nodeSink watches the client: a client that leaves ends the relay as client-gone.
+        sink: nodeSink(res),
+        // Called after the gateway's own hooks.
+        hooks: { onCommit: release },
+        // The body as JSON lets the relay adjust it or fall back to a non-streaming request, and
+        // says whether the client asked for a stream: a `stream: false` request is relayed by
+        // the same engine and answered with the upstream's JSON as it came.
+        request: { url: target.url, body },
+        attempt: attemptFor(req.headers),
+      })
+      .finally(release)
     outcomes.push(outcome)
     if (outcomes.length > keptOutcomes) outcomes.shift()
   }

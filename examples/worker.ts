@@ -11,14 +11,14 @@
 
 import {
   anthropicMessages,
+  type CompiledRelay,
   createMemoryKeyPool,
+  createRelay,
   fetchAttempt,
-  type KeyPool,
   openaiChat,
   openaiResponses,
   type PoolKey,
   readClientRequest,
-  relay,
   type StreamAdapter,
   webSink,
 } from 'stream-boundary'
@@ -43,11 +43,12 @@ const forwardHeaders = [...readyAttemptDefaults.forwardHeaders, 'x-fault-scenari
 interface Route {
   readonly url: string
   readonly adapter: StreamAdapter
-  readonly pool: KeyPool
+  /** The route's relay, built once: its requests bring their sink, body and attempt. */
+  readonly relay: CompiledRelay<true>
 }
 
-// A pool lives as long as the isolate: its cooldowns and circuits carry over between requests
-// (made again only if the bindings change).
+// A pool (and the relay over it) lives as long as the isolate: its cooldowns and circuits
+// carry over between requests (made again only if the bindings change).
 let made: { env: Env; routes: Map<string, Route> } | undefined
 
 function routesOf(env: Env): Map<string, Route> {
@@ -66,18 +67,26 @@ function routesOf(env: Env): Map<string, Route> {
   const routes = new Map([
     [
       '/v1/chat/completions',
-      { url: `${env.UPSTREAM_OPENAI_URL}/chat/completions`, adapter: openaiChat, pool: openaiPool },
+      {
+        url: `${env.UPSTREAM_OPENAI_URL}/chat/completions`,
+        adapter: openaiChat,
+        relay: createRelay({ pool: openaiPool, adapter: openaiChat }),
+      },
     ],
     [
       '/v1/responses',
-      { url: `${env.UPSTREAM_OPENAI_URL}/responses`, adapter: openaiResponses, pool: openaiPool },
+      {
+        url: `${env.UPSTREAM_OPENAI_URL}/responses`,
+        adapter: openaiResponses,
+        relay: createRelay({ pool: openaiPool, adapter: openaiResponses }),
+      },
     ],
     [
       '/v1/messages',
       {
         url: `${env.UPSTREAM_ANTHROPIC_URL}/v1/messages`,
         adapter: anthropicMessages,
-        pool: createMemoryKeyPool(keys),
+        relay: createRelay({ pool: createMemoryKeyPool(keys), adapter: anthropicMessages }),
       },
     ],
   ])
@@ -99,10 +108,8 @@ export default {
     if (!read.ok) return read.response
     const { sink, response } = webSink()
     ctx.waitUntil(
-      relay({
+      route.relay({
         sink,
-        pool: route.pool,
-        adapter: route.adapter,
         signal: request.signal,
         request: { url: route.url, body: read.body },
         attempt: fetchAttempt({ clientHeaders: request.headers, forwardHeaders }),

@@ -6,7 +6,8 @@
  * Where to start:
  *
  * - a gateway route: {@link relay}, with {@link webSink} (or `nodeSink` from
- *   `stream-boundary/node`) and a key pool from {@link createMemoryKeyPool};
+ *   `stream-boundary/node`) and a key pool from {@link createMemoryKeyPool}; built once per
+ *   endpoint with {@link createRelay};
  * - an app on the official `openai` or `@anthropic-ai/sdk` clients:
  *   {@link createResilientFetch}, passed as their `fetch`;
  * - another upstream protocol: implement {@link StreamAdapter} and test it with `checkAdapter`
@@ -99,6 +100,12 @@ export type { StreamAdapter, TokenUsage, UpstreamRequest } from './protocols/typ
 // Retrying before commit: the orchestrator, the fetch wrapper, hedging, the attempt function
 // and what a request reports.
 export { fitContextWindow } from './retry/decisions/context-window.js'
+export type {
+  CompiledRelay,
+  CreateRelayOptions,
+  RelayCallOptions,
+} from './retry/relay/create-relay.js'
+export { createRelay } from './retry/relay/create-relay.js'
 export { giveUpResponse } from './retry/relay/give-up.js'
 export { relay } from './retry/relay/relay.js'
 export type { FetchFunction, ResilientFetchOptions } from './retry/relay/resilient-fetch.js'

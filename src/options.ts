@@ -5,6 +5,22 @@
  * @module
  */
 
+/**
+ * How many times an options normaliser (a function that checks an options object and fills in
+ * its defaults) ran in this process, by name. Each normaliser counts itself here, so a test can
+ * hold the relay to guarantee 30 ("checked once"): a relay built with `createRelay` or
+ * `createResilientFetch` normalises nothing per request or per attempt. Not exported from
+ * the package.
+ *
+ * @internal read by the tests of guarantee 30
+ */
+export const normalizations: Record<string, number> = {}
+
+/** Counts one run of the normaliser `name` (see {@link normalizations}). */
+export function countNormalization(name: string): void {
+  normalizations[name] = (normalizations[name] ?? 0) + 1
+}
+
 /** A positive safe integer (a count or a size), or a `RangeError` naming the option. */
 export function positiveInteger(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1) {

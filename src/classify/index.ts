@@ -5,6 +5,7 @@
  * @module
  */
 
+import { countNormalization } from '../options.js'
 import { mayReportMore } from '../protocols/shortcut.js'
 import type {
   FrameVerdict,
@@ -144,6 +145,12 @@ interface MutableState {
 /** Each adapter's limits when no options are given: checked once, not on every request. */
 const adapterLimits = new WeakMap<StreamAdapter, Required<StreamTrackerOptions>>()
 
+/** The limits of frozen options over a frozen adapter, checked once (see `checkTrackerOptions`). */
+const checkedLimits = new WeakMap<
+  StreamTrackerOptions,
+  WeakMap<StreamAdapter, Required<StreamTrackerOptions>>
+>()
+
 function normalize(
   options: StreamTrackerOptions | undefined,
   adapter: StreamAdapter,
@@ -160,10 +167,58 @@ function normalize(
     }
     return limits
   }
-  return check({ ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options })
+  const known = checkedLimits.get(options)?.get(adapter)
+  if (known !== undefined) return known
+  const limits = check({ ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options })
+  // Only frozen options over a frozen adapter cannot change after they were checked.
+  const defaults = adapter.trackerDefaults
+  if (
+    Object.isFrozen(options) &&
+    Object.isFrozen(adapter) &&
+    (defaults === undefined || Object.isFrozen(defaults))
+  ) {
+    keepLimits(options, adapter, limits)
+  }
+  return limits
+}
+
+function keepLimits(
+  options: StreamTrackerOptions,
+  adapter: StreamAdapter,
+  limits: Required<StreamTrackerOptions>,
+): void {
+  let byAdapter = checkedLimits.get(options)
+  if (byAdapter === undefined) {
+    byAdapter = new WeakMap()
+    checkedLimits.set(options, byAdapter)
+  }
+  byAdapter.set(adapter, limits)
+}
+
+/**
+ * Checks, once, the tracker limits a relay's adapter gets with `options` (the relay's frozen
+ * peek options) and without, and keeps them for that adapter: a relay built with
+ * `createRelay` fixes its adapters' limits when it is built, and its attempts' trackers find
+ * them checked (guarantee 30). Throws a `RangeError` naming a bad limit.
+ */
+export function checkTrackerOptions(
+  adapter: StreamAdapter,
+  options: Readonly<StreamTrackerOptions> | undefined,
+): void {
+  if (!adapterLimits.has(adapter)) {
+    adapterLimits.set(adapter, check({ ...streamTrackerDefaults, ...adapter.trackerDefaults }))
+  }
+  if (options !== undefined && checkedLimits.get(options)?.get(adapter) === undefined) {
+    keepLimits(
+      options,
+      adapter,
+      check({ ...streamTrackerDefaults, ...adapter.trackerDefaults, ...options }),
+    )
+  }
 }
 
 function check(out: Required<StreamTrackerOptions>): Required<StreamTrackerOptions> {
+  countNormalization('streamTracker')
   for (const [key, value] of Object.entries(out)) {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new RangeError(`${key} must be a non-negative integer, got ${String(value)}`)

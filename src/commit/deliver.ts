@@ -1,10 +1,21 @@
 import { followStops } from '../follow-signals.js'
 import { rejectUnknownKeys } from '../options.js'
 import type { FirstOutputClock } from '../peek/clock.js'
-import { type PeekOptions, type PeekOutcome, peekOn } from '../peek/index.js'
+import {
+  type NormalizedPeekOptions,
+  normalizePeekOptions,
+  type PeekOptions,
+  type PeekOutcome,
+  peekOn,
+} from '../peek/index.js'
 import type { StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
-import { createFrameReader, type FrameReader } from '../sse/reader.js'
+import {
+  createFrameReader,
+  type FrameReader,
+  frameReaderDefaults,
+  frameReaderOn,
+} from '../sse/reader.js'
 import type { FrameSource } from '../sse/sources.js'
 import { type SignalLike, stopOf } from '../stop.js'
 import type { PumpContinuation } from './continuation.js'
@@ -13,6 +24,7 @@ import { type PumpInput, pumpOn } from './pump.js'
 import {
   checkOneTranslator,
   type DownstreamOptions,
+  type NormalizedPumpPolicy,
   normalizePumpPolicy,
   type PumpOutcome,
   type PumpPolicy,
@@ -102,32 +114,71 @@ const deliverKeys = Object.keys({
 export function deliver(options: DeliverOptions): Promise<DeliverOutcome> {
   rejectUnknownKeys('deliver', options, deliverKeys)
   checkOneTranslator(options)
-  return deliverOn(options)
+  return deliverChecked(options)
 }
 
-/**
- * {@link deliver} as the relay calls it: its signals may be library-made stops (no
- * `AbortSignal` per attempt for what only the library listens to).
- */
-export async function deliverOn(
-  options: Omit<DeliverOptions, 'signal' | 'peekSignal'> & {
-    readonly signal?: SignalLike | undefined
-    readonly peekSignal?: SignalLike | undefined
-    /** Heals a cut after commit (the relay's `continueAfterCut`). */
-    readonly continuation?: PumpContinuation | undefined
-    /** The attempt's first-byte and first-output clock, handed to the peek (see `peekOn`). */
-    readonly clock?: FirstOutputClock | undefined
-  },
-): Promise<DeliverOutcome> {
-  const { gate, adapter } = options
+/** {@link deliver}'s options checked (a bad one rejects), then {@link deliverOn}. */
+async function deliverChecked(options: DeliverOptions): Promise<DeliverOutcome> {
   // Checked before anything is read or written: a bad pump option must not surface after commit.
-  const policy = normalizePumpPolicy(options)
-  const reader = isReader(options.body)
+  const pump = normalizePumpPolicy(options)
+  const peek = normalizePeekOptions(options.peek ?? {})
+  const body = isReader(options.body)
     ? options.body
     : createFrameReader(
         options.body,
         options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes },
       )
+  const { signal, peekSignal, transform, downstream, secrets, claim, onCommit } = options
+  return deliverOn({
+    gate: options.gate,
+    body,
+    adapter: options.adapter,
+    peek,
+    pump,
+    signal,
+    peekSignal,
+    transform,
+    downstream,
+    secrets,
+    claim,
+    onCommit,
+  })
+}
+
+/** What the relay hands {@link deliverOn}: every option already checked. */
+export interface DeliverInput {
+  readonly gate: CommitGate
+  /** The upstream body, or a reader over it. */
+  readonly body: FrameSource | FrameReader
+  /** The bound of the reader made over a body, checked. @default the reader's */
+  readonly maxFrameBytes?: number | undefined
+  readonly adapter: StreamAdapter
+  readonly peek: NormalizedPeekOptions
+  readonly pump: NormalizedPumpPolicy
+  readonly transform?: DeliverOptions['transform']
+  readonly downstream?: DownstreamOptions | undefined
+  /** Library-made stops may stand for signals (no `AbortSignal` per attempt). */
+  readonly signal?: SignalLike | undefined
+  readonly peekSignal?: SignalLike | undefined
+  readonly secrets?: readonly string[] | undefined
+  readonly claim?: DeliverOptions['claim']
+  readonly onCommit?: DeliverOptions['onCommit']
+  /** Heals a cut after commit (the relay's `continueAfterCut`). */
+  readonly continuation?: PumpContinuation | undefined
+  /** The attempt's first-byte and first-output clock, handed to the peek (see `peekOn`). */
+  readonly clock?: FirstOutputClock | undefined
+}
+
+/**
+ * {@link deliver} as the relay calls it: its options were checked when the relay was built
+ * (guarantee 30: nothing is normalised per attempt), and its signals may be library-made
+ * stops (no `AbortSignal` per attempt for what only the library listens to).
+ */
+export async function deliverOn(options: DeliverInput): Promise<DeliverOutcome> {
+  const { gate, adapter, pump: policy } = options
+  const reader = isReader(options.body)
+    ? options.body
+    : frameReaderOn(options.body, options.maxFrameBytes ?? frameReaderDefaults.maxFrameBytes)
   const peekStop = followStops([stopOf(gate), options.signal, options.peekSignal])
   let peeked: PeekOutcome
   try {
@@ -141,7 +192,7 @@ export async function deliverOn(
       throw error
     }
     try {
-      peeked = await peekOn(reader, adapter, options.peek ?? {}, peekStop.controller, options.clock)
+      peeked = await peekOn(reader, adapter, options.peek, peekStop.controller, options.clock)
     } catch (error) {
       // An adapter that threw mid-peek: the upstream is released before the throw goes on.
       await reader.cancel(error).catch(() => {})

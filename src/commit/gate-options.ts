@@ -6,8 +6,8 @@
  */
 
 import type { DownstreamClosedError } from '../errors.js'
-import { rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
-import { type ForwardHeadersPolicy, headerFilter } from './headers.js'
+import { countNormalization, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
+import { type ForwardHeadersPolicy, type HeaderFilter, headerFilter } from './headers.js'
 
 /**
  * The seam between the library and a host's response object (Node `ServerResponse`, a Web
@@ -206,8 +206,21 @@ const optionKeys = Object.keys({
   writeStallTimeoutMs: true,
 } satisfies Record<keyof CommitGateOptions, true>)
 
+/** A gate's options checked and with their defaults: what a gate is made from. */
+export interface NormalizedGateOptions {
+  readonly status: number
+  /** 0 stands for "no keep-alive timer". */
+  readonly keepAliveIntervalMs: number
+  readonly writeStallTimeoutMs: number
+  readonly earlyHeaders: boolean
+  readonly keepAliveAfterContent: boolean
+  readonly forward: HeaderFilter
+  readonly headers: HeadersInit | undefined
+}
+
 /** Checks a gate's options (exact messages) and fills in the defaults. */
-export function normalizeGateOptions(options: CommitGateOptions) {
+export function normalizeGateOptions(options: CommitGateOptions): NormalizedGateOptions {
+  countNormalization('createCommitGate')
   rejectUnknownKeys('createCommitGate', options, optionKeys)
   const status = options.status ?? commitGateDefaults.status
   if (!Number.isInteger(status) || status < 200 || status > 599) {
@@ -230,5 +243,6 @@ export function normalizeGateOptions(options: CommitGateOptions) {
     keepAliveAfterContent:
       options.keepAliveAfterContent ?? commitGateDefaults.keepAliveAfterContent,
     forward: headerFilter(options.forwardHeaders),
+    headers: options.headers,
   }
 }

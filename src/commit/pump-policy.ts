@@ -7,7 +7,7 @@
 
 import type { EofClass, StreamTracker } from '../classify/index.js'
 import type { DownstreamClosedError, StreamTimeoutError } from '../errors.js'
-import { positiveMilliseconds, timeoutMilliseconds } from '../options.js'
+import { countNormalization, positiveMilliseconds, timeoutMilliseconds } from '../options.js'
 import type { RenderableError, StreamAdapter } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import type { FrameReader } from '../sse/reader.js'
@@ -260,8 +260,18 @@ export function checkOneTranslator(options: {
   )
 }
 
+/** A pump policy checked and with its defaults: what the pump is given. */
+export interface NormalizedPumpPolicy {
+  readonly onPartialEof: NonNullable<PumpPolicy['onPartialEof']>
+  readonly onThinkingOnly: NonNullable<PumpPolicy['onThinkingOnly']>
+  readonly idleTimeoutMs: number
+  readonly writeStallTimeoutMs: number
+  readonly stallThresholdMs: number
+}
+
 /** Validates a pump policy and fills in its defaults; throws a `RangeError` naming a bad option. */
-export function normalizePumpPolicy(policy: PumpPolicy) {
+export function normalizePumpPolicy(policy: PumpPolicy): NormalizedPumpPolicy {
+  countNormalization('pump')
   const idleTimeoutMs = timeoutMilliseconds(
     'idleTimeoutMs',
     policy.idleTimeoutMs ?? pumpDefaults.idleTimeoutMs,

@@ -21,7 +21,12 @@ import {
   StreamTimeoutError,
   type UpstreamReadError,
 } from '../errors.js'
-import { positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../options.js'
+import {
+  countNormalization,
+  positiveInteger,
+  rejectUnknownKeys,
+  timeoutMilliseconds,
+} from '../options.js'
 import type { FrameVerdict, StreamAdapter, UpstreamErrorInfo } from '../protocols/types.js'
 import type { SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn } from '../sse/reader.js'
@@ -188,8 +193,23 @@ const optionKeys = Object.keys({
   trackerOptions: true,
 } satisfies Record<keyof PeekOptions, true>)
 
+/** Peek options checked and with their defaults: what {@link peekOn} is given. */
+export interface NormalizedPeekOptions {
+  readonly commitOn: NonNullable<PeekOptions['commitOn']>
+  readonly firstByteTimeoutMs: number
+  readonly firstOutputTimeoutMs: number
+  /** Undefined: the adapter's protocol decides. */
+  readonly silenceTimeoutMs: number | undefined
+  readonly clockStartedAt: number | undefined
+  readonly maxPeekBytes: number
+  readonly maxPeekFrames: number
+  readonly tracker: PeekOptions['tracker']
+  readonly trackerOptions: PeekOptions['trackerOptions']
+}
+
 /** Validates peek options and fills in their defaults; throws a `RangeError` naming a bad one. */
-export function normalizePeekOptions(options: PeekOptions) {
+export function normalizePeekOptions(options: PeekOptions): NormalizedPeekOptions {
+  countNormalization('peek')
   rejectUnknownKeys('peek', options, optionKeys)
   const commitOn = options.commitOn ?? peekDefaults.commitOn
   if (commitOn !== 'visible' && commitOn !== 'content' && commitOn !== 'first-frame') {
@@ -228,6 +248,8 @@ export function normalizePeekOptions(options: PeekOptions) {
     clockStartedAt,
     maxPeekBytes,
     maxPeekFrames,
+    tracker: options.tracker,
+    trackerOptions: options.trackerOptions,
   }
 }
 
@@ -331,7 +353,7 @@ export async function peekFirstOutput(
   if (outer?.aborted) onOuterAbort()
   else outer?.addEventListener('abort', onOuterAbort, { once: true })
   try {
-    return await peekOn(reader, adapter, options, stop)
+    return await peekOn(reader, adapter, normalizePeekOptions(options), stop)
   } finally {
     outer?.removeEventListener('abort', onOuterAbort)
   }
@@ -348,11 +370,12 @@ export async function peekFirstOutput(
 export async function peekOn(
   reader: FrameReader,
   adapter: StreamAdapter,
-  options: PeekOptions,
+  options: NormalizedPeekOptions,
   stop: { readonly signal: SignalLike; abort(reason?: unknown): void },
   clock?: FirstOutputClock,
 ): Promise<PeekOutcome> {
-  const config = normalizePeekOptions(options)
+  // Checked when it was built (`normalizePeekOptions`): never again per attempt (guarantee 30).
+  const config = options
   const { commitOn, firstByteTimeoutMs, firstOutputTimeoutMs, maxPeekBytes, maxPeekFrames } = config
   const tracker = options.tracker ?? createStreamTracker(adapter, options.trackerOptions)
   const started = now()

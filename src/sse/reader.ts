@@ -6,7 +6,7 @@
  */
 
 import { FrameTooLargeError, ReaderBusyError, UpstreamReadError } from '../errors.js'
-import { positiveInteger, rejectUnknownKeys } from '../options.js'
+import { countNormalization, positiveInteger, rejectUnknownKeys } from '../options.js'
 import { realSignal, type SignalLike } from '../stop.js'
 import type { SseFrame } from './frame.js'
 import { type FrameSource, type Pull, type Puller, toPuller } from './sources.js'
@@ -78,6 +78,7 @@ export interface FrameReader {
 }
 
 function normalizeOptions(options: FrameReaderOptions | undefined): Required<FrameReaderOptions> {
+  countNormalization('createFrameReader')
   rejectUnknownKeys('createFrameReader', options, [
     'maxFrameBytes',
   ] satisfies (keyof FrameReaderOptions)[])
@@ -455,5 +456,13 @@ export function rawFrameReader(reader: FrameReader): RawFrameReader | undefined 
  */
 export function createFrameReader(source: FrameSource, options?: FrameReaderOptions): FrameReader {
   const { maxFrameBytes } = normalizeOptions(options)
+  return new Reader(source, maxFrameBytes)
+}
+
+/**
+ * {@link createFrameReader} as the relay calls it: `maxFrameBytes` was checked when the relay
+ * was built (guarantee 30: nothing is normalised again per attempt).
+ */
+export function frameReaderOn(source: FrameSource, maxFrameBytes: number): FrameReader {
   return new Reader(source, maxFrameBytes)
 }

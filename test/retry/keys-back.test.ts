@@ -4,8 +4,8 @@
  */
 
 import { describe, expect, it } from 'vitest'
+import type { KeyStateSnapshot } from '../../src/advanced.js'
 import { createMemoryKeyPool, type KeyPool } from '../../src/index.js'
-import { type KeyStateSnapshot } from '../../src/advanced.js'
 import { classifyAttemptFailure } from '../../src/retry/decisions/classify.js'
 import { keysBackAfter, keysBackInMs } from '../../src/retry/decisions/keys-back.js'
 

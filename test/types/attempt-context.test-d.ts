@@ -1,7 +1,9 @@
 import {
   type AttemptContext,
+  type AttemptFunction,
   type AttemptRequest,
   createMemoryKeyPool,
+  createRelay,
   fetchAttempt,
   openaiChat,
   relay,
@@ -85,5 +87,42 @@ describe('the attempt context follows the request given to relay()', () => {
       attempt: fetchAttempt(),
     })
     expectTypeOf<AttemptContext>().toEqualTypeOf<AttemptContext<AttemptRequest | undefined>>()
+  })
+})
+
+describe('the attempt context of a relay built by createRelay() follows its requests', () => {
+  it('an attempt function given per request with a request: context.request is the request', () => {
+    const chat = createRelay({ pool, adapter: openaiChat })
+    void chat({
+      sink: webSink().sink,
+      request,
+      attempt: async (context) => {
+        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest>()
+        expectTypeOf(context.key.secret).toBeString()
+        return fetch(context.request.url ?? '')
+      },
+    })
+  })
+
+  it('a built attempt function typed to need context.request: every request must carry one', () => {
+    const send: AttemptFunction<AttemptRequest> = async (context) =>
+      fetch(context.request.url ?? '')
+    const chat = createRelay({ pool, adapter: openaiChat, attempt: send })
+    void chat({ sink: webSink().sink, request })
+    // @ts-expect-error its attempt function reads context.request: a request is needed
+    void chat({ sink: webSink().sink })
+  })
+
+  it('without a pool: no key, and an attempt given per request without a request may not read it', () => {
+    const chat = createRelay({ adapter: openaiChat, attempt: fetchAttempt() })
+    void chat({ sink: webSink().sink, request })
+    void createRelay({ adapter: openaiChat })({
+      sink: webSink().sink,
+      attempt: async (context) => {
+        expectTypeOf(context.key).toEqualTypeOf<undefined>()
+        expectTypeOf(context.request).toEqualTypeOf<AttemptRequest | undefined>()
+        return fetch('https://api.test')
+      },
+    })
   })
 })

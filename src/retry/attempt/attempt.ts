@@ -432,7 +432,7 @@ async function attemptAnswer(
     peek: { ...policy.peek, clockStartedAt: started },
     clock: sent.clock,
     maxFrameBytes: policy.maxFrameBytes,
-    ...policy.pump,
+    pump: policy.pump,
     downstream: policy.downstream,
     signal: input.stop,
     peekSignal: signals.stop,

@@ -5,7 +5,13 @@
  * @module
  */
 
-import { boolean, positiveInteger, rejectUnknownKeys, timeoutMilliseconds } from '../../options.js'
+import {
+  boolean,
+  countNormalization,
+  positiveInteger,
+  rejectUnknownKeys,
+  timeoutMilliseconds,
+} from '../../options.js'
 import type { StreamAdapter } from '../../protocols/types.js'
 import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
 
@@ -33,6 +39,7 @@ const continuationKeys = Object.keys({
 export function normalizeContinuation(
   given: boolean | ContinueAfterCutOptions | undefined,
 ): Required<ContinueAfterCutOptions> | undefined {
+  countNormalization('continueAfterCut')
   if (given === undefined || given === false) return undefined
   const defaults = continueAfterCutDefaults
   if (given === true) return defaults

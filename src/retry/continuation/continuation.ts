@@ -22,7 +22,7 @@ import type {
   UpstreamRequest,
 } from '../../protocols/types.js'
 import { addUsage } from '../../protocols/usage.js'
-import { createFrameReader } from '../../sse/reader.js'
+import { frameReaderOn } from '../../sse/reader.js'
 import { frameSourceOf } from '../../sse/sources.js'
 import { keyOutcomeOf } from '../attempt/attempt.js'
 import { callAttemptFunction, leasedKeyOf } from '../attempt/call-attempt.js'
@@ -396,8 +396,7 @@ function holdBounds(policy: NormalizedRelayPolicy): HoldBounds {
 
 /** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
 function peekOptions(policy: NormalizedRelayPolicy) {
-  const { trackerOptions: _kept, ...peek } = policy.peek
-  return peek
+  return { ...policy.peek, trackerOptions: undefined }
 }
 
 /** One continuation attempt, up to its first output. Never throws. */
@@ -456,7 +455,7 @@ async function tryOnce(
       await settleWithin(response.body?.cancel())
       return { kind: 'failed', verdict: undefined }
     }
-    const reader = createFrameReader(source, { maxFrameBytes: policy.maxFrameBytes })
+    const reader = frameReaderOn(source, policy.maxFrameBytes)
     let peeked: Awaited<ReturnType<typeof peekOn>>
     try {
       peeked = await peekOn(

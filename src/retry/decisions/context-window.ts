@@ -7,7 +7,7 @@
  * @module
  */
 
-import { positiveInteger, rejectUnknownKeys } from '../../options.js'
+import { countNormalization, positiveInteger, rejectUnknownKeys } from '../../options.js'
 import { shippedAdapterNamed } from '../../protocols/adapter-for-url.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import type { ContextWindowFitOptions } from '../shared/policy-types.js'
@@ -34,6 +34,7 @@ export function normalizeContextWindowFit(
   options: ContextWindowFitOptions = {},
   name = 'fitContextWindow',
 ): Readonly<Required<ContextWindowFitOptions>> {
+  countNormalization('fitContextWindow')
   rejectUnknownKeys(name, options, [
     'marginTokens',
     'floorTokens',
@@ -117,7 +118,20 @@ export function fitContextWindow(
   message: string,
   options: ContextWindowFitOptions = {},
 ): UpstreamRequest | undefined {
-  const { marginTokens, floorTokens, minThinkingTokens } = normalizeContextWindowFit(options)
+  return fitContextWindowOn(adapter, request, message, normalizeContextWindowFit(options))
+}
+
+/**
+ * {@link fitContextWindow} as the relay calls it: its options were checked when the relay was
+ * built (guarantee 30: nothing is normalised again per request).
+ */
+export function fitContextWindowOn(
+  adapter: StreamAdapter | string,
+  request: UpstreamRequest,
+  message: string,
+  options: Readonly<Required<ContextWindowFitOptions>>,
+): UpstreamRequest | undefined {
+  const { marginTokens, floorTokens, minThinkingTokens } = options
   // The name form predates adapters declaring their own budget fields: shipped names only.
   const protocol = typeof adapter === 'string' ? shippedAdapterNamed(adapter) : adapter
   if (protocol?.fitOutputBudget === undefined) return undefined

@@ -74,7 +74,7 @@ export async function giveUp(
   keysBackMs?: number,
 ): Promise<EngineOutcome> {
   const client = run.config.downstream.adapter
-  const adapter = client ?? run.last?.adapter ?? run.options.adapter
+  const adapter = client ?? run.last?.adapter ?? run.adapter
   const retryAfterMs = verdict.retryAfterMs ?? keysBackMs
   const upstream = passThrough(run, verdict)
   // An upstream body in another protocol than the client's is rendered in the client's, with
@@ -205,7 +205,7 @@ export async function giveUpAfterThrow(run: Run, error: unknown): Promise<Engine
     message: `the gateway failed: ${component} threw`,
     status: internalStatus,
   }
-  const adapter = run.config.downstream.adapter ?? run.last?.adapter ?? run.options.adapter
+  const adapter = run.config.downstream.adapter ?? run.last?.adapter ?? run.adapter
   // Told once: a give-up whose rendering threw was already told.
   if (!run.gaveUp && run.gate.state === 'open') {
     run.gaveUp = true

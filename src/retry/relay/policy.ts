@@ -1,16 +1,24 @@
 /**
- * `RelayPolicy`'s defaults and the one `normalize` that merges every nested option object
- * with its defaults and validates everything before any key is leased. Its types (how
- * `relay()` retries and ends) are in `shared/policy-types.ts`, below every layer that reads
- * them; they are exported from here too.
+ * `RelayPolicy`'s defaults and the one `normalizeRelayPolicy` that merges every nested option
+ * object with its defaults, validates everything and freezes the result, once per relay built
+ * (`createRelay`, `createResilientFetch`; `relay()` builds one per call). Each optional
+ * feature owns its defaults and its check in its own file: `continuation-policy.ts`,
+ * `fallback-policy.ts`, `fit-policy.ts`, `downstream-policy.ts`, hedging in `route/hedge.ts`.
+ * Its types (how `relay()` retries and ends) are in `shared/policy-types.ts`, below every
+ * layer that reads them; they are exported from here too.
  *
  * @module
  */
 
-import { commitGateDefaults } from '../../commit/gate-options.js'
-import { type DownstreamOptions, normalizePumpPolicy } from '../../commit/pump-policy.js'
+import {
+  commitGateDefaults,
+  type NormalizedGateOptions,
+  normalizeGateOptions,
+} from '../../commit/gate-options.js'
+import { normalizePumpPolicy } from '../../commit/pump-policy.js'
 import {
   boolean,
+  countNormalization,
   nonNegativeMilliseconds,
   positiveInteger,
   positiveMilliseconds,
@@ -25,15 +33,17 @@ import {
   normalizeContinuation,
   withKeptText,
 } from '../continuation/continuation-policy.js'
-import { normalizeContextWindowFit } from '../decisions/context-window.js'
 import { hedgeState } from '../route/hedge.js'
-import type {
-  BackoffOptions,
-  ContextWindowFitOptions,
-  NormalizedDownstream,
-  NormalizedRelayPolicy,
-  RelayPolicy,
-} from '../shared/policy-types.js'
+import type { BackoffOptions, NormalizedRelayPolicy, RelayPolicy } from '../shared/policy-types.js'
+import {
+  checkTranslation,
+  downstreamDefaults,
+  downstreamKeys,
+  normalizeDownstream,
+  optionalFunction,
+} from './downstream-policy.js'
+import { fallbackTimeoutDefaultMs, normalizeFallback } from './fallback-policy.js'
+import { normalizeFit } from './fit-policy.js'
 
 /**
  * Defaults of {@link RelayPolicy}.
@@ -49,7 +59,7 @@ export const relayDefaults = Object.freeze({
   priority: 'interactive' as const,
   earlyHeaders: false,
   keepAliveIntervalMs: commitGateDefaults.keepAliveIntervalMs,
-  downstream: Object.freeze({ keepAlive: 'before-content' as const }),
+  downstream: downstreamDefaults,
   maxFrameBytes: 1_048_576,
   maxErrorBodyBytes: 65_536,
   correlationIds: true,
@@ -57,7 +67,7 @@ export const relayDefaults = Object.freeze({
   fitContextWindow: false,
   nonStreamingFallback: false,
   /** The non-streaming fallback's own timeout (shorter when the deadline leaves less). */
-  fallbackTimeoutMs: 300_000,
+  fallbackTimeoutMs: fallbackTimeoutDefaultMs,
   continueAfterCut: continueAfterCutDefaults,
 })
 
@@ -110,23 +120,6 @@ const backoffKeys = Object.keys({
   jitter: true,
 } satisfies Record<keyof BackoffOptions, true>)
 
-const downstreamKeys = Object.keys({
-  adapter: true,
-  transform: true,
-  translateFrames: true,
-  translateStream: true,
-  translateResponse: true,
-  keepAlive: true,
-} satisfies Record<keyof DownstreamOptions, true>)
-
-/** The translators of `downstream`: at most one may be given. */
-const translatorKeys = [
-  'transform',
-  'translateFrames',
-  'translateStream',
-  'translateResponse',
-] as const
-
 function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) {
     const list = allowed.map((each) => `'${each}'`).join(', ')
@@ -135,13 +128,8 @@ function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]):
   return value
 }
 
-function optionalFunction(name: string, value: unknown): void {
-  if (value !== undefined && typeof value !== 'function') {
-    throw new TypeError(`${name} must be a function, got ${typeof value}`)
-  }
-}
-
 function normalizeBackoff(backoff: BackoffOptions | undefined): Required<BackoffOptions> {
+  countNormalization('backoff')
   const merged = { ...relayDefaults.backoff, ...backoff }
   nonNegativeMilliseconds('backoff.baseMs', merged.baseMs)
   if (!(merged.factor >= 1) || !Number.isFinite(merged.factor)) {
@@ -152,87 +140,6 @@ function normalizeBackoff(backoff: BackoffOptions | undefined): Required<Backoff
     throw new RangeError(`backoff.jitter must be between 0 and 1, got ${merged.jitter}`)
   }
   return merged
-}
-
-function normalizeFit(fit: RelayPolicy['fitContextWindow']): ContextWindowFitOptions | undefined {
-  if (fit === undefined || fit === false) return undefined
-  if (fit === true) return normalizeContextWindowFit({})
-  if (typeof fit !== 'object' || fit === null) {
-    throw new TypeError(`fitContextWindow must be a boolean or an object, got ${typeof fit}`)
-  }
-  return normalizeContextWindowFit(fit)
-}
-
-function normalizeFallback(fallback: RelayPolicy['nonStreamingFallback']): number | undefined {
-  if (fallback === undefined || fallback === false) return undefined
-  if (fallback === true) return relayDefaults.fallbackTimeoutMs
-  if (typeof fallback !== 'object' || fallback === null) {
-    throw new TypeError(
-      `nonStreamingFallback must be a boolean or an object, got ${typeof fallback}`,
-    )
-  }
-  return positiveMilliseconds(
-    'nonStreamingFallback.timeoutMs',
-    fallback.timeoutMs ?? relayDefaults.fallbackTimeoutMs,
-  )
-}
-
-function normalizeDownstream(downstream: DownstreamOptions | undefined): NormalizedDownstream {
-  if (downstream === undefined)
-    return { ...relayDefaults.downstream, adapter: undefined, transform: undefined }
-  if (typeof downstream !== 'object' || downstream === null) {
-    throw new TypeError(
-      `downstream must be an object, got ${downstream === null ? 'null' : typeof downstream}`,
-    )
-  }
-  if (downstream.adapter !== undefined && typeof downstream.adapter?.inspect !== 'function') {
-    throw new TypeError('downstream.adapter must be a StreamAdapter')
-  }
-  const given = translatorKeys.filter((key) => downstream[key] !== undefined)
-  for (const key of given) optionalFunction(`downstream.${key}`, downstream[key])
-  if (given.length > 1) {
-    throw new TypeError(
-      `downstream takes one translator, got ${given.map((key) => `downstream.${key}`).join(' and ')}`,
-    )
-  }
-  const whole = given.find((key) => key !== 'transform')
-  if (whole !== undefined && downstream.adapter === undefined) {
-    throw new TypeError(
-      `downstream.${whole} needs downstream.adapter (the client's protocol): the relay renders every ending it writes in it`,
-    )
-  }
-  const keepAlive = downstream.keepAlive ?? relayDefaults.downstream.keepAlive
-  if (keepAlive !== true && keepAlive !== false && keepAlive !== 'before-content') {
-    throw new TypeError(
-      `downstream.keepAlive must be true, false or 'before-content', got ${String(keepAlive)}`,
-    )
-  }
-  return {
-    adapter: downstream.adapter,
-    transform: downstream.transform,
-    translateFrames: downstream.translateFrames,
-    translateStream: downstream.translateStream,
-    translateResponse: downstream.translateResponse,
-    keepAlive,
-  }
-}
-
-/**
- * A client protocol the relay cannot reach: `downstream.adapter` is another protocol than an
- * upstream adapter (the protocol of what the attempt returns) and no translator turns one into
- * the other. Without it the client would get the upstream's frames as they are.
- */
-export function checkTranslation(
-  downstream: NormalizedDownstream,
-  upstream: readonly StreamAdapter[],
-): void {
-  const client = downstream.adapter
-  if (client === undefined || translatorKeys.some((key) => downstream[key] !== undefined)) return
-  const other = upstream.find((adapter) => adapter !== client && adapter.name !== client.name)
-  if (other === undefined) return
-  throw new TypeError(
-    `policy.downstream.adapter is ${client.name} but the upstream adapter is ${other.name} (the protocol of what the attempt returns), and no translator was given: add downstream.transform, translateFrames, translateStream or translateResponse from ${other.name} to ${client.name}, or leave downstream.adapter out`,
-  )
 }
 
 /**
@@ -251,6 +158,7 @@ export function checkAdapterOptions(
 }
 
 function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn'] {
+  countNormalization('retryOn')
   if (retryOn === undefined || typeof retryOn === 'function') return retryOn
   if (!Array.isArray(retryOn) || retryOn.some((s) => !Number.isInteger(s) || s < 100 || s > 599)) {
     throw new TypeError('retryOn must be a list of HTTP statuses (100–599) or a function')
@@ -259,11 +167,55 @@ function normalizeRetryOn(retryOn: RelayPolicy['retryOn']): RelayPolicy['retryOn
 }
 
 /**
- * Merges a policy with its defaults (every nested object the same way) and validates every
- * value, including those passed on to the peek, the pump and the commit gate. Throws a
- * `RangeError` or `TypeError` naming the option; `relay()` calls it before leasing anything.
+ * The commit gate's options for a request (a whole answer has one head, sent with it),
+ * checked once: the gate checks `keepAliveIntervalMs` and `forwardHeaders` here, before
+ * anything is leased.
+ */
+function gateOptionsOf(
+  policy: RelayPolicy,
+  earlyHeaders: boolean,
+  keepAliveIntervalMs: number,
+  downstream: NormalizedRelayPolicy['downstream'],
+  writeStallTimeoutMs: number,
+): NormalizedRelayPolicy['gates'] {
+  const stream = Object.freeze(
+    normalizeGateOptions({
+      earlyHeaders,
+      keepAliveIntervalMs:
+        downstream.keepAlive === false ? Number.POSITIVE_INFINITY : keepAliveIntervalMs,
+      keepAliveAfterContent: downstream.keepAlive === true,
+      writeStallTimeoutMs,
+      ...(policy.headers === undefined ? {} : { headers: policy.headers }),
+      ...(policy.forwardHeaders === undefined ? {} : { forwardHeaders: policy.forwardHeaders }),
+    }),
+  )
+  const whole: NormalizedGateOptions = Object.freeze({ ...stream, earlyHeaders: false })
+  return Object.freeze({ stream, whole })
+}
+
+/** The peek's checked options, with the received text kept when continuation is on; frozen. */
+function keptPeek(
+  checked: NormalizedRelayPolicy['peek'],
+  continuation: NormalizedRelayPolicy['continuation'],
+): NormalizedRelayPolicy['peek'] {
+  const peek = withKeptText(checked, continuation)
+  // Frozen, the tracker's options are checked once per adapter (`checkTrackerOptions`).
+  const { trackerOptions } = peek
+  return Object.freeze({
+    ...peek,
+    trackerOptions: trackerOptions === undefined ? undefined : Object.freeze({ ...trackerOptions }),
+  })
+}
+
+/**
+ * Merges a policy with its defaults (every nested object the same way), validates every
+ * value, including those passed on to the peek, the pump and the commit gate, and freezes the
+ * result: what a relay reads on every request without checking it again (guarantee 30).
+ * Throws a `RangeError` or `TypeError` naming the option; `createRelay()` calls it when the
+ * relay is built, `relay()` before leasing anything.
  */
 export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayPolicy {
+  countNormalization('policy')
   if (typeof policy !== 'object' || policy === null) {
     throw new TypeError(`policy must be an object, got ${policy === null ? 'null' : typeof policy}`)
   }
@@ -271,46 +223,54 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
   rejectUnknownKeys('policy.peek', policy.peek, peekKeys)
   rejectUnknownKeys('policy.backoff', policy.backoff, backoffKeys)
   rejectUnknownKeys('policy.downstream', policy.downstream, downstreamKeys)
-  if (typeof policy.nonStreamingFallback === 'object') {
-    rejectUnknownKeys('policy.nonStreamingFallback', policy.nonStreamingFallback, ['timeoutMs'])
-  }
-  const peek = { ...relayDefaults.peek, ...policy.peek }
-  normalizePeekOptions(peek)
+  const checkedPeek = normalizePeekOptions({ ...relayDefaults.peek, ...policy.peek })
   const continuation = normalizeContinuation(policy.continueAfterCut)
-  const pump = normalizePumpPolicy(policy)
+  const peek = keptPeek(checkedPeek, continuation)
+  const pump = Object.freeze(normalizePumpPolicy(policy))
   oneOf('onPartialEof', pump.onPartialEof, ['error', 'synthesize-stop'])
   oneOf('onThinkingOnly', pump.onThinkingOnly, ['error', 'promote-reasoning'])
-  // The commit gate checks keepAliveIntervalMs when it is created, before anything is leased.
   const keepAliveIntervalMs = policy.keepAliveIntervalMs ?? relayDefaults.keepAliveIntervalMs
   optionalFunction('adjustRequest', policy.adjustRequest)
-  return {
-    maxAttempts: positiveInteger('maxAttempts', policy.maxAttempts ?? relayDefaults.maxAttempts),
-    deadlineMs:
-      policy.deadlineMs === undefined
-        ? Number.POSITIVE_INFINITY
-        : timeoutMilliseconds('deadlineMs', policy.deadlineMs),
-    maxWaitMs: positiveMilliseconds('maxWaitMs', policy.maxWaitMs ?? relayDefaults.maxWaitMs),
-    backoff: normalizeBackoff(policy.backoff),
-    peek: withKeptText(peek, continuation),
+  const maxAttempts = positiveInteger(
+    'maxAttempts',
+    policy.maxAttempts ?? relayDefaults.maxAttempts,
+  )
+  const deadlineMs =
+    policy.deadlineMs === undefined
+      ? Number.POSITIVE_INFINITY
+      : timeoutMilliseconds('deadlineMs', policy.deadlineMs)
+  const maxWaitMs = positiveMilliseconds('maxWaitMs', policy.maxWaitMs ?? relayDefaults.maxWaitMs)
+  const backoff = Object.freeze(normalizeBackoff(policy.backoff))
+  const retryOn = normalizeRetryOn(policy.retryOn)
+  const overloadFallbackAfter = positiveInteger(
+    'overloadFallbackAfter',
+    policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter,
+  )
+  const priority = oneOf('priority', policy.priority ?? relayDefaults.priority, [
+    'interactive',
+    'background',
+  ])
+  // Without a first-output timeout nothing bounds the wait for output, so the client gets
+  // its head as soon as the stream is validated (new-api's flush-before-first-frame rule).
+  const earlyHeaders = boolean(
+    'earlyHeaders',
+    policy.earlyHeaders ??
+      (peek.firstOutputTimeoutMs === Number.POSITIVE_INFINITY || relayDefaults.earlyHeaders),
+  )
+  const downstream = Object.freeze(normalizeDownstream(policy.downstream))
+  return Object.freeze({
+    maxAttempts,
+    deadlineMs,
+    maxWaitMs,
+    backoff,
+    peek,
     pump,
-    retryOn: normalizeRetryOn(policy.retryOn),
-    overloadFallbackAfter: positiveInteger(
-      'overloadFallbackAfter',
-      policy.overloadFallbackAfter ?? relayDefaults.overloadFallbackAfter,
-    ),
-    priority: oneOf('priority', policy.priority ?? relayDefaults.priority, [
-      'interactive',
-      'background',
-    ]),
-    // Without a first-output timeout nothing bounds the wait for output, so the client gets
-    // its head as soon as the stream is validated (new-api's flush-before-first-frame rule).
-    earlyHeaders: boolean(
-      'earlyHeaders',
-      policy.earlyHeaders ??
-        (peek.firstOutputTimeoutMs === Number.POSITIVE_INFINITY || relayDefaults.earlyHeaders),
-    ),
+    retryOn,
+    overloadFallbackAfter,
+    priority,
+    earlyHeaders,
     keepAliveIntervalMs,
-    downstream: normalizeDownstream(policy.downstream),
+    downstream,
     headers: policy.headers,
     forwardHeaders: policy.forwardHeaders,
     maxFrameBytes: positiveInteger(
@@ -334,5 +294,12 @@ export function normalizeRelayPolicy(policy: RelayPolicy = {}): NormalizedRelayP
     fallbackTimeoutMs: normalizeFallback(policy.nonStreamingFallback),
     hedge: policy.hedge === undefined ? undefined : hedgeState(policy.hedge),
     continuation,
-  }
+    gates: gateOptionsOf(
+      policy,
+      earlyHeaders,
+      keepAliveIntervalMs,
+      downstream,
+      pump.writeStallTimeoutMs,
+    ),
+  })
 }

@@ -1,11 +1,9 @@
 import { now } from '../../call-safely.js'
-import { wholeStreamTranslator } from '../../commit/encoder.js'
-import { createCommitGate } from '../../commit/gate.js'
+import { commitGateOn } from '../../commit/gate.js'
 import type { CommitGate } from '../../commit/gate-options.js'
 import { StreamTimeoutError } from '../../errors.js'
 import { followSignals, followStops } from '../../follow-signals.js'
 import type { KeyPool } from '../../key-pool/types.js'
-import { rejectUnknownKeys } from '../../options.js'
 import { requestedModel } from '../../protocols/identity.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { realSignal, type SignalLike, stopOf } from '../../stop.js'
@@ -25,27 +23,33 @@ import { callHook, neverAborted } from '../shared/hooks.js'
 import {
   type EngineOutcome,
   isCompleteAnswer,
-  type RelayHooks,
   type RelayOptions,
   type RelayOutcome,
   type RelayRequestOptions,
   resultOf,
 } from '../shared/outcome.js'
-import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
-import { guardAdapter, guardFunction } from '../shared/user-code.js'
+import {
+  checkCall,
+  checkSetup,
+  compileRelay,
+  mergeHooks,
+  primaryRoute,
+  type RelayCall,
+  type RelayPlan,
+  relayKeys,
+} from './compile.js'
 import { answerRefusedOptions, giveUp, giveUpAfterThrow } from './give-up.js'
-import { checkTranslation, normalizeRelayPolicy } from './policy.js'
 
 /**
  * Whether the client asked for a stream: the `stream` option, else what `request` says in the
  * adapter's terms; `undefined` when it says nothing (no `stream` in the body, a URL that is
  * not a streaming one): then the answer decides (an event stream is relayed as one).
  */
-function asksForStream(options: RelayRequestOptions): boolean | undefined {
-  if (options.stream !== undefined) return options.stream
-  const request = options.request
+function asksForStream(call: RelayCall, adapter: StreamAdapter): boolean | undefined {
+  if (call.stream !== undefined) return call.stream
+  const request = call.request
   if (request === undefined) return true
-  if (request.body.stream === true || urlAsksForStream(options.adapter, request.url)) return true
+  if (request.body.stream === true || urlAsksForStream(adapter, request.url)) return true
   return request.body.stream === false ? false : undefined
 }
 
@@ -70,129 +74,38 @@ type RelayOptionsWithRequest = RelayRequestOptions & { readonly request: Upstrea
       }
   )
 
-/** Every option of `relay()`: a table the compiler keeps complete. */
-const relayKeys = Object.keys({
-  sink: true,
-  adapter: true,
-  name: true,
-  policy: true,
-  signal: true,
-  hooks: true,
-  request: true,
-  stream: true,
-  secrets: true,
-  pool: true,
-  attempt: true,
-} satisfies Record<keyof RelayRequestOptions | 'pool' | 'attempt', true>)
-
-const hookKeys = Object.keys({
-  onAttempt: true,
-  onRetry: true,
-  onHedge: true,
-  onHedgeSkipped: true,
-  onContinuation: true,
-  onCommit: true,
-  onGiveUp: true,
-  onOutcome: true,
-} satisfies Record<keyof RelayHooks, true>)
-
-function checkOptions(options: RelayOptions): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError('relay() needs an options object')
-  }
-  rejectUnknownKeys('relay', options, relayKeys)
-  rejectUnknownKeys('relay: hooks', options.hooks, hookKeys)
-  if (typeof options.attempt !== 'function') throw new TypeError('attempt must be a function')
-  if (options.pool !== undefined && typeof options.pool.acquire !== 'function') {
-    throw new TypeError('pool must be a KeyPool (or left out when the caller owns the credentials)')
-  }
-  if (typeof options.adapter?.inspect !== 'function') {
-    throw new TypeError('adapter must be a StreamAdapter')
-  }
-  if (typeof options.sink?.sendHead !== 'function')
-    throw new TypeError('sink must be a DownstreamSink')
-  if (options.stream !== undefined && typeof options.stream !== 'boolean') {
-    throw new TypeError(`stream must be a boolean, got ${typeof options.stream}`)
-  }
-  if (
-    options.secrets !== undefined &&
-    (!Array.isArray(options.secrets) || options.secrets.some((s) => typeof s !== 'string'))
-  ) {
-    throw new TypeError('secrets must be a list of strings')
-  }
-}
-
-/** The policy with the host's client-side adapter and translator guarded. */
-function guarded(config: NormalizedRelayPolicy): NormalizedRelayPolicy {
-  const { adapter, transform } = config.downstream
-  if (adapter === undefined && transform === undefined) return config
-  return {
-    ...config,
-    downstream: {
-      ...config.downstream,
-      adapter: guardAdapter(adapter),
-      transform: guardFunction('downstream.transform', transform),
-    },
-  }
-}
-
 /**
- * Validates the options and builds the request's shared parts. A bad option is returned
- * (`refused`) before anything is leased; `relay()` answers the client through the sink
- * (`answerRefusedOptions`) and rejects with it, so a response waiting on the sink settles
- * instead of hanging or being cut.
+ * What a request of a built relay needs besides the plan: whether it is whole, and its gate.
+ * A bad combination of the request and the plan (a non-streaming request through a stream
+ * translator: `plan.wholeRefusal`) is returned (`refused`) before anything is leased; the
+ * caller answers the client through the sink (`answerRefusedOptions`) and rejects with it, so
+ * a response waiting on the sink settles instead of hanging or being cut.
  */
 function prepare(
-  options: RelayOptions,
-):
-  | { config: NormalizedRelayPolicy; whole: boolean; answerDecides: boolean; gate: CommitGate }
-  | { refused: unknown } {
+  plan: RelayPlan,
+  call: RelayCall,
+): { whole: boolean; answerDecides: boolean; gate: CommitGate } | { refused: unknown } {
   try {
-    checkOptions(options)
-    const config = normalizeRelayPolicy(options.policy)
-    for (const route of options.policy?.routes ?? [])
-      checkOptions({ ...options, ...route } as RelayOptions)
-    if (options.pool === undefined && config.hedge?.options.sameKey === false) {
-      throw new TypeError(
-        'policy.hedge cannot hedge a relay without a pool: a hedge needs another key, or the same credential again with createHedging({ sameKey: true })',
-      )
-    }
     // The adapter's `isStreamingRequest` is the host's code: a throw from it names it.
-    checkTranslation(config.downstream, [
-      options.adapter,
-      ...(options.policy?.routes ?? []).map((route) => route.adapter),
-    ])
-    const asked = asksForStream({ ...options, adapter: guardAdapter(options.adapter) })
+    const asked = asksForStream(call, plan.adapter)
     const whole = asked !== true
-    const client = config.downstream.adapter
-    // Of the translators, only `Response → Response` is given whole answers too.
-    const translator = wholeStreamTranslator(config.downstream)?.kind
-    if (whole && translator !== undefined && translator !== 'response') {
-      throw new TypeError(
-        `a non-streaming request cannot go through a stream translator (downstream.${translator === 'frames' ? 'translateFrames' : 'translateStream'}): use downstream.translateResponse, which is given whole answers too, or pass stream: true when the client asked for a stream`,
-      )
-    }
-    if (whole && client !== undefined && client !== options.adapter && translator === undefined) {
-      throw new TypeError(
-        'a non-streaming request cannot be translated by downstream.adapter: use downstream.translateResponse, which is given whole answers too, send the upstream a streaming request, or translate the whole answer in the host',
-      )
-    }
-    const gate = createCommitGate(options.sink, {
-      // A whole answer has one head, sent with it.
-      earlyHeaders: config.earlyHeaders && !whole,
-      keepAliveIntervalMs:
-        config.downstream.keepAlive === false
-          ? Number.POSITIVE_INFINITY
-          : config.keepAliveIntervalMs,
-      keepAliveAfterContent: config.downstream.keepAlive === true,
-      writeStallTimeoutMs: config.pump.writeStallTimeoutMs,
-      ...(config.headers === undefined ? {} : { headers: config.headers }),
-      ...(config.forwardHeaders === undefined ? {} : { forwardHeaders: config.forwardHeaders }),
-    })
-    return { config, whole, answerDecides: asked === undefined, gate }
+    // Worked out when the relay was built: what a non-streaming request cannot go through.
+    if (whole && plan.wholeRefusal !== undefined) throw new TypeError(plan.wholeRefusal)
+    const { gates } = plan.config
+    const gate = commitGateOn(call.sink, whole ? gates.whole : gates.stream)
+    return { whole, answerDecides: asked === undefined, gate }
   } catch (error) {
-    // Answered through the sink by `relay()`, which then rejects with it.
     return { refused: error }
+  }
+}
+
+/** What a refused request is answered with: its sink, and the relay's adapters and secrets. */
+export function refusalOf(plan: RelayPlan, call: RelayCall) {
+  return {
+    sink: call.sink,
+    adapter: plan.given.adapter,
+    policy: { downstream: { adapter: plan.given.client } },
+    secrets: call.secrets,
   }
 }
 
@@ -238,7 +151,9 @@ function watchDeadline(
  * in the protocol's shape, or, with early headers, the protocol's in-band error frame.
  *
  * Options are validated before anything is leased: a bad one rejects with a `RangeError` or
- * `TypeError` naming it.
+ * `TypeError` naming it (after the client was answered a `500` through the sink). `relay()`
+ * checks every option on every call; {@link createRelay} builds the same relay once per
+ * endpoint, and its requests check nothing again.
  *
  * @example
  * const read = await readClientRequest(request, { adapter: openaiChat })
@@ -288,13 +203,33 @@ export function relay(options: RelayOptions): Promise<RelayOutcome>
 export async function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
   // The attempt is called with `request` whenever one was given: the overloads' promise.
   const options = given as RelayOptions
-  const prepared = prepare(options)
-  if ('refused' in prepared) {
+  let plan: RelayPlan
+  try {
+    checkSetup('relay', options, relayKeys)
+    checkCall(options)
+    plan = compileRelay(options)
+  } catch (error) {
     // The sink may own the response already (a hijacked Fastify reply): the client is told.
-    await answerRefusedOptions(options, prepared.refused)
+    await answerRefusedOptions(options, error)
+    throw error
+  }
+  // The relay's hooks and attempt function are the plan's: the request brings the rest.
+  const { sink, request, signal, secrets, stream } = options
+  return runRelay(plan, { sink, request, signal, secrets, stream })
+}
+
+/**
+ * One request of a built relay (its options checked): attempts over its routes, the commit
+ * and the outcome. Nothing here checks or defaults an option of the relay (guarantee 30).
+ */
+export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayOutcome> {
+  const prepared = prepare(plan, call)
+  if ('refused' in prepared) {
+    await answerRefusedOptions(refusalOf(plan, call), prepared.refused)
     throw prepared.refused
   }
-  const { config, whole, answerDecides, gate } = prepared
+  const { config } = plan
+  const { whole, answerDecides, gate } = prepared
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background' && !whole)
     countRequest(config.hedge)
@@ -302,34 +237,29 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
   // no host signal it is the gate's own. Only the library listens to it: no `AbortSignal` is
   // made for it (each costs on every request).
   const gone = stopOf(gate)
-  const both = options.signal === undefined ? undefined : followStops([gone, options.signal])
+  const both = call.signal === undefined ? undefined : followStops([gone, call.signal])
   const stop = both?.controller ?? gone
   const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
-  // The host's adapters and translator are guarded: a throw names its component.
-  const adapter = guardAdapter(options.adapter)
-  const routes: Route[] = [
-    {
-      name: options.name ?? 'primary',
-      adapter,
-      ...(options.pool === undefined
-        ? { attempt: options.attempt }
-        : { pool: options.pool, attempt: options.attempt }),
-    } as Route,
-    ...(options.policy?.routes ?? []).map((route) => ({
-      ...route,
-      adapter: guardAdapter(route.adapter),
-    })),
-  ]
+  const { adapter } = plan
+  // Built with the relay when it has its attempt function; else with the request's.
+  const routes: readonly Route[] =
+    call.attempt === undefined && plan.routes !== undefined
+      ? plan.routes
+      : [
+          primaryRoute(plan, (call.attempt ?? plan.attempt) as NonNullable<RelayCall['attempt']>),
+          ...plan.fallbacks,
+        ]
   const run: Run = {
-    options: { ...options, adapter },
-    config: guarded(config),
-    hooks: options.hooks ?? {},
+    adapter,
+    request: call.request,
+    config,
+    hooks: mergeHooks(plan.hooks, call.hooks),
     gate,
     routes,
     attempts: [],
     whole,
     answerDecides,
-    secrets: [...(options.secrets ?? [])],
+    secrets: call.secrets === undefined ? [] : [...call.secrets],
     stop,
     deadline,
     get waits() {
@@ -344,7 +274,7 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
     hedges: undefined,
   }
   // What every outcome says of the request: its protocol and the model it asked for.
-  const model = requestedModel(options.request?.url, options.request?.body)
+  const model = requestedModel(call.request?.url, call.request?.body)
   // Read from the guarded copy: a plain value there, whatever the host's adapter does.
   const protocol = adapter.name
   // Nothing more goes to a client that left (or whose host gave up): a response still
@@ -375,7 +305,7 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
         route,
         name: route.name ?? `route-${index + 1}`,
         hasNextRoute: index < routes.length - 1,
-        progress: initialRouteProgress(route.request ?? options.request),
+        progress: initialRouteProgress(route.request ?? call.request),
       })
       if (end.kind !== 'next-route') break
     }

@@ -17,10 +17,12 @@ import { streamFlagInBody } from '../../protocols/request.js'
 import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import { isFirstPartyApi } from '../request/correlation.js'
 import { readRequestBody, requestBodyDefaults } from '../request/request-body.js'
+import type { AttemptContextBase, LeasedKey } from '../shared/attempt-types.js'
 import type { RelayHooks, RelayOutcome } from '../shared/outcome.js'
-import type { RelayPolicy } from '../shared/policy-types.js'
-import { checkAdapterOptions, checkTranslation, normalizeRelayPolicy } from './policy.js'
-import { relay } from './relay.js'
+import type { NormalizedRelayPolicy, RelayPolicy } from '../shared/policy-types.js'
+import { checkSetup, compileRelay, type RelayPlan, relayKeys } from './compile.js'
+import { checkAdapterOptions, normalizeRelayPolicy } from './policy.js'
+import { runRelay } from './relay.js'
 
 /**
  * A `fetch`-compatible function.
@@ -169,18 +171,26 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     'maxRequestBodyBytes',
     options.maxRequestBodyBytes ?? resilientFetchDefaults.maxRequestBodyBytes,
   )
-  // A bad policy fails here, when createResilientFetch() is called, not on the first request.
+  // A bad policy fails here, when createResilientFetch() is called, not on the first request:
+  // it is checked once, and each protocol's relay is built once over it (guarantee 30).
   const policy = normalizeRelayPolicy(options.policy)
   if (options.adapter !== undefined) checkAdapterOptions(policy, options.adapter)
   checkCredentialHeader(options)
+  const plans = new Map<StreamAdapter, RelayPlan>()
+  if (options.adapter !== undefined)
+    plans.set(options.adapter, planOf(options, options.adapter, policy))
 
   return async function resilientFetch(input, init) {
     const incoming = new Request(input, init)
     const url = new URL(incoming.url)
     const adapter = options.adapter ?? adapterForUrl(url)
     if (adapter === undefined) return inner(input, init)
-    // Picked by URL: checked here, so the caller's request rejects with what is wrong.
-    if (options.adapter === undefined) checkTranslation(policy.downstream, [adapter])
+    // Picked by URL: built on its first request, so the caller's request rejects with what is wrong.
+    let plan = plans.get(adapter)
+    if (plan === undefined) {
+      plan = planOf(options, adapter, policy)
+      plans.set(adapter, plan)
+    }
     const body = await readBody(incoming, maxRequestBodyBytes)
     const headers = new Headers(incoming.headers)
     // The caller's own id names the request in its logs: every attempt keeps it. The
@@ -215,10 +225,11 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     const asked = isStreaming(adapter, url, body)
     const { sink, response } = webSink()
     // Streaming or not, one engine decides every attempt: the same keys, waits, bounds,
-    // give-up answers, hooks and outcome.
-    const shared = {
+    // give-up answers, hooks and outcome. The attempt's signal already follows the caller's
+    // (the relay's `signal`). Without a pool the SDK's own credential goes on every attempt,
+    // and its 401 is the caller's own.
+    const relayed = runRelay(plan, {
       sink,
-      adapter,
       signal: callerSignal,
       // A JSON body that names no stream, at a URL that is not a streaming one, leaves it to
       // the answer (a two-stage fetch: the URL is another protocol's than the adapter's).
@@ -226,26 +237,11 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
         ? { stream: asked }
         : {}),
       secrets: callerSecrets(headers, url),
-      ...(options.policy === undefined ? {} : { policy: options.policy }),
-      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       // The JSON body goes in as the relay's request, so it can be adjusted or sent without streaming.
       ...(parsed === undefined ? {} : { request: { url: url.toString(), body: parsed } }),
-    }
-    // The attempt's signal already follows the caller's (the relay's `signal`). Without a
-    // pool the SDK's own credential goes on every attempt, and its 401 is the caller's own.
-    const relayed =
-      options.pool === undefined
-        ? relay({
-            ...shared,
-            attempt: ({ signal, request, requestId, freshConnection }) =>
-              send(undefined, signal, request, requestId, freshConnection),
-          })
-        : relay({
-            ...shared,
-            pool: options.pool,
-            attempt: ({ key, signal, request, requestId, freshConnection }) =>
-              send(key.secret, signal, request, requestId, freshConnection),
-          })
+      attempt: ({ key, signal, request, requestId, freshConnection }: AnyAttemptContext) =>
+        send(key?.secret, signal, request, requestId, freshConnection),
+    })
     // A relay that throws (a bad option) must not leave the caller waiting, nor may a
     // throwing onOutcome become an unhandled rejection.
     relayed.then(
@@ -260,6 +256,27 @@ export function createResilientFetch(options: ResilientFetchOptions = {}): Fetch
     )
     return response
   }
+}
+
+/** What an attempt is given, with a pool's key or without. */
+type AnyAttemptContext = AttemptContextBase & { readonly key: LeasedKey | undefined }
+
+/** The relay of one protocol, built once over the checked policy. */
+function planOf(
+  options: ResilientFetchOptions,
+  adapter: StreamAdapter,
+  policy: NormalizedRelayPolicy,
+): RelayPlan {
+  const { pool, hooks } = options
+  const setup = {
+    adapter,
+    ...(pool === undefined ? {} : { pool }),
+    ...(options.policy === undefined ? {} : { policy: options.policy }),
+    ...(hooks === undefined ? {} : { hooks }),
+  }
+  // The attempt is made per request (it sends that request's headers and body).
+  checkSetup('relay', setup, relayKeys, true)
+  return compileRelay(setup, policy)
 }
 
 /** A request body the relay changed, as JSON; one that cannot be is never sent (invariant 28). */

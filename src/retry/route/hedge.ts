@@ -10,6 +10,7 @@
 import { now } from '../../call-safely.js'
 import { countInWindow, pruneWindow, windowTotals } from '../../key-pool/window.js'
 import {
+  countNormalization,
   nonNegativeMilliseconds,
   positiveInteger,
   positiveMilliseconds,
@@ -76,6 +77,7 @@ const adaptiveKeys = {
 } satisfies Record<keyof AdaptiveHedgeOptions, true>
 
 function normalizeHedging(options: HedgingOptions): NormalizedHedging {
+  countNormalization('createHedging')
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(
       `createHedging() options must be an object, got ${options === null ? 'null' : typeof options}`,

@@ -7,7 +7,7 @@
 
 import { now } from '../../call-safely.js'
 import type { UpstreamRequest } from '../../protocols/types.js'
-import { fitContextWindow } from '../decisions/context-window.js'
+import { fitContextWindowOn } from '../decisions/context-window.js'
 import { type Decision, deadlineVerdict, decideNext } from '../decisions/decide.js'
 import type { AttemptResult } from '../shared/attempt-io.js'
 import type { AttemptMode } from '../shared/attempt-types.js'
@@ -45,7 +45,12 @@ function adjustRefused(
   }
   const fit = adjusted === undefined && run.config.fit !== undefined && !route.progress.fitted
   if (fit && run.config.fit !== undefined) {
-    adjusted = fitContextWindow(route.route.adapter, request, verdict.error.message, run.config.fit)
+    adjusted = fitContextWindowOn(
+      route.route.adapter,
+      request,
+      verdict.error.message,
+      run.config.fit,
+    )
   }
   advance(route, { kind: 'adjusted', request: adjusted, fitted: fit })
   if (adjusted === undefined) return verdict

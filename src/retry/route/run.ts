@@ -1,5 +1,5 @@
 import type { CommitGate } from '../../commit/gate-options.js'
-import type { StreamAdapter } from '../../protocols/types.js'
+import type { StreamAdapter, UpstreamRequest } from '../../protocols/types.js'
 import type { SignalLike } from '../../stop.js'
 import {
   nextRouteProgress,
@@ -8,20 +8,17 @@ import {
 } from '../decisions/route-progress.js'
 import type { AttemptResult } from '../shared/attempt-io.js'
 import type { Route, UpstreamHttpError } from '../shared/attempt-types.js'
-import type {
-  AttemptRecord,
-  EngineOutcome,
-  HedgeReport,
-  RelayHooks,
-  RelayOptions,
-} from '../shared/outcome.js'
+import type { AttemptRecord, EngineOutcome, HedgeReport, RelayHooks } from '../shared/outcome.js'
 import type { NormalizedRelayPolicy } from '../shared/policy-types.js'
 import type { FailureVerdict } from '../shared/verdict.js'
 import { recordOverload } from './hedge.js'
 
 /** One request's shared state: what every route and attempt of it reads and adds to. */
 export interface Run {
-  readonly options: RelayOptions
+  /** The primary route's adapter (guarded). */
+  readonly adapter: StreamAdapter
+  /** The request's JSON body and URL, when the relay was given one. */
+  readonly request: UpstreamRequest | undefined
   readonly config: NormalizedRelayPolicy
   readonly hooks: RelayHooks
   readonly gate: CommitGate

@@ -62,7 +62,7 @@ function continuationRoutes(
   if (!nextRoute) return candidates
   const index = run.routes.indexOf(route.route)
   for (const [at, each] of run.routes.entries()) {
-    const sent = each.request ?? run.options.request
+    const sent = each.request ?? run.request
     if (at <= index || sent === undefined) continue
     if (each.adapter.name !== adapter.name || !canContinue(each.adapter)) continue
     const name = each.name ?? `route-${at + 1}`

@@ -1,18 +1,20 @@
 /**
  * The types of `RelayPolicy`, of its nested options (`continueAfterCut`, `fitContextWindow`)
  * and of the policy once normalized: what every layer of the relay reads.
- * `relay/policy.ts` holds the defaults and the one `normalizeRelayPolicy`.
+ * `relay/policy.ts` holds the defaults and the one `normalizeRelayPolicy`; each optional
+ * feature's own defaults and check are in a file of their own beside it.
  *
  * @module
  */
 
+import type { NormalizedGateOptions } from '../../commit/gate-options.js'
 import type { ForwardHeadersPolicy } from '../../commit/headers.js'
 import type {
   DownstreamOptions,
-  normalizePumpPolicy,
+  NormalizedPumpPolicy,
   PumpPolicy,
 } from '../../commit/pump-policy.js'
-import type { PeekOptions } from '../../peek/index.js'
+import type { NormalizedPeekOptions, PeekOptions } from '../../peek/index.js'
 import type { RenderableError, UpstreamRequest } from '../../protocols/types.js'
 import type { Route } from './attempt-types.js'
 import type { HedgeState, Hedging } from './hedging-types.js'
@@ -222,15 +224,19 @@ export type NormalizedDownstream = Pick<
   'adapter' | 'transform' | 'translateFrames' | 'translateStream' | 'translateResponse'
 > & { readonly keepAlive: boolean | 'before-content' }
 
-/** A policy with every default filled in and every value checked. */
+/**
+ * A policy with every default filled in, every value checked and frozen: each slice is in the
+ * form its reader takes (the peek's, the pump's, the gate's), so nothing normalises it again
+ * per request or per attempt (guarantee 30).
+ */
 export interface NormalizedRelayPolicy {
   readonly maxAttempts: number
   /** `Infinity` when there is no budget. */
   readonly deadlineMs: number
   readonly maxWaitMs: number
   readonly backoff: Required<BackoffOptions>
-  readonly peek: Omit<PeekOptions, 'signal' | 'tracker' | 'clockStartedAt'>
-  readonly pump: ReturnType<typeof normalizePumpPolicy>
+  readonly peek: NormalizedPeekOptions
+  readonly pump: NormalizedPumpPolicy
   readonly retryOn: RelayPolicy['retryOn']
   readonly overloadFallbackAfter: number
   readonly priority: 'interactive' | 'background'
@@ -244,13 +250,18 @@ export interface NormalizedRelayPolicy {
   readonly correlationIds: boolean
   readonly passThroughErrors: boolean
   readonly adjustRequest: RelayPolicy['adjustRequest']
-  readonly fit: ContextWindowFitOptions | undefined
+  readonly fit: Readonly<Required<ContextWindowFitOptions>> | undefined
   /** The fallback's timeout, or `undefined` when the fallback is off. */
   readonly fallbackTimeoutMs: number | undefined
   /** Hedging's shared state, or `undefined` when hedging is off. */
   readonly hedge: HedgeState | undefined
   /** Continuation after a cut, or `undefined` when it is off. */
   readonly continuation: Required<ContinueAfterCutOptions> | undefined
+  /** The commit gate's options for a streamed and for a whole answer (one head, no early one). */
+  readonly gates: {
+    readonly stream: NormalizedGateOptions
+    readonly whole: NormalizedGateOptions
+  }
 }
 
 /**

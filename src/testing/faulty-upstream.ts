@@ -343,17 +343,18 @@ function refusesPrefill(
   }
 }
 
-/**
- * Creates a faulty upstream.
- *
- * @example
- * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
- * const client = new OpenAI({ apiKey: 'sk-test', baseURL: 'http://upstream.test/v1', fetch: upstream.fetch,
- *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
- *
- * @group Fault injection
- */
-export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
+/** The options of {@link createFaultyUpstream}, checked and with their defaults. */
+interface Settings {
+  readonly scenarios: Readonly<Record<string, Scenario>>
+  readonly refusePrefill: ReadonlySet<string>
+  readonly text: string
+  readonly reasoning: string
+  readonly frameDelayMs: number
+  readonly keepAliveMs: number
+}
+
+/** Checks the options of {@link createFaultyUpstream} and fills in their defaults. */
+function settingsOf(options: FaultyUpstreamOptions): Settings {
   rejectUnknownKeys('createFaultyUpstream', options, [
     'scenarios',
     'text',
@@ -365,40 +366,159 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
   const refusePrefill = new Set(options.refusePrefill ?? [])
   const scenarios = options.scenarios ?? {}
   checkScenarios(scenarios)
-  const baseAnswer = options.text ?? 'The quick brown fox jumps over the lazy dog.'
-  const baseThought = options.reasoning ?? 'Let me think about this step by step.'
-  const frameDelayMs = options.frameDelayMs ?? 0
-  const keepAliveMs = options.keepAliveMs ?? 200
+  return {
+    scenarios,
+    refusePrefill,
+    text: options.text ?? 'The quick brown fox jumps over the lazy dog.',
+    reasoning: options.reasoning ?? 'Let me think about this step by step.',
+    frameDelayMs: options.frameDelayMs ?? 0,
+    keepAliveMs: options.keepAliveMs ?? 200,
+  }
+}
+
+/**
+ * The fault that answers the next attempt of scenario `name`, and that attempt's number:
+ * counted (in `counts`) by request id for a marked request, else by scenario name.
+ */
+function nextFault(
+  scenarios: Readonly<Record<string, Scenario>>,
+  counts: Map<string, number>,
+  name: string,
+  requestId: string | undefined,
+): { fault: Fault; attempt: number } {
+  const scenario = scenarios[name] ?? ['ok']
+  const counter = requestId === undefined ? `scenario:${name}` : `id:${requestId}`
+  const attempt = (counts.get(counter) ?? 0) + 1
+  counts.set(counter, attempt)
+  const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
+  if (fault === 'empty-eof') return { fault: { kind: 'empty' }, attempt }
+  return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
+}
+
+/** A request's headers as recorded: credentials redacted. */
+function redactedHeaders(headers: Headers): Record<string, string> {
+  const redacted: Record<string, string> = {}
+  for (const [name, value] of headers)
+    redacted[name] = secretHeaders.has(name) ? '[redacted]' : value
+  return redacted
+}
+
+/**
+ * An answer that never sends its headers: it fails when the client gives up or the upstream
+ * closes, and only then lets go of the request.
+ */
+function hangBeforeHeaders(
+  signal: AbortSignal,
+  opened: Set<() => void>,
+  ended: () => void,
+): Promise<Response> {
+  return new Promise<Response>((_, reject) => {
+    const stop = () => {
+      opened.delete(stop)
+      ended()
+      reject(signal.reason ?? new DOMException('aborted', 'AbortError'))
+    }
+    opened.add(stop)
+    signal.addEventListener('abort', stop, { once: true })
+  })
+}
+
+/** One recorded request, as {@link answerOf} reads it. */
+interface Attempt {
+  readonly request: Request
+  readonly adapter: StreamAdapter
+  readonly body: string
+  readonly streaming: boolean
+  readonly fault: Fault
+  readonly attempt: number
+  /** Whether the body carried a {@link chaosMarker} (its answers are tagged by attempt). */
+  readonly marked: boolean
+  /** The number of requests recorded so far, this one included. */
+  readonly recorded: number
+  /** Marks the recorded request as let go of. */
+  readonly ended: () => void
+}
+
+/** The answer to a recorded request: a prefill refusal, its fault's status answer, or its steps. */
+function answerOf(
+  settings: Settings,
+  opened: Set<() => void>,
+  attempt: Attempt,
+): Response | Promise<Response> {
+  const { adapter, body, fault, streaming, ended } = attempt
+  if (settings.refusePrefill.size > 0 && refusesPrefill(adapter, body, settings.refusePrefill)) {
+    ended()
+    return errorResponse(adapter, 400, prefillRefusalMessage)
+  }
+  const tag = attempt.marked ? `[attempt ${attempt.attempt}] ` : ''
+  // A continuation (a prefilled final assistant message) gets the rest of the answer it began.
+  const rest = continuationRest(adapter, body, settings.text, attempt.marked ? attempt.attempt : 0)
+  const early = statusAnswer(fault, adapter, body, streaming)
+  if (early !== undefined) {
+    ended()
+    return early
+  }
+  if (fault.kind === 'hang-before-headers') {
+    return hangBeforeHeaders(attempt.request.signal, opened, ended)
+  }
+  const context: StepContext = {
+    fault,
+    wire: wireFor(adapter),
+    answer: rest ?? `${tag}${settings.text}`,
+    thought: `${tag}${settings.reasoning}`,
+    tag: rest === undefined ? tag : '',
+    frameDelayMs: settings.frameDelayMs,
+    keepAliveMs: settings.keepAliveMs,
+  }
+  const play = streaming
+    ? { steps: faultSteps[fault.kind](context) }
+    : plainPlays[fault.kind](context)
+  if ('refused' in play) {
+    ended()
+    return errorResponse(adapter, 501, `faulty upstream: ${play.refused}`)
+  }
+  return new Response(playSteps(play.steps, attempt.request.signal, opened, ended), {
+    status: 200,
+    headers: {
+      'content-type': streaming ? 'text/event-stream; charset=utf-8' : 'application/json',
+      'cache-control': 'no-cache',
+      'x-request-id': `req_faulty_${attempt.recorded}`,
+      // Served over HTTP, the body is then delimited by the connection's close, not chunked.
+      ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
+    },
+  })
+}
+
+/**
+ * Creates a faulty upstream.
+ *
+ * @example
+ * const upstream = createFaultyUpstream({ scenarios: { flaky: ['empty', 'ok'] } })
+ * const client = new OpenAI({ apiKey: 'sk-test', baseURL: 'http://upstream.test/v1', fetch: upstream.fetch,
+ *   defaultHeaders: { 'x-fault-scenario': 'flaky' } })
+ *
+ * @group Fault injection
+ */
+export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): FaultyUpstream {
+  const settings = settingsOf(options)
+  const { scenarios } = settings
   const requests: RecordedRequest[] = []
   const counts = new Map<string, number>()
   const opened = new Set<() => void>()
   let server: { close(): Promise<void> } | undefined
 
-  /** Counts by request id for a marked request, else by scenario name. */
-  function faultFor(name: string, requestId?: string): { fault: Fault; attempt: number } {
-    const scenario = scenarios[name] ?? ['ok']
-    const counter = requestId === undefined ? `scenario:${name}` : `id:${requestId}`
-    const attempt = (counts.get(counter) ?? 0) + 1
-    counts.set(counter, attempt)
-    const fault = scenario[Math.min(attempt - 1, scenario.length - 1)] ?? 'ok'
-    if (fault === 'empty-eof') return { fault: { kind: 'empty' }, attempt }
-    return { fault: typeof fault === 'string' ? { kind: fault } : fault, attempt }
-  }
-
   async function handle(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const adapter = adapterForUrl(url) ?? openaiChat
     if (request.signal.aborted) throw request.signal.reason
-    const headers: Record<string, string> = {}
-    for (const [name, value] of request.headers)
-      headers[name] = secretHeaders.has(name) ? '[redacted]' : value
+    const headers = redactedHeaders(request.headers)
     const body = request.body === null ? '' : await request.text()
     const marker = parseChaosMarker(body)
     const scenario = marker?.scenario ?? request.headers.get('x-fault-scenario') ?? 'default'
     if (scenario !== 'default' && !Object.hasOwn(scenarios, scenario)) {
       return errorResponse(adapter, 400, unknownScenario(scenario, Object.keys(scenarios)))
     }
-    const { fault, attempt } = faultFor(scenario, marker?.requestId)
+    const { fault, attempt } = nextFault(scenarios, counts, scenario, marker?.requestId)
     // Each protocol says how a request asks for a stream (Gemini: by method, others: a body flag).
     const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
     const record = {
@@ -419,54 +539,18 @@ export function createFaultyUpstream(options: FaultyUpstreamOptions = {}): Fault
     const ended = () => {
       record.endedAt ??= performance.now()
     }
-    if (refusePrefill.size > 0 && refusesPrefill(adapter, body, refusePrefill)) {
-      ended()
-      return errorResponse(adapter, 400, prefillRefusalMessage)
-    }
-    const tag = marker === undefined ? '' : `[attempt ${attempt}] `
-    // A continuation (a prefilled final assistant message) gets the rest of the answer it began.
-    const rest = continuationRest(adapter, body, baseAnswer, marker === undefined ? 0 : attempt)
-    const early = statusAnswer(fault, adapter, body, streaming)
-    if (early !== undefined) {
-      ended()
-      return early
-    }
-    if (fault.kind === 'hang-before-headers') {
-      return new Promise<Response>((_, reject) => {
-        const stop = () => {
-          opened.delete(stop)
-          ended()
-          reject(request.signal.reason ?? new DOMException('aborted', 'AbortError'))
-        }
-        opened.add(stop)
-        request.signal.addEventListener('abort', stop, { once: true })
-      })
-    }
-    const context: StepContext = {
+    const marked = marker !== undefined
+    const recorded = requests.length
+    return answerOf(settings, opened, {
+      request,
+      adapter,
+      body,
+      streaming,
       fault,
-      wire: wireFor(adapter),
-      answer: rest ?? `${tag}${baseAnswer}`,
-      thought: `${tag}${baseThought}`,
-      tag: rest === undefined ? tag : '',
-      frameDelayMs,
-      keepAliveMs,
-    }
-    const play = streaming
-      ? { steps: faultSteps[fault.kind](context) }
-      : plainPlays[fault.kind](context)
-    if ('refused' in play) {
-      ended()
-      return errorResponse(adapter, 501, `faulty upstream: ${play.refused}`)
-    }
-    return new Response(playSteps(play.steps, request.signal, opened, ended), {
-      status: 200,
-      headers: {
-        'content-type': streaming ? 'text/event-stream; charset=utf-8' : 'application/json',
-        'cache-control': 'no-cache',
-        'x-request-id': `req_faulty_${requests.length}`,
-        // Served over HTTP, the body is then delimited by the connection's close, not chunked.
-        ...(fault.kind === 'eof-mid-frame-close' ? { connection: 'close' } : {}),
-      },
+      attempt,
+      marked,
+      recorded,
+      ended,
     })
   }
 

@@ -6,41 +6,24 @@
  * @module
  */
 
-import { now, settleWithin } from '../../call-safely.js'
-import { createStreamTracker, type StreamTracker } from '../../classify/index.js'
+import { now } from '../../call-safely.js'
 import type { ContinuedStream, CutContext } from '../../commit/continuation.js'
-import { StreamTimeoutError } from '../../errors.js'
-import { followSignals } from '../../follow-signals.js'
-import type { KeyLease, KeyOutcome, KeyPool } from '../../key-pool/types.js'
-import { peekDefaults, peekOn } from '../../peek/index.js'
+import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import type {
   ContinuationReceived,
-  ContinuationSplice,
   RenderState,
   StreamAdapter,
   TokenUsage,
   UpstreamRequest,
 } from '../../protocols/types.js'
 import { addUsage } from '../../protocols/usage.js'
-import { frameReaderOn } from '../../sse/reader.js'
-import { frameSourceOf } from '../../sse/sources.js'
 import { keyOutcomeOf } from '../attempt/attempt.js'
-import { callAttemptFunction, leasedKeyOf } from '../attempt/call-attempt.js'
-import { classifyAttemptFailure } from '../decisions/classify.js'
-import { type Held, type HoldBounds, holdRepeats } from '../decisions/continuation-restart.js'
-import { errorFromBody, readBounded } from '../decisions/error-body.js'
 import { withHeadroom } from '../decisions/headroom.js'
-import { estimateRequestCost } from '../request/request-cost.js'
 import type { Route } from '../shared/attempt-types.js'
 import type { ContinuationRecord, RelayContinuation } from '../shared/continuation-types.js'
 import type { ContinueAfterCutOptions, NormalizedRelayPolicy } from '../shared/policy-types.js'
-import type { FailureVerdict } from '../shared/verdict.js'
-import {
-  isPrefillRefusal,
-  prefillRefused,
-  refusalKey,
-  rememberPrefillRefusal,
-} from './prefill-refusals.js'
+import { attemptAll, type Parts, type Tried } from './continuation-attempts.js'
+import { prefillRefused, refusalKey, rememberPrefillRefusal } from './prefill-refusals.js'
 
 /** What the relay gives a continuation of one committed attempt. */
 export interface ContinuationInput {
@@ -111,13 +94,6 @@ function isRequest(value: unknown): value is UpstreamRequest {
   )
 }
 
-/** A continuation's request, its splice, and the text it continues. */
-interface Parts {
-  readonly request: UpstreamRequest
-  readonly splice: ContinuationSplice
-  readonly received: string
-}
-
 /** The adapter's continuation request and splice, or `undefined` when it declines or misbehaves. */
 function adapterParts(
   adapter: StreamAdapter,
@@ -145,25 +121,86 @@ function snapshot(state: RenderState): RenderState {
   }
 }
 
-type Tried =
-  | {
-      kind: 'output'
-      stream: ContinuedStream
-      usage: () => TokenUsage | null
-      /** The response's headers: the key's headroom is read from them when it is reported. */
-      headers: Headers
-    }
-  | { kind: 'failed'; verdict: FailureVerdict | undefined }
-  /** Its answer began again with the received text (see `continuation-restart.ts`). */
-  | { kind: 'restarted'; usage: TokenUsage | null }
-  /** The upstream refuses a prefill for this model (see `prefill-refusals.ts`). */
-  | { kind: 'refused' }
-
 /** The record's word for a continuation that got no output to the client. */
 const resultOf: Record<Exclude<Tried['kind'], 'output'>, ContinuationRecord['result']> = {
   failed: 'failed',
   restarted: 'restarted',
   refused: 'prefill-refused',
+}
+
+/** The fields every record of one cut shares. */
+type RecordBase = Pick<ContinuationRecord, 'atMs' | 'cause' | 'receivedChars'>
+
+/** How a continuation ended: its record, and the attempt with output and its lease if one had. */
+type Ended =
+  | { readonly record: ContinuationRecord; readonly output?: undefined }
+  | {
+      readonly record: ContinuationRecord
+      readonly output: Extract<Tried, { kind: 'output' }>
+      readonly lease: KeyLease | undefined
+    }
+
+/**
+ * Sends the continuation to the first candidate route that can take it: one whose adapter
+ * declines, or whose model refuses a prefill (now, or within the hour), passes it on; any
+ * other end is told as it is (another route would meet the same). The refusals of the routes
+ * passed over are told (`tell`) as they are left; the record of the end is returned.
+ */
+async function continueOn(
+  input: ContinuationInput,
+  base: RecordBase,
+  received: ContinuationReceived,
+  client: RenderState,
+  signal: CutContext['signal'],
+  tell: (record: ContinuationRecord) => void,
+): Promise<Ended> {
+  // A refusal is told as its own record once another route is tried (or at the end); a
+  // route skipped without a request (a model known to refuse) leaves the refusal as it is.
+  let refused: ContinuationRecord | undefined
+  const refusedModels = new Set<string | undefined>()
+  for (const candidate of input.candidates) {
+    const parts = adapterParts(candidate.adapter, candidate.request, received, client)
+    if (parts === undefined) continue
+    const continuedOn = { route: candidate.name, model: modelOf(parts.request) }
+    const refusal = refusalKey(candidate.name, parts.request)
+    if (prefillRefused(refusal) || refusedModels.has(continuedOn.model)) {
+      refused ??= { ...base, keyId: null, result: 'prefill-refused', attempts: 0, continuedOn }
+      continue
+    }
+    if (refused !== undefined) tell(refused)
+    refused = undefined
+    const tried = await attemptAll(inputOn(input, candidate), parts, signal)
+    const { keyId, attempts } = tried
+    if (tried.tried.kind === 'output') {
+      const record: ContinuationRecord = {
+        ...base,
+        keyId,
+        result: 'spliced',
+        attempts,
+        continuedOn,
+      }
+      return { record, output: tried.tried, lease: tried.lease }
+    }
+    const { kind } = tried.tried
+    if (kind === 'refused') {
+      // The key worked: the model refuses the request's shape. Not asked again for a while.
+      rememberPrefillRefusal(refusal)
+      if (continuedOn.model !== undefined) refusedModels.add(continuedOn.model)
+      refused = { ...base, keyId, result: 'prefill-refused', attempts, continuedOn }
+      continue
+    }
+    const usage = kind === 'restarted' ? tried.tried.usage : null
+    const record: ContinuationRecord = {
+      ...base,
+      keyId,
+      result: resultOf[kind],
+      attempts,
+      continuedOn,
+      ...(usage === null ? {} : { usage }),
+    }
+    return { record }
+  }
+  return { record: refused ?? { ...base, keyId: null, result: 'not-sound', attempts: 0 } }
 }
 
 /** Creates the continuation of one committed attempt. */
@@ -223,67 +260,15 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
     if (received === undefined) {
       return tell({ ...base, keyId: null, result: 'not-sound', attempts: 0 })
     }
-    return continueOn(base, received, snapshot(cut.state), cut.signal)
-  }
-
-  /**
-   * Sends the continuation to the first candidate route that can take it: one whose adapter
-   * declines, or whose model refuses a prefill (now, or within the hour), passes it on; any
-   * other end is told as it is (another route would meet the same).
-   */
-  async function continueOn(
-    base: Pick<ContinuationRecord, 'atMs' | 'cause' | 'receivedChars'>,
-    received: ContinuationReceived,
-    client: RenderState,
-    signal: CutContext['signal'],
-  ): Promise<ContinuedStream | null> {
-    // A refusal is told as its own record once another route is tried (or at the end); a
-    // route skipped without a request (a model known to refuse) leaves the refusal as it is.
-    let refused: ContinuationRecord | undefined
-    const refusedModels = new Set<string | undefined>()
-    for (const candidate of input.candidates) {
-      const parts = adapterParts(candidate.adapter, candidate.request, received, client)
-      if (parts === undefined) continue
-      const continuedOn = { route: candidate.name, model: modelOf(parts.request) }
-      const refusal = refusalKey(candidate.name, parts.request)
-      if (prefillRefused(refusal) || refusedModels.has(continuedOn.model)) {
-        refused ??= { ...base, keyId: null, result: 'prefill-refused', attempts: 0, continuedOn }
-        continue
-      }
-      if (refused !== undefined) tell(refused)
-      refused = undefined
-      const tried = await attemptAll(inputOn(input, candidate), parts, signal)
-      const { keyId, attempts } = tried
-      if (tried.tried.kind === 'output') {
-        current = {
-          lease: tried.lease,
-          usage: tried.tried.usage,
-          record: records.length,
-          headers: tried.tried.headers,
-        }
-        continued.push(current.usage)
-        tell({ ...base, keyId, result: 'spliced', attempts, continuedOn })
-        return tried.tried.stream
-      }
-      const { kind } = tried.tried
-      if (kind === 'refused') {
-        // The key worked: the model refuses the request's shape. Not asked again for a while.
-        rememberPrefillRefusal(refusal)
-        if (continuedOn.model !== undefined) refusedModels.add(continuedOn.model)
-        refused = { ...base, keyId, result: 'prefill-refused', attempts, continuedOn }
-        continue
-      }
-      const usage = kind === 'restarted' ? tried.tried.usage : null
-      return tell({
-        ...base,
-        keyId,
-        result: resultOf[kind],
-        attempts,
-        continuedOn,
-        ...(usage === null ? {} : { usage }),
-      })
+    const ended = await continueOn(input, base, received, snapshot(cut.state), cut.signal, tell)
+    if (ended.output !== undefined) {
+      const { usage, headers, stream } = ended.output
+      current = { lease: ended.lease, usage, record: records.length, headers }
+      continued.push(usage)
+      tell(ended.record)
+      return stream
     }
-    return tell(refused ?? { ...base, keyId: null, result: 'not-sound', attempts: 0 })
+    return tell(ended.record)
   }
 
   return {
@@ -301,206 +286,5 @@ export function createRelayContinuation(input: ContinuationInput): RelayContinua
       for (const each of continued) sum = addUsage(sum, each() ?? undefined)
       return sum
     },
-  }
-}
-
-/** A continuation's attempts: the last one's end, and the lease of one with output. */
-interface Attempted {
-  readonly tried: Tried
-  /** The lease of the attempt with output (the others are reported). */
-  readonly lease: KeyLease | undefined
-  readonly keyId: string | null
-  readonly attempts: number
-}
-
-/** What a continuation attempt that got no output says about its key. */
-function leaseOutcome(tried: Exclude<Tried, { kind: 'output' }>): KeyOutcome {
-  if (tried.kind === 'refused') return { kind: 'rejected' }
-  if (tried.kind === 'restarted') return { kind: 'cancelled' }
-  return tried.verdict?.key ?? { kind: 'cancelled' }
-}
-
-/**
- * A continuation's attempts within its budget, each on a key of its own, until one has
- * output; a refusal, a restart or a failure that is not retryable ends them (another try
- * would meet the same). Every lease but the one with output is reported here, once.
- */
-async function attemptAll(
-  input: ContinuationInput,
-  parts: Parts,
-  signal: CutContext['signal'],
-): Promise<Attempted> {
-  const budget = followSignals([signal])
-  const timer = Number.isFinite(input.config.timeoutMs)
-    ? setTimeout(
-        () =>
-          budget.controller.abort(new StreamTimeoutError('first-output', input.config.timeoutMs)),
-        input.config.timeoutMs,
-      )
-    : undefined
-  let attempts = 0
-  let keyId: string | null = null
-  let tried: Tried = { kind: 'failed', verdict: undefined }
-  try {
-    while (attempts < input.config.maxAttempts && !budget.controller.signal.aborted) {
-      const lease = await leaseFor(input, parts, budget.controller.signal)
-      if (lease === null) break
-      attempts++
-      keyId = lease?.keyId ?? null
-      if (lease !== undefined) input.addSecret(lease.secret)
-      // Never throws by design; a throw all the same still reports the lease, once.
-      tried = await tryOnce(input, parts, lease, budget.controller).catch(
-        (): Tried => ({ kind: 'failed', verdict: undefined }),
-      )
-      if (tried.kind === 'output') return { tried, lease, keyId, attempts }
-      await lease?.report(leaseOutcome(tried)).catch(() => {})
-      if (tried.kind !== 'failed' || tried.verdict?.retryable !== true) break
-    }
-  } finally {
-    clearTimeout(timer)
-    budget.release()
-  }
-  return { tried, lease: undefined, keyId, attempts }
-}
-
-/**
- * A key for a continuation: a free key other than the cut one first, else any, waiting
- * within the budget; `undefined` with the caller's own credentials, `null` when none.
- */
-async function leaseFor(
-  input: ContinuationInput,
-  parts: Parts,
-  signal: AbortSignal,
-): Promise<KeyLease | undefined | null> {
-  const pool: KeyPool | undefined = input.route.pool
-  if (pool === undefined) return undefined
-  try {
-    const exclude = input.keyId === null ? undefined : new Set([input.keyId])
-    const cost = estimateRequestCost(parts.request)
-    const other = await pool.acquire({ exclude, cost })
-    if (other.kind === 'leased') return other.lease
-    const any = await pool.acquire({ waitMs: input.policy.maxWaitMs, signal, cost })
-    return any.kind === 'leased' ? any.lease : null
-  } catch {
-    return null
-  }
-}
-
-/** How far a continuation is held past the frames that repeat received text: a peek's bounds. */
-function holdBounds(policy: NormalizedRelayPolicy): HoldBounds {
-  return {
-    maxFrames: policy.peek.maxPeekFrames ?? peekDefaults.maxPeekFrames,
-    maxBytes: policy.peek.maxPeekBytes ?? peekDefaults.maxPeekBytes,
-  }
-}
-
-/** The relay's peek options for a continuation (its tracker keeps no text: the client's does). */
-function peekOptions(policy: NormalizedRelayPolicy) {
-  return { ...policy.peek, trackerOptions: undefined }
-}
-
-/** One continuation attempt, up to its first output. Never throws. */
-async function tryOnce(
-  input: ContinuationInput,
-  parts: Parts,
-  lease: KeyLease | undefined,
-  budget: AbortController,
-): Promise<Tried> {
-  const { policy, adapter } = input
-  const attempt = followSignals([budget.signal])
-  const signal = attempt.controller.signal
-  try {
-    const started = now()
-    let response: unknown
-    try {
-      response = await callAttemptFunction(input.route, {
-        key: leasedKeyOf(lease),
-        signal,
-        attemptNumber: input.nextAttemptNumber(),
-        route: input.routeName,
-        request: { ...parts.request, stream: true },
-        requestId: policy.correlationIds ? globalThis.crypto.randomUUID() : undefined,
-        freshConnection: false,
-      })
-    } catch (error) {
-      if (signal.aborted) return { kind: 'failed', verdict: undefined }
-      return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'connection', error }) }
-    }
-    if (!(response instanceof Response)) {
-      try {
-        await settleWithin((response as { body?: ReadableStream | null } | null)?.body?.cancel?.())
-      } catch {
-        // A getter or a `cancel` that throws: nothing more to release.
-      }
-      return { kind: 'failed', verdict: undefined }
-    }
-    const { status } = response
-    const source = frameSourceOf(response)
-    if (status < 200 || status > 299 || source === null) {
-      const text = await readBounded(response.body, policy.maxErrorBodyBytes, signal)
-      const error = errorFromBody(text, status)
-      if (isPrefillRefusal(status, error)) return { kind: 'refused' }
-      const verdict = classifyAttemptFailure(
-        status < 200 || status > 299
-          ? { kind: 'status', status, headers: response.headers, error }
-          : { kind: 'not-sse', status, contentType: response.headers.get('content-type'), error },
-      )
-      return { kind: 'failed', verdict }
-    }
-    let tracker: StreamTracker
-    try {
-      tracker = createStreamTracker(adapter)
-    } catch {
-      // The adapter's tracker limits are user code: the body is released all the same.
-      await settleWithin(response.body?.cancel())
-      return { kind: 'failed', verdict: undefined }
-    }
-    const reader = frameReaderOn(source, policy.maxFrameBytes)
-    let peeked: Awaited<ReturnType<typeof peekOn>>
-    try {
-      peeked = await peekOn(
-        reader,
-        adapter,
-        { ...peekOptions(policy), clockStartedAt: started, tracker },
-        attempt.controller,
-      )
-    } catch {
-      await reader.cancel().catch(() => {})
-      return { kind: 'failed', verdict: undefined }
-    }
-    if (peeked.kind !== 'output') {
-      await reader.cancel(peeked.kind === 'aborted' ? peeked.reason : undefined)
-      if (peeked.kind === 'aborted') return { kind: 'failed', verdict: undefined }
-      return { kind: 'failed', verdict: classifyAttemptFailure({ kind: 'peek', outcome: peeked }) }
-    }
-    let held: Held
-    try {
-      held = await holdRepeats(parts.received, peeked, tracker, holdBounds(policy), signal)
-    } catch {
-      await peeked.reader.cancel().catch(() => {})
-      return { kind: 'failed', verdict: undefined }
-    }
-    if (held.kind === 'restarted') {
-      await peeked.reader.cancel().catch(() => {})
-      return { kind: 'restarted', usage: tracker.state.usage }
-    }
-    // The tracker saw every frame read so far; the pump shows it the rest.
-    const seen = new Set(held.frames)
-    const stream: ContinuedStream = {
-      frames: held.frames,
-      reader: peeked.reader,
-      splice: parts.splice,
-      observe: (frame) => {
-        if (!seen.has(frame)) tracker.observe(frame)
-      },
-    }
-    return {
-      kind: 'output',
-      stream,
-      usage: () => tracker.state.usage,
-      headers: response.headers,
-    }
-  } finally {
-    attempt.release()
   }
 }

@@ -21,8 +21,10 @@ export interface ReplicaConfig {
 }
 
 export interface ReplicaResult {
-  /** acquire → report cycles completed. */
+  /** acquire → report cycles completed through Redis. */
   readonly requests: number
+  /** Cycles completed while the pool served from its local fallback (not counted above). */
+  readonly localRequests: number
   /** Acquires that leased no key. */
   readonly notLeased: number
   /** Calls that threw. */
@@ -48,7 +50,6 @@ const client = config.cluster
       config.nodes.map(({ host, port }) => ({ host, port })),
       {
         enableOfflineQueue: false,
-        redisOptions: { enableOfflineQueue: false },
       },
     )
   : new Redis({ ...(config.nodes[0] as { host: string; port: number }), enableOfflineQueue: false })
@@ -75,11 +76,13 @@ const pool = createRedisKeyPool(
 )
 
 let requests = 0
+let localRequests = 0
 let notLeased = 0
 let errors = 0
 let firstError: string | undefined
 async function cycle(): Promise<void> {
   try {
+    const local = pool.degraded
     const acquired = await pool.acquire({ cost: { tokens: 200 } })
     if (acquired.kind !== 'leased') {
       notLeased++
@@ -87,7 +90,8 @@ async function cycle(): Promise<void> {
     }
     acquired.lease.commit()
     await acquired.lease.report({ kind: 'success', headroom: stated })
-    requests++
+    if (local || pool.degraded) localRequests++
+    else requests++
   } catch (error) {
     errors++
     firstError ??= (error as Error).message
@@ -96,6 +100,7 @@ async function cycle(): Promise<void> {
 
 for (let i = 0; i < 5; i++) await cycle()
 requests = 0
+localRequests = 0
 notLeased = 0
 errors = 0
 process.send?.({ ready: true })
@@ -111,6 +116,7 @@ process.once('message', async (message) => {
   const used = process.cpuUsage(cpu)
   const result: ReplicaResult = {
     requests,
+    localRequests,
     notLeased,
     errors,
     seconds: (performance.now() - started) / 1000,

@@ -35,6 +35,8 @@ export interface FleetReplicasRow {
   readonly notLeased: number
   readonly errors: number
   readonly degraded: number
+  /** Cycles served from a replica's local fallback while Redis was slow (not in requests/s). */
+  readonly localRequests: number
   readonly firstError?: string
 }
 
@@ -105,6 +107,7 @@ async function runOnce(
       notLeased: results.reduce((n, r) => n + r.notLeased, 0),
       errors: results.reduce((n, r) => n + r.errors, 0),
       degraded: results.reduce((n, r) => n + r.degraded, 0),
+      localRequests: results.reduce((n, r) => n + r.localRequests, 0),
       ...(firstError === undefined ? {} : { firstError }),
     }
   } finally {
@@ -151,12 +154,12 @@ export function printFleetReplicas(result: FleetReplicasResult): void {
     `\n### ${result.replicas} replicas on one Redis: ${result.keys} keys, each replica a process with its own client driving acquire → commit → report, ${result.concurrency} at a time, for ${result.durationMs / 1000} s\n`,
   )
   console.log(
-    '| Redis | selection | requests/s | redis-server CPU (cores) | redis-server CPU µs/request | replicas CPU (cores) | not leased | errors | fell back to local |',
+    '| Redis | selection | requests/s | redis-server CPU (cores) | redis-server CPU µs/request | replicas CPU (cores) | not leased | errors | fell back to local (times, cycles) |',
   )
   console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
   for (const row of result.rows) {
     console.log(
-      `| ${row.redis} | ${row.selection} | ${fmt(row.requestsPerSecond)} | ${fmt(row.redisCpuShare, 2)} | ${fmt(row.redisCpuUsPerRequest)} | ${fmt(row.replicasCpuShare, 2)} | ${row.notLeased} | ${row.errors} | ${row.degraded} |`,
+      `| ${row.redis} | ${row.selection} | ${fmt(row.requestsPerSecond)} | ${fmt(row.redisCpuShare, 2)} | ${fmt(row.redisCpuUsPerRequest)} | ${fmt(row.replicasCpuShare, 2)} | ${row.notLeased} | ${row.errors} | ${row.degraded}, ${row.localRequests} |`,
     )
     if (row.firstError !== undefined)
       console.log(`\nfirst error (${row.redis}, ${row.selection}): ${row.firstError}`)

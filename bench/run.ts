@@ -401,8 +401,8 @@ async function main() {
         : {
             sizes: [4, 100, 1000],
             memoryRequests: 2_000,
-            redisRequests: 200,
-            relayRequests: 200,
+            redisRequests: 100,
+            relayRequests: 150,
             rounds: 3,
             concurrency: 8,
           },
@@ -419,7 +419,7 @@ async function main() {
             replicas: 10,
             keys: 1000,
             durationMs: 8_000,
-            concurrency: 16,
+            concurrency: 8,
             selections: ['round-robin', 'headroom'],
           },
     )

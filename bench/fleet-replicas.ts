@@ -22,7 +22,7 @@ export interface FleetReplicasOptions {
   readonly selections: readonly KeySelection[]
 }
 
-export interface FleetReplicasRow {
+interface FleetReplicasRow {
   readonly redis: 'one redis-server' | 'Redis Cluster, 3 masters'
   readonly selection: KeySelection
   readonly requestsPerSecond: number

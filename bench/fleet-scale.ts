@@ -45,7 +45,7 @@ export interface FleetScaleOptions {
   readonly concurrency: number
 }
 
-export interface FleetScaleRow {
+interface FleetScaleRow {
   readonly pool: 'memory' | 'redis'
   readonly path: 'pool' | 'relay'
   readonly selection: KeySelection

@@ -154,12 +154,12 @@ export function printFleetReplicas(result: FleetReplicasResult): void {
     `\n### ${result.replicas} replicas on one Redis: ${result.keys} keys, each replica a process with its own client driving acquire → commit → report, ${result.concurrency} at a time, for ${result.durationMs / 1000} s\n`,
   )
   console.log(
-    '| Redis | selection | requests/s | redis-server CPU (cores) | redis-server CPU µs/request | replicas CPU (cores) | not leased | errors | fell back to local (times, cycles) |',
+    '| Redis | selection | requests/s | redis-server CPU (cores) | redis-server CPU µs/request | one core ÷ that (req/s, not measured: where Redis would saturate) | replicas CPU (cores) | not leased | errors | fell back to local (times, cycles) |',
   )
-  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
   for (const row of result.rows) {
     console.log(
-      `| ${row.redis} | ${row.selection} | ${fmt(row.requestsPerSecond)} | ${fmt(row.redisCpuShare, 2)} | ${fmt(row.redisCpuUsPerRequest)} | ${fmt(row.replicasCpuShare, 2)} | ${row.notLeased} | ${row.errors} | ${row.degraded}, ${row.localRequests} |`,
+      `| ${row.redis} | ${row.selection} | ${fmt(row.requestsPerSecond)} | ${fmt(row.redisCpuShare, 2)} | ${fmt(row.redisCpuUsPerRequest)} | ${row.redisCpuUsPerRequest === undefined ? '–' : fmt(1e6 / row.redisCpuUsPerRequest)} | ${fmt(row.replicasCpuShare, 2)} | ${row.notLeased} | ${row.errors} | ${row.degraded}, ${row.localRequests} |`,
     )
     if (row.firstError !== undefined)
       console.log(`\nfirst error (${row.redis}, ${row.selection}): ${row.firstError}`)

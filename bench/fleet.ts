@@ -89,9 +89,9 @@ const ratios = [1, 2, 4, 8]
 const windowMs = 1000
 
 /** Output budgets of the requests: seeded, 50..350 tokens (mean 200). */
-type Body = { readonly max_tokens: number } & Readonly<Record<string, unknown>>
+export type Body = { readonly max_tokens: number } & Readonly<Record<string, unknown>>
 
-function bodies(options: FleetBenchOptions): Body[] {
+export function bodies(options: FleetBenchOptions): Body[] {
   const random = seededRandom(options.seed)
   return Array.from({ length: Math.max(options.requests, options.bareRequests) }, (_, i) => ({
     model: 'fleet-model',
@@ -102,7 +102,7 @@ function bodies(options: FleetBenchOptions): Body[] {
 }
 
 /** What a request costs the fleet's token bucket, on average (its input and output budget). */
-const meanCost = (all: readonly Body[]) =>
+export const meanCost = (all: readonly Body[]) =>
   all.reduce((sum, body) => sum + Math.ceil(JSON.stringify(body).length / 4) + body.max_tokens, 0) /
   all.length
 
@@ -112,7 +112,7 @@ interface Fleet {
   readonly biggest: string
 }
 
-function fleetOf(
+export function fleetOf(
   options: FleetBenchOptions,
   costPerRequest: number,
   headers: FleetHeaderMode,
@@ -140,16 +140,20 @@ function fleetOf(
   }
 }
 
-function quantile(sorted: readonly number[], q: number): number {
+export function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
 }
 
-/** Paced load: request i may start at i / rate, at most `concurrency` at once; cut at `capMs`. */
-async function drive(
-  options: FleetBenchOptions,
+/**
+ * Paced load: request i may start at i / rate (or at `dueMs(i)` after the start), at most
+ * `concurrency` at once; cut at `capMs`.
+ */
+export async function drive(
+  options: Pick<FleetBenchOptions, 'capMs' | 'concurrency'>,
   count: number,
   ratePerSecond: number,
   one: (index: number, signal: AbortSignal) => Promise<{ status: number; ttftMs?: number }>,
+  dueMs: (index: number) => number = (index) => (index * 1000) / ratePerSecond,
 ) {
   const cut = new AbortController()
   // Every pending request listens to the cut.
@@ -164,7 +168,7 @@ async function drive(
     for (;;) {
       const index = next++
       if (index >= count) return
-      const due = started + (index * 1000) / ratePerSecond
+      const due = started + dueMs(index)
       const now = performance.now()
       if (due > now) await new Promise((resolve) => setTimeout(resolve, due - now))
       if (cut.signal.aborted) {
@@ -189,7 +193,7 @@ async function drive(
 }
 
 /** One client request through `relay()`: its status and time to its first body bytes. */
-async function relayOne(
+export async function relayOne(
   pool: KeyPool,
   url: string,
   body: Body,

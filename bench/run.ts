@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel` picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency` (or `npm run bench -- --only …`) picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
  * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
@@ -14,6 +14,10 @@ import { benchFetchCost } from './fetch-cost.js'
 import { benchFields } from './fields.js'
 import { benchFirstOutput } from './first-output.js'
 import { benchFleet, printFleet } from './fleet.js'
+import { benchFleetLatency, printFleetLatency } from './fleet-latency.js'
+import { benchFleetReplicas, printFleetReplicas } from './fleet-replicas.js'
+import { benchFleetScale, printFleetScale } from './fleet-scale.js'
+import { type FleetSummaryInputs, printFleetSummary } from './fleet-summary.js'
 import { benchFramePath } from './frame-path.js'
 import { benchHedging, printHedging } from './hedging.js'
 import { benchHttp } from './http.js'
@@ -30,7 +34,7 @@ const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel'
+    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency'
   ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
@@ -56,6 +60,7 @@ async function main() {
   // What the closing summary reads, filled by the benchmarks that ran (the OTel benchmark sets
   // `otelIncreasePercent`).
   const summary: { -readonly [K in keyof SummaryInputs]: SummaryInputs[K] } = {}
+  const fleet: { -readonly [K in keyof FleetSummaryInputs]: FleetSummaryInputs[K] } = {}
 
   if (only.has('relay')) {
     const relayPath = await benchRelayPath(
@@ -380,9 +385,81 @@ async function main() {
     printFleet(fleet)
   }
 
+  // Issue #55: selection at 4, 100 and 1,000 keys; 10 replicas on one Redis and on a Redis
+  // Cluster; fastest's p95 and headroom's 429s under bursts (~4 minutes in all at full size).
+  if (only.has('fleet-scale')) {
+    const scale = await benchFleetScale(
+      quick
+        ? {
+            sizes: [4, 50],
+            memoryRequests: 200,
+            redisRequests: 40,
+            relayRequests: 20,
+            rounds: 1,
+            concurrency: 8,
+          }
+        : {
+            sizes: [4, 100, 1000],
+            memoryRequests: 2_000,
+            redisRequests: 100,
+            relayRequests: 150,
+            rounds: 3,
+            concurrency: 8,
+          },
+    )
+    results.fleetScale = scale
+    fleet.scale = scale
+    printFleetScale(scale)
+  }
+  if (only.has('fleet-replicas')) {
+    const replicas = await benchFleetReplicas(
+      quick
+        ? { replicas: 2, keys: 50, durationMs: 500, concurrency: 4, selections: ['round-robin'] }
+        : {
+            replicas: 10,
+            keys: 1000,
+            durationMs: 8_000,
+            concurrency: 8,
+            selections: ['round-robin', 'headroom'],
+          },
+    )
+    results.fleetReplicas = replicas
+    fleet.replicas = replicas
+    printFleetReplicas(replicas)
+  }
+  if (only.has('fleet-latency')) {
+    const latency = await benchFleetLatency(
+      quick
+        ? {
+            slowRequests: 40,
+            slowRatePerSecond: 40,
+            burst: 8,
+            stepCapacityPerSecond: 40,
+            lowMs: 250,
+            highMs: 750,
+            seed: 55,
+          }
+        : {
+            slowRequests: 600,
+            slowRatePerSecond: 100,
+            burst: 16,
+            stepCapacityPerSecond: 100,
+            lowMs: 2_000,
+            highMs: 5_000,
+            seed: 55,
+          },
+    )
+    results.fleetLatency = latency
+    fleet.latency = latency
+    printFleetLatency(latency)
+  }
+
   // The #45 summary, when a part it reads ran (a fleet-only run has none of its figures).
   if (Object.values(summary).some((value) => value !== undefined)) {
     results.summary = printSummary(summary)
+  }
+  if (Object.values(fleet).some((value) => value !== undefined)) {
+    results.fleetSummary = printFleetSummary(fleet)
   }
 
   const dir = process.env.BENCH_RESULTS_DIR ?? join(here, 'results')

@@ -73,8 +73,24 @@ await build({
   define: { 'import.meta.url': '"bundled:served-gateway"' },
 })
 
+// The fleet benchmarks' replicas run in processes of their own (bench/fleet-replicas.ts).
+await build({
+  ...common,
+  entryPoints: [join(root, 'bench', 'fleet-replica.ts')],
+  outfile: join(out, 'fleet-replica.mjs'),
+})
+
+// `npm run bench -- --only fleet-scale,fleet-replicas` picks parts (as BENCH_ONLY does);
+// `--quick` runs tiny sizes (as BENCH_QUICK=1 does).
+const env = { ...process.env, BENCH_RESULTS_DIR: join(root, 'bench', 'results') }
+const args = process.argv.slice(2)
+for (const [i, arg] of args.entries()) {
+  if (arg === '--only' && args[i + 1] !== undefined) env.BENCH_ONLY = args[i + 1]
+  else if (arg.startsWith('--only=')) env.BENCH_ONLY = arg.slice('--only='.length)
+  else if (arg === '--quick') env.BENCH_QUICK = '1'
+}
 const result = spawnSync(process.execPath, ['--expose-gc', join(out, 'run.mjs')], {
   stdio: 'inherit',
-  env: { ...process.env, BENCH_RESULTS_DIR: join(root, 'bench', 'results') },
+  env,
 })
 process.exit(result.status ?? 1)

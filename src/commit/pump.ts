@@ -227,7 +227,11 @@ class PumpRun {
     return secrets.any && secrets.in(bytes) ? redactBytes(bytes, secrets.secrets) : bytes
   }
 
-  async write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> {
+  /**
+   * Writes one frame; `undefined` when nothing is left to wait for (not an `async` function:
+   * a frame the sink took at once costs no promise of its own). Callers await it.
+   */
+  write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> | undefined {
     const { translator, secrets } = this
     const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
     if (seen === 'error' && translator === undefined) {
@@ -241,7 +245,7 @@ class PumpRun {
       // Keep-alives are the relay's business, never the translator's; what it is given is
       // redacted, so what it writes quotes no key.
       this.frames++
-      if (seen === 'keepalive') return
+      if (seen === 'keepalive') return undefined
       const given =
         seen === 'error'
           ? redactedFrame(frame, secrets.secrets, true)
@@ -249,12 +253,19 @@ class PumpRun {
             ? redactedFrame(frame, secrets.secrets)
             : frame
       const waiting = translator.push(given)
-      if (waiting !== undefined) await raceStop(waiting, this.stop)
-      return
+      return waiting === undefined ? undefined : raceStop(waiting, this.stop)
     }
     let bytes = this.encoder.encode(frame, kind)
     if (bytes !== null) bytes = this.redacted(bytes, seen === 'error')
-    if (bytes !== null && bytes.length > 0) await this.send(this.options.gate.write(bytes))
+    if (bytes === null || bytes.length === 0) {
+      this.frames++
+      return undefined
+    }
+    // Counted once the sink took it, as before.
+    return this.send(this.options.gate.write(bytes)).then(this.#counted)
+  }
+
+  readonly #counted = (): void => {
     this.frames++
   }
 
@@ -308,9 +319,13 @@ class PumpRun {
   async atEof(cut = false): Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
-    const healed = await this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
-    if (healed !== undefined) return healed
-    await this.flushHeld()
+    // No `await` of nothing (no continuation, no held close): promises cost per request.
+    const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
+    if (healing !== undefined) {
+      const healed = await healing
+      if (healed !== undefined) return healed
+    }
+    if (this.held !== undefined) await this.flushHeld()
     return endAtEof(this.out, tracker, this.eof, this.policy, cut)
   }
 
@@ -451,7 +466,10 @@ class PumpRun {
     for (const frame of options.frames) {
       // A peeked frame the body's end cut (the last one) goes out whole, or not at all.
       const whole = frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
-      if (whole !== null) await this.write(whole)
+      if (whole !== null) {
+        const writing = this.write(whole)
+        if (writing !== undefined) await writing
+      }
       if (whole !== null && tracker.adapter.clientEndsAt?.(whole) === true)
         return this.atClientEnd()
     }
@@ -516,7 +534,7 @@ class PumpRun {
         this.watchdog,
         arrived,
       )
-      await this.flushHeld()
+      if (this.held !== undefined) await this.flushHeld()
       if (
         this.holdsCloses() &&
         !clientEnded &&

@@ -171,6 +171,15 @@ class Reader implements FrameReader {
       return Promise.reject(error)
     }
     if (frame !== null) return Promise.resolve(frame)
+    // At the end: the last frame (one the end cut, or none) at once, with no `async` step.
+    if (this.#ended || this.#released) {
+      if (raw) return Promise.resolve(null)
+      try {
+        return Promise.resolve(this.#finish())
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
     return this.#read(signal, raw)
   }
 

@@ -249,51 +249,38 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end),
       signals.headers,
     )
-    await input.continuation?.close(result.kind === 'committed' ? result.end : undefined)
+    // No `await` of nothing: each one costs promises (and async hooks) per request.
+    const { continuation } = input
+    if (continuation !== undefined)
+      await continuation.close(result.kind === 'committed' ? result.end : undefined)
     return result
   } finally {
     signals.dispose()
     input.onEnd?.()
-    await input.lease?.report(outcome).catch(() => {})
+    const { continuation, lease } = input
+    if (lease !== undefined) {
+      try {
+        await lease.report(outcome)
+      } catch {
+        // A pool that fails its report does not end the request.
+      }
+    }
     // A throw: the continuation's lease (if one runs) ends too; a second close does nothing.
-    await input.continuation?.close(undefined)
+    if (continuation !== undefined) await continuation.close(undefined)
   }
 }
 
-/** Sends the request and waits for the response within the first-byte bound. */
-async function send(
-  input: AttemptInput,
-  signals: AttemptSignals,
-  started: number,
-): Promise<{ response: Response; clock: FirstOutputClock } | { failure: AttemptResult }> {
-  const { mode, lease } = input
-  const clock = startSendClock(input, signals, started)
-  let response: unknown
-  try {
-    response = await callAttemptFunction(
-      input.route,
-      {
-        key: leasedKeyOf(lease),
-        signal: signals.stop.real,
-        attemptNumber: input.attemptNumber,
-        route: input.routeName,
-        request: input.request,
-        requestId: input.requestId,
-        freshConnection: input.freshConnection,
-      },
-      signals.stop,
-    )
-  } catch (error) {
-    const stopped = stoppedFailure(signals, mode, null)
-    if (stopped !== undefined) return { failure: stopped }
-    return { failure: failed(classifyAttemptFailure({ kind: 'connection', error }), null) }
+/** The context the attempt function is given (the adapter is added by `callAttemptFunction`). */
+function attemptContext(input: AttemptInput, signals: AttemptSignals) {
+  return {
+    key: leasedKeyOf(input.lease),
+    signal: signals.stop.real,
+    attemptNumber: input.attemptNumber,
+    route: input.routeName,
+    request: input.request,
+    requestId: input.requestId,
+    freshConnection: input.freshConnection,
   }
-  if (!(response instanceof Response)) {
-    await releaseBody(response)
-    return { failure: failed(invalidResultVerdict(response), null) }
-  }
-  signals.headers = response.headers
-  return { response, clock }
 }
 
 /** Releases the body of what an attempt function returned instead of a `Response` (user code, bounded). */
@@ -381,11 +368,26 @@ async function readWholeAnswer(
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
   input.gate.assertCanRetry()
   const started = now()
-  const sent = await send(input, signals, started)
-  if ('failure' in sent) return sent.failure
-  const result = await attemptAnswer(input, signals, sent, started)
+  // Sent within the first-byte bound (one function with the answer's reading: each `async`
+  // step costs promises per request).
+  const clock = startSendClock(input, signals, started)
+  let response: unknown
+  try {
+    response = await callAttemptFunction(input.route, attemptContext(input, signals), signals.stop)
+  } catch (error) {
+    return (
+      stoppedFailure(signals, input.mode, null) ??
+      failed(classifyAttemptFailure({ kind: 'connection', error }), null)
+    )
+  }
+  if (!(response instanceof Response)) {
+    await releaseBody(response)
+    return failed(invalidResultVerdict(response), null)
+  }
+  signals.headers = response.headers
+  const result = await attemptAnswer(input, signals, { response, clock }, started)
   // Whatever went wrong after the upstream answered, its request ids name the attempt.
-  return result.kind === 'failed' ? { ...result, headers: sent.response.headers } : result
+  return result.kind === 'failed' ? { ...result, headers: response.headers } : result
 }
 
 /** What became of an attempt the upstream answered: its status, then its body. */

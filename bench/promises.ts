@@ -17,14 +17,19 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
   while (!(await reader.read()).done) {}
 }
 
-/** Promises created while `run` runs `requests` times, one after another, per request. */
-async function promisesPer(requests: number, run: () => Promise<void>): Promise<number> {
+/** Promises and timers created while `run` runs `requests` times, one after another, per request. */
+async function promisesPer(
+  requests: number,
+  run: () => Promise<void>,
+): Promise<{ promises: number; timers: number }> {
   // Warm up first (lazily built module state, the pool's first lease).
   for (let i = 0; i < 20; i++) await run()
   let count = 0
+  let timers = 0
   const hook = createHook({
     init(_id, type) {
       if (type === 'PROMISE') count++
+      else if (type === 'Timeout') timers++
     },
   })
   hook.enable()
@@ -33,7 +38,7 @@ async function promisesPer(requests: number, run: () => Promise<void>): Promise<
   } finally {
     hook.disable()
   }
-  return count / requests
+  return { promises: count / requests, timers: timers / requests }
 }
 
 export interface PromisesResult {
@@ -44,6 +49,8 @@ export interface PromisesResult {
   readonly relay: number
   /** What the library adds per 1-frame request: `relay - host`. */
   readonly library: number
+  /** Timers (`setTimeout`/`setInterval`) the library sets per 1-frame request (the host sets none). */
+  readonly timers: number
 }
 
 /** Counts the promises one 1-frame `relay()` + `webSink()` request creates (see the file's head). */
@@ -74,8 +81,9 @@ export async function benchPromises(options: { requests: number }): Promise<Prom
   })
   return {
     requests: options.requests,
-    host,
-    relay: relayed,
-    library: relayed - host,
+    host: host.promises,
+    relay: relayed.promises,
+    library: relayed.promises - host.promises,
+    timers: relayed.timers - host.timers,
   }
 }

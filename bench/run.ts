@@ -92,6 +92,7 @@ async function main() {
     )
     console.log(`| relay() + webSink() | ${fmt(promises.relay, 1)} |`)
     console.log(`| added by the library | ${fmt(promises.library, 1)} |`)
+    console.log(`\ntimers the library sets per request: ${fmt(promises.timers, 1)}`)
   }
 
   if (only.has('request')) {

@@ -142,6 +142,21 @@ export async function endAfterReadFailure(
   throw error
 }
 
+/** How a throw out of the pump's loops ends it (it rethrows code that threw). */
+export async function endOfThrow(
+  error: unknown,
+  signal: SignalLike | undefined,
+  reader: FrameReader,
+): Promise<PumpEnd> {
+  const stalled = stallOf(error)
+  if (stalled !== undefined) return { kind: 'downstream-stalled', error: stalled }
+  if (isDownstreamClosedError(error)) return { kind: 'client-gone', error }
+  if (signal?.aborted && error === signal.reason) return { kind: 'aborted', reason: error }
+  // Code that threw (a transform, an adapter): the upstream is released all the same.
+  await reader.cancel(error).catch(() => {})
+  throw error
+}
+
 /** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
 export async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
   if (end.kind === 'client-gone' || end.kind === 'aborted') {

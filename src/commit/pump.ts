@@ -6,12 +6,7 @@
  */
 
 import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import {
-  DownstreamClosedError,
-  isDownstreamClosedError,
-  isStreamTimeoutError,
-  isUpstreamReadError,
-} from '../errors.js'
+import { DownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict, StreamAdapter } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
@@ -30,7 +25,14 @@ import {
   startWholeStream,
   terminatedFrame,
 } from './encoder.js'
-import { dropRest, type EndingWriter, endAfterReadFailure, endAtEof, release } from './endings.js'
+import {
+  dropRest,
+  type EndingWriter,
+  endAfterReadFailure,
+  endAtEof,
+  endOfThrow,
+  release,
+} from './endings.js'
 import {
   checkOneTranslator,
   normalizePumpPolicy,
@@ -227,10 +229,7 @@ class PumpRun {
     return secrets.any && secrets.in(bytes) ? redactBytes(bytes, secrets.secrets) : bytes
   }
 
-  /**
-   * Writes one frame; `undefined` when nothing is left to wait for (not an `async` function:
-   * a frame the sink took at once costs no promise of its own). Callers await it.
-   */
+  /** Writes one frame; not `async` (a frame with nothing to wait for costs no promise). */
   write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> | undefined {
     const { translator, secrets } = this
     const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
@@ -261,13 +260,10 @@ class PumpRun {
       this.frames++
       return undefined
     }
-    // Counted once the sink took it, as before.
     return this.send(this.options.gate.write(bytes)).then(this.#counted)
   }
 
-  readonly #counted = (): void => {
-    this.frames++
-  }
+  readonly #counted = () => void this.frames++
 
   /**
    * Writes library-rendered bytes and lets the client's tracker see them, so its state stays
@@ -307,7 +303,9 @@ class PumpRun {
       }
     }
     const { gate } = this.options
-    await this.watchdog.blocked(gate.close(), false)
+    const closing = gate.close()
+    // A sink that closed at once (a web stream's) is not waited for: no look timer, no promise.
+    if (!gate.delivered && gate.failure === undefined) await this.watchdog.blocked(closing, false)
     if (!gate.delivered) {
       throw (
         gate.failure ??
@@ -319,7 +317,6 @@ class PumpRun {
   async atEof(cut = false): Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
-    // No `await` of nothing (no continuation, no held close): promises cost per request.
     const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
     if (healing !== undefined) {
       const healed = await healing
@@ -490,6 +487,8 @@ class PumpRun {
         if (ended.failed === clientEndWritten) return this.atClientEnd()
         throw ended.failed
       }
+      // The body ended on a frame's end (nothing half-read): its end at once, no read step.
+      if (reader.done && reader.bufferedBytes === 0) return this.atEof()
     }
     return this.framesToEnd()
   }
@@ -558,19 +557,6 @@ class PumpRun {
       if (clientEnded) return this.atClientEnd()
     }
   }
-
-  /** How a throw out of the loops ends the pump (it rethrows code that threw). */
-  async endOf(error: unknown): Promise<PumpEnd> {
-    this.translator?.abort(error)
-    const stalled = stallOf(error)
-    if (stalled !== undefined) return { kind: 'downstream-stalled', error: stalled }
-    if (isDownstreamClosedError(error)) return { kind: 'client-gone', error }
-    const { signal } = this.options
-    if (signal?.aborted && error === signal.reason) return { kind: 'aborted', reason: error }
-    // Code that threw (a transform, an adapter): the upstream is released all the same.
-    await this.reader.cancel(error).catch(() => {})
-    throw error
-  }
 }
 
 /** {@link pump} with its policy already checked (`deliver` checks it before the peek). */
@@ -583,7 +569,8 @@ export async function pumpOn(
   try {
     end = await run.run()
   } catch (error) {
-    end = await run.endOf(error)
+    run.translator?.abort(error)
+    end = await endOfThrow(error, options.signal, run.reader)
   } finally {
     run.unwatch()
   }

@@ -368,8 +368,7 @@ async function readWholeAnswer(
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
   input.gate.assertCanRetry()
   const started = now()
-  // Sent within the first-byte bound (one function with the answer's reading: each `async`
-  // step costs promises per request).
+  // Sent within the first-byte bound, in this function (each `async` step costs promises).
   const clock = startSendClock(input, signals, started)
   let response: unknown
   try {

@@ -5,10 +5,10 @@
  * @module
  */
 
-import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
+import { classifyEof, type EofClass } from '../classify/index.js'
 import { DownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
-import type { FrameVerdict, StreamAdapter } from '../protocols/types.js'
+import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
 import type { SignalLike, Stop } from '../stop.js'
@@ -33,6 +33,7 @@ import {
   endOfThrow,
   release,
 } from './endings.js'
+import { closedBlock, endsClient, recordGap, takeBatch, unreadableError } from './pump-frames.js'
 import {
   checkOneTranslator,
   normalizePumpPolicy,
@@ -50,84 +51,6 @@ import { now, stallOf, type Watchdog, watchPump } from './watchdog.js'
  * read in the same synchronous step, so one serves all pumps (no object per stream).
  */
 const view = new FrameView()
-
-/** Counts a gap between two upstream frames as a stall when it passes the threshold. */
-function recordGap(
-  stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
-  gap: number,
-): void {
-  if (gap <= stalls.thresholdMs) return
-  stalls.count++
-  stalls.totalMs += gap
-  stalls.longestMs = Math.max(stalls.longestMs, gap)
-}
-
-/**
- * Whether `frame` (of verdict `kind`) is where the client's reading of the upstream's protocol
- * ends (`clientEndsAt`: Chat's `[DONE]`): nothing after it is written. Only an end or an error
- * is asked, so the hot path's output deltas are never decoded for it.
- */
-function endsClient(tracker: StreamTracker, frame: SseFrame, kind: FrameVerdict['kind']): boolean {
-  return (kind === 'terminal' || kind === 'error') && tracker.adapter.clientEndsAt?.(frame) === true
-}
-
-/**
- * An upstream error frame its protocol's clients cannot read (data that is not the protocol's
- * JSON, a proxy's page: the openai SDK throws a `SyntaxError` on it, not its `APIError`), as
- * the client protocol's own error frame; `undefined` for every other frame, which goes out as
- * it came.
- */
-function unreadableError(
-  frame: SseFrame,
-  upstream: StreamAdapter,
-  encoder: FrameEncoder,
-): Uint8Array | undefined {
-  const verdict = upstream.inspect(frame)
-  if (verdict.kind !== 'error' || verdict.error.code !== 'MALFORMED_FRAME') return undefined
-  // The protocol's own end marker (`[DONE]`, which Responses reads as no event) is no error.
-  if (upstream.clientEndsAt?.(frame) === true) return undefined
-  const error = { type: 'upstream_error', message: verdict.error.message }
-  return encoder.adapter.renderError(error, encoder.state())
-}
-
-/**
- * The frame just read and those that came in the same upstream chunk, observed in order, up
- * to the client's end: they go out in one write, as a byte pipe's would.
- */
-function takeBatch(
-  first: SseFrame,
-  reader: FrameReader,
-  tracker: StreamTracker,
-  watchdog: Watchdog,
-  arrived: number,
-): { batch: SseFrame[]; kinds: FrameVerdict['kind'][]; clientEnded: boolean } {
-  const batch: SseFrame[] = []
-  const kinds: FrameVerdict['kind'][] = []
-  for (let frame: SseFrame | null = first; frame !== null; ) {
-    const kind = tracker.observeCommitted(frame)
-    if (kind !== 'keepalive') watchdog.activity(arrived)
-    batch.push(frame)
-    kinds.push(kind)
-    if (endsClient(tracker, frame, kind)) return { batch, kinds, clientEnded: true }
-    try {
-      frame = reader.takeBuffered()
-    } catch {
-      // The reader keeps the failure: the next read reports it, after this batch is out.
-      frame = null
-    }
-  }
-  return { batch, kinds, clientEnded: false }
-}
-
-/** The index of the block `frame` closes, or `undefined` when it closes none. */
-function closedBlock(frame: SseFrame, tracker: StreamTracker): number | undefined {
-  try {
-    const { block } = tracker.adapter.inspect(frame) as { block?: { index: number; edge: string } }
-    return block?.edge === 'close' ? block.index : undefined
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * What the hot path's `take` rejects with once the client's end went out: the read stops there
@@ -286,26 +209,39 @@ class PumpRun {
    * aborts on the response's `close` event would otherwise undo a whole answer); only the
    * client can: a close it did not let finish (the gate not `delivered`) is the client gone.
    */
-  async close(): Promise<void> {
-    const { translator, encoder } = this
-    if (translator !== undefined) {
-      await translator.finish('end')
-      if (!encoder.clientEnded()) {
-        await this.writeRendered(
-          encoder.adapter.renderError(
-            {
-              type: 'upstream_error',
-              message: 'the translator ended the stream without its final event',
-            },
-            encoder.state(),
-          ),
-        )
-      }
-    }
+  close(): Promise<void> | undefined {
+    if (this.translator !== undefined) return this.closeTranslated(this.translator)
     const { gate } = this.options
     const closing = gate.close()
     // A sink that closed at once (a web stream's) is not waited for: no look timer, no promise.
-    if (!gate.delivered && gate.failure === undefined) await this.watchdog.blocked(closing, false)
+    if (!gate.delivered && gate.failure === undefined)
+      return this.watchdog.blocked(closing, false).then(this.#delivered)
+    this.#delivered()
+    return undefined
+  }
+
+  async closeTranslated(translator: TranslatorRun): Promise<void> {
+    const { encoder } = this
+    await translator.finish('end')
+    if (!encoder.clientEnded()) {
+      await this.writeRendered(
+        encoder.adapter.renderError(
+          {
+            type: 'upstream_error',
+            message: 'the translator ended the stream without its final event',
+          },
+          encoder.state(),
+        ),
+      )
+    }
+    const { gate } = this.options
+    await this.watchdog.blocked(gate.close(), false)
+    this.#delivered()
+  }
+
+  /** After the close: one the client did not let finish is the client gone. */
+  readonly #delivered = (): void => {
+    const { gate } = this.options
     if (!gate.delivered) {
       throw (
         gate.failure ??
@@ -584,7 +520,8 @@ export async function pumpOn(
         ? { kind: 'client-gone', error: left }
         : { kind: 'downstream-stalled', error: stalled }
   }
-  await release(end, run.reader, options.gate)
+  const releasing = release(end, run.reader, options.gate)
+  if (releasing !== undefined) await releasing
   return {
     end,
     eof: run.eof,

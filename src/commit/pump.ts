@@ -250,16 +250,23 @@ class PumpRun {
     }
   }
 
-  async atEof(cut = false): Promise<PumpEnd> {
+  /** The end at the upstream's end; not `async` when there is nothing to heal or flush. */
+  atEof(cut = false): Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
     const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
+    if (healing === undefined && this.held === undefined)
+      return endAtEof(this.out, tracker, this.eof, this.policy, cut)
+    return this.healedOrEnd(healing, cut)
+  }
+
+  async healedOrEnd(healing: Promise<PumpEnd | undefined> | undefined, cut: boolean) {
     if (healing !== undefined) {
       const healed = await healing
       if (healed !== undefined) return healed
     }
     if (this.held !== undefined) await this.flushHeld()
-    return endAtEof(this.out, tracker, this.eof, this.policy, cut)
+    return endAtEof(this.out, this.options.tracker, this.eof as EofClass, this.policy, cut)
   }
 
   /**

@@ -13,7 +13,6 @@ import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import { FirstOutputClock } from '../../peek/clock.js'
 import { parseObject } from '../../protocols/common.js'
 import { identityOfData } from '../../protocols/identity.js'
-import { redactSecrets } from '../../protocols/sanitize.js'
 import { type FrameSource, frameSourceOf } from '../../sse/reader.js'
 import { Stop } from '../../stop.js'
 import {
@@ -29,6 +28,7 @@ import type { AttemptInput, AttemptResult } from '../shared/attempt-io.js'
 import type { AttemptMode, UpstreamHttpError } from '../shared/attempt-types.js'
 import { neverAborted } from '../shared/hooks.js'
 import { callAttemptFunction, leasedKeyOf } from './call-attempt.js'
+import { statusFailure } from './status-failure.js'
 import {
   isAnswer,
   isJson,
@@ -407,20 +407,7 @@ async function attemptAnswer(
   }
   if (status < 200 || status > 299) {
     const text = await readBounded(response.body, policy.maxErrorBodyBytes, signals.stop.real)
-    const failure: AttemptFailure = {
-      kind: 'status',
-      status,
-      headers: response.headers,
-      error: errorFromBody(text, status),
-    }
-    let verdict = retryOverride(classifyAttemptFailure(failure), status, response.headers, input)
-    // The caller's own credential was refused: another try with it would be refused too.
-    if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
-      verdict = { ...verdict, retryable: false, status }
-    }
-    // Only an error the upstream stated is passed on as it was; a redirect never is.
-    const upstream =
-      status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
+    const { verdict, upstream } = statusFailure(input, status, response.headers, text)
     return failed(verdict, status, undefined, upstream)
   }
   // A whole request that did not say it is one: its answer decides (an event stream streams).
@@ -573,28 +560,4 @@ function commitLease(lease: KeyLease | undefined): void {
   } catch {
     // The lease is still reported once, when the attempt ends.
   }
-}
-
-/** Applies the policy's `retryOn` to an upstream HTTP failure. */
-function retryOverride(
-  verdict: FailureVerdict,
-  status: number,
-  headers: Headers,
-  input: AttemptInput,
-): FailureVerdict {
-  const retryOn = input.policy.retryOn
-  if (retryOn === undefined || verdict.key.kind === 'auth-failed') return verdict
-  let retry: boolean | undefined
-  try {
-    retry =
-      typeof retryOn === 'function'
-        ? retryOn(Object.freeze({ status, headers }))
-        : retryOn.includes(status)
-  } catch {
-    // A throwing predicate keeps the library's rule: it must not break the request.
-    retry = undefined
-  }
-  return retry === undefined || retry === verdict.retryable
-    ? verdict
-    : { ...verdict, retryable: retry }
 }

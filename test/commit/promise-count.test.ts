@@ -13,4 +13,11 @@ describe('promises per request', () => {
     expect(counted.relay).toBeGreaterThan(counted.host)
     expect(counted.library).toBeLessThanOrEqual(ceiling)
   })
+
+  it('relay() + webSink() set at most 2 timers per 1-frame request (the first-output clock, the watchdog)', async () => {
+    const counted = await benchPromises({ requests: 20 })
+    // The sink closes at once: its close sets no look timer of the write-stall watchdog.
+    expect(counted.timers).toBeGreaterThan(0)
+    expect(counted.timers).toBeLessThanOrEqual(2)
+  })
 })

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency` (or `npm run bench -- --only …`) picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,promises,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency` (or `npm run bench -- --only …`) picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
  * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
@@ -24,6 +24,7 @@ import { benchHttp } from './http.js'
 import type { MemoryResult } from './memory.js'
 import { benchOtel, printOtel } from './otel.js'
 import { benchPerRequest } from './per-request.js'
+import { benchPromises } from './promises.js'
 import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
 import { benchRuntimes, printRuntimes } from './runtimes.js'
@@ -34,7 +35,7 @@ const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'relay,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency'
+    'relay,promises,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency'
   ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
@@ -80,6 +81,23 @@ async function main() {
     console.log(
       `\nrelay(): ${fmt(relayPath.relayToRaw)}× the raw web-stream relay per frame, ${fmt(relayPath.parsingToRelay)}× cheaper than decoding, parsing and re-encoding every frame (fastest rounds: ${fmt(relayPath.relayToRawBest)}×, ${fmt(relayPath.parsingToRelayBest)}×)`,
     )
+  }
+
+  if (only.has('promises')) {
+    const promises = await benchPromises({ requests: quick ? 50 : 1_000 })
+    results.promises = promises
+    summary.promisesPerRequest = promises.library
+    console.log(
+      `\n### Promises per request: relay() + webSink(), 1-frame answers (async_hooks count, ${promises.requests} requests one after another)\n`,
+    )
+    console.log('| side | promises per request |')
+    console.log('| --- | ---: |')
+    console.log(
+      `| the host's own work (an upstream Response made, a body read to its end) | ${fmt(promises.host, 1)} |`,
+    )
+    console.log(`| relay() + webSink() | ${fmt(promises.relay, 1)} |`)
+    console.log(`| added by the library | ${fmt(promises.library, 1)} |`)
+    console.log(`\ntimers the library sets per request: ${fmt(promises.timers, 1)}`)
   }
 
   if (only.has('request')) {

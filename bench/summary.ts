@@ -15,13 +15,15 @@ export interface SummaryInputs {
   readonly runtimes?: RuntimesResult
   /** CPU per request with OpenTelemetry on, % over off (the OTel benchmark's figure). */
   readonly otelIncreasePercent?: number
+  /** Promises the library creates per 1-frame `relay()` + `webSink()` request (bench/promises.ts). */
+  readonly promisesPerRequest?: number
 }
 
 interface Row {
   readonly figure: string
   readonly value: number | undefined
   /** How the value prints. */
-  readonly unit: 'x' | '%' | 'KiB' | 'MiB'
+  readonly unit: 'x' | '%' | 'KiB' | 'MiB' | 'count'
   /** The target (a ceiling); undefined for a figure reported without one. */
   readonly target?: number
 }
@@ -64,6 +66,12 @@ function rows(inputs: SummaryInputs): Row[] {
       value: inputs.otelIncreasePercent,
       unit: '%',
       target: 25,
+    },
+    {
+      figure: 'promises the library creates per 1-frame request, relay() + webSink()',
+      value: inputs.promisesPerRequest,
+      unit: 'count',
+      target: 40,
     },
     {
       figure: 'built gateway RSS after warm-up, × raw pipe',
@@ -116,6 +124,7 @@ function rows(inputs: SummaryInputs): Row[] {
 function shown(value: number, unit: Row['unit']): string {
   if (unit === 'x') return `${value.toFixed(2)}×`
   if (unit === '%') return `+${value.toFixed(0)} %`
+  if (unit === 'count') return value.toFixed(1)
   if (unit === 'KiB') return `${(value / 1024).toFixed(1)} KiB`
   return `${(value / 1024 / 1024).toFixed(1)} MiB`
 }

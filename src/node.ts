@@ -33,6 +33,7 @@ import {
   type ReadyAttempt,
   type ReadyAttemptOptions,
 } from './retry/request/ready-attempt.js'
+import { PlainHeaders, PlainResponse } from './sse/plain-response.js'
 import { iterableResponse } from './sse/sources.js'
 import { ownStop, Stop } from './stop.js'
 
@@ -213,7 +214,11 @@ const nullBodyStatuses = new Set([101, 204, 205, 304])
  * Turns the `http.IncomingMessage` of an upstream request made with `node:http` / `node:https`
  * into a `Response` an attempt function can return. The relay then reads the stream as the
  * Node stream it is, with no web stream in between, which is what makes a `node:http`
- * gateway cheaper than one whose attempts use `fetch` (see docs/performance.md).
+ * gateway cheaper than one whose attempts use `fetch` (see docs/performance.md). The
+ * `Response` is a light one: its headers are read from the message's raw pairs into a plain
+ * record, and no undici state is made for it; it passes `instanceof Response`, its `headers`
+ * `instanceof Headers`, and both read as the `fetch` ones do (a web stream is made for `body`
+ * only when something asks for it).
  *
  * @example
  * attempt: ({ key, signal }) =>
@@ -228,17 +233,15 @@ const nullBodyStatuses = new Set([101, 204, 205, 304])
  * @group Relay
  */
 export function nodeResponse(res: IncomingMessage): Response {
-  const init = { status: res.statusCode ?? 502, statusText: res.statusMessage ?? '' }
-  let response: Response
-  if (nullBodyStatuses.has(init.status)) {
-    res.resume()
-    response = new Response(null, init)
-  } else response = iterableResponse(bodyOf(res), init)
-  // Name and value pairs as they came, appended to the response's own Headers: the same
-  // checks as a `headers` init, without converting one (see docs/performance.md).
-  const headers = response.headers
-  const raw = res.rawHeaders
-  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i] as string, raw[i + 1] as string)
+  const status = res.statusCode ?? 502
+  const empty = nullBodyStatuses.has(status)
+  const response = new PlainResponse(
+    status,
+    res.statusMessage ?? '',
+    new PlainHeaders(res.rawHeaders),
+    empty ? null : bodyOf(res),
+  )
+  if (empty) res.resume()
   return response
 }
 

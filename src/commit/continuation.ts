@@ -55,7 +55,7 @@ export interface HealingRun {
   readonly options: { readonly tracker: StreamTracker }
   /** Restarts the idle and write-stall clocks (a fired idle clock stopped the last watch). */
   rewatch(): void
-  write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void>
+  write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> | undefined
   arrived(): number
   atEof(cut?: boolean): Promise<PumpEnd>
   /** Ends at the client's end of the stream (`clientEndsAt`), releasing the rest of the body. */

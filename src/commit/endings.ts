@@ -34,7 +34,8 @@ const endMessages = {
 /** How the pump's endings write: rendered bytes the tracker also sees, and a bounded close. */
 export interface EndingWriter {
   rendered(bytes: Uint8Array): Promise<void>
-  close(): Promise<void>
+  /** `undefined` when the close finished at once. */
+  close(): Promise<void> | undefined
   /** The client's adapter, and what it has been sent so far. */
   readonly adapter: StreamAdapter
   state(): RenderState
@@ -69,11 +70,13 @@ export async function endAtEof(
   // of a stream that merely stopped between events. After the terminal the answer was whole.
   if (cut && eof.kind !== 'completed' && eof.kind !== 'empty') return upstreamError('eof-mid-frame')
   switch (eof.kind) {
-    case 'completed':
-      await out.close()
+    case 'completed': {
+      const closing = out.close()
+      if (closing !== undefined) await closing
       // An error frame went out after the terminal (OpenRouter's after a `length` finish): the
       // client's SDK raises on it, so the client got the upstream's error, not a completion.
       return state.errors > 0 ? { kind: 'upstream-error' } : { kind: 'completed' }
+    }
     case 'error-only':
       // The upstream's own error frame already went out, in its protocol.
       await out.close()
@@ -142,8 +145,36 @@ export async function endAfterReadFailure(
   throw error
 }
 
-/** Releases the upstream on every end, and cuts the client when the end is not a clean one. */
-export async function release(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
+/** How a throw out of the pump's loops ends it (it rethrows code that threw). */
+export async function endOfThrow(
+  error: unknown,
+  signal: SignalLike | undefined,
+  reader: FrameReader,
+): Promise<PumpEnd> {
+  const stalled = stallOf(error)
+  if (stalled !== undefined) return { kind: 'downstream-stalled', error: stalled }
+  if (isDownstreamClosedError(error)) return { kind: 'client-gone', error }
+  if (signal?.aborted && error === signal.reason) return { kind: 'aborted', reason: error }
+  // Code that threw (a transform, an adapter): the upstream is released all the same.
+  await reader.cancel(error).catch(() => {})
+  throw error
+}
+
+/**
+ * Releases the upstream on every end, and cuts the client when the end is not a clean one;
+ * `undefined` when there is nothing to wait for (a clean end of a body read to its end).
+ */
+export function release(
+  end: PumpEnd,
+  reader: FrameReader,
+  gate: CommitGate,
+): Promise<void> | undefined {
+  const cut =
+    end.kind === 'client-gone' || end.kind === 'aborted' || end.kind === 'downstream-stalled'
+  return cut || !reader.done ? releaseNow(end, reader, gate) : undefined
+}
+
+async function releaseNow(end: PumpEnd, reader: FrameReader, gate: CommitGate): Promise<void> {
   if (end.kind === 'client-gone' || end.kind === 'aborted') {
     await reader.cancel(end.kind === 'client-gone' ? end.error : end.reason)
     if (end.kind === 'aborted') gate.abort(end.reason)

@@ -48,7 +48,7 @@ class Gate implements CommitGate {
   #bytes = 0
   #delivered = false
   /** Writes run one after another: a keep-alive never lands inside a frame. */
-  #tail: Promise<void> = Promise.resolve()
+  #tail: Promise<void> = done
   #pending = 0
   /** A close was started and the sink has not finished it. */
   #closing = false

@@ -6,15 +6,10 @@
  */
 
 import { now } from '../call-safely.js'
-import { classifyEof, type EofClass, type StreamTracker } from '../classify/index.js'
-import {
-  DownstreamClosedError,
-  isDownstreamClosedError,
-  isStreamTimeoutError,
-  isUpstreamReadError,
-} from '../errors.js'
+import { classifyEof, type EofClass } from '../classify/index.js'
+import { DownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
 import { joinBytes } from '../protocols/bytes.js'
-import type { FrameVerdict, StreamAdapter } from '../protocols/types.js'
+import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
 import { type FrameReader, nextOn, type RawFrameReader, rawFrameReader } from '../sse/reader.js'
 import type { SignalLike, Stop } from '../stop.js'
@@ -31,7 +26,15 @@ import {
   startWholeStream,
   terminatedFrame,
 } from './encoder.js'
-import { dropRest, type EndingWriter, endAfterReadFailure, endAtEof, release } from './endings.js'
+import {
+  dropRest,
+  type EndingWriter,
+  endAfterReadFailure,
+  endAtEof,
+  endOfThrow,
+  release,
+} from './endings.js'
+import { closedBlock, endsClient, recordGap, takeBatch, unreadableError } from './pump-frames.js'
 import {
   checkOneTranslator,
   normalizePumpPolicy,
@@ -49,84 +52,6 @@ import { stallOf, type Watchdog, watchPump } from './watchdog.js'
  * read in the same synchronous step, so one serves all pumps (no object per stream).
  */
 const view = new FrameView()
-
-/** Counts a gap between two upstream frames as a stall when it passes the threshold. */
-function recordGap(
-  stalls: { count: number; totalMs: number; longestMs: number; thresholdMs: number },
-  gap: number,
-): void {
-  if (gap <= stalls.thresholdMs) return
-  stalls.count++
-  stalls.totalMs += gap
-  stalls.longestMs = Math.max(stalls.longestMs, gap)
-}
-
-/**
- * Whether `frame` (of verdict `kind`) is where the client's reading of the upstream's protocol
- * ends (`clientEndsAt`: Chat's `[DONE]`): nothing after it is written. Only an end or an error
- * is asked, so the hot path's output deltas are never decoded for it.
- */
-function endsClient(tracker: StreamTracker, frame: SseFrame, kind: FrameVerdict['kind']): boolean {
-  return (kind === 'terminal' || kind === 'error') && tracker.adapter.clientEndsAt?.(frame) === true
-}
-
-/**
- * An upstream error frame its protocol's clients cannot read (data that is not the protocol's
- * JSON, a proxy's page: the openai SDK throws a `SyntaxError` on it, not its `APIError`), as
- * the client protocol's own error frame; `undefined` for every other frame, which goes out as
- * it came.
- */
-function unreadableError(
-  frame: SseFrame,
-  upstream: StreamAdapter,
-  encoder: FrameEncoder,
-): Uint8Array | undefined {
-  const verdict = upstream.inspect(frame)
-  if (verdict.kind !== 'error' || verdict.error.code !== 'MALFORMED_FRAME') return undefined
-  // The protocol's own end marker (`[DONE]`, which Responses reads as no event) is no error.
-  if (upstream.clientEndsAt?.(frame) === true) return undefined
-  const error = { type: 'upstream_error', message: verdict.error.message }
-  return encoder.adapter.renderError(error, encoder.state())
-}
-
-/**
- * The frame just read and those that came in the same upstream chunk, observed in order, up
- * to the client's end: they go out in one write, as a byte pipe's would.
- */
-function takeBatch(
-  first: SseFrame,
-  reader: FrameReader,
-  tracker: StreamTracker,
-  watchdog: Watchdog,
-  arrived: number,
-): { batch: SseFrame[]; kinds: FrameVerdict['kind'][]; clientEnded: boolean } {
-  const batch: SseFrame[] = []
-  const kinds: FrameVerdict['kind'][] = []
-  for (let frame: SseFrame | null = first; frame !== null; ) {
-    const kind = tracker.observeCommitted(frame)
-    if (kind !== 'keepalive') watchdog.activity(arrived)
-    batch.push(frame)
-    kinds.push(kind)
-    if (endsClient(tracker, frame, kind)) return { batch, kinds, clientEnded: true }
-    try {
-      frame = reader.takeBuffered()
-    } catch {
-      // The reader keeps the failure: the next read reports it, after this batch is out.
-      frame = null
-    }
-  }
-  return { batch, kinds, clientEnded: false }
-}
-
-/** The index of the block `frame` closes, or `undefined` when it closes none. */
-function closedBlock(frame: SseFrame, tracker: StreamTracker): number | undefined {
-  try {
-    const { block } = tracker.adapter.inspect(frame) as { block?: { index: number; edge: string } }
-    return block?.edge === 'close' ? block.index : undefined
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * What the hot path's `take` rejects with once the client's end went out: the read stops there
@@ -228,7 +153,8 @@ class PumpRun {
     return secrets.any && secrets.in(bytes) ? redactBytes(bytes, secrets.secrets) : bytes
   }
 
-  async write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> {
+  /** Writes one frame; not `async` (a frame with nothing to wait for costs no promise). */
+  write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> | undefined {
     const { translator, secrets } = this
     const seen = kind ?? this.options.tracker.adapter.inspect(frame).kind
     if (seen === 'error' && translator === undefined) {
@@ -242,7 +168,7 @@ class PumpRun {
       // Keep-alives are the relay's business, never the translator's; what it is given is
       // redacted, so what it writes quotes no key.
       this.frames++
-      if (seen === 'keepalive') return
+      if (seen === 'keepalive') return undefined
       const given =
         seen === 'error'
           ? redactedFrame(frame, secrets.secrets, true)
@@ -250,14 +176,18 @@ class PumpRun {
             ? redactedFrame(frame, secrets.secrets)
             : frame
       const waiting = translator.push(given)
-      if (waiting !== undefined) await raceStop(waiting, this.stop)
-      return
+      return waiting === undefined ? undefined : raceStop(waiting, this.stop)
     }
     let bytes = this.encoder.encode(frame, kind)
     if (bytes !== null) bytes = this.redacted(bytes, seen === 'error')
-    if (bytes !== null && bytes.length > 0) await this.send(this.options.gate.write(bytes))
-    this.frames++
+    if (bytes === null || bytes.length === 0) {
+      this.frames++
+      return undefined
+    }
+    return this.send(this.options.gate.write(bytes)).then(this.#counted)
   }
+
+  readonly #counted = () => void this.frames++
 
   /**
    * Writes library-rendered bytes and lets the client's tracker see them, so its state stays
@@ -280,24 +210,39 @@ class PumpRun {
    * aborts on the response's `close` event would otherwise undo a whole answer); only the
    * client can: a close it did not let finish (the gate not `delivered`) is the client gone.
    */
-  async close(): Promise<void> {
-    const { translator, encoder } = this
-    if (translator !== undefined) {
-      await translator.finish('end')
-      if (!encoder.clientEnded()) {
-        await this.writeRendered(
-          encoder.adapter.renderError(
-            {
-              type: 'upstream_error',
-              message: 'the translator ended the stream without its final event',
-            },
-            encoder.state(),
-          ),
-        )
-      }
+  close(): Promise<void> | undefined {
+    if (this.translator !== undefined) return this.closeTranslated(this.translator)
+    const { gate } = this.options
+    const closing = gate.close()
+    // A sink that closed at once (a web stream's) is not waited for: no look timer, no promise.
+    if (!gate.delivered && gate.failure === undefined)
+      return this.watchdog.blocked(closing, false).then(this.#delivered)
+    this.#delivered()
+    return undefined
+  }
+
+  async closeTranslated(translator: TranslatorRun): Promise<void> {
+    const { encoder } = this
+    await translator.finish('end')
+    if (!encoder.clientEnded()) {
+      await this.writeRendered(
+        encoder.adapter.renderError(
+          {
+            type: 'upstream_error',
+            message: 'the translator ended the stream without its final event',
+          },
+          encoder.state(),
+        ),
+      )
     }
     const { gate } = this.options
     await this.watchdog.blocked(gate.close(), false)
+    this.#delivered()
+  }
+
+  /** After the close: one the client did not let finish is the client gone. */
+  readonly #delivered = (): void => {
+    const { gate } = this.options
     if (!gate.delivered) {
       throw (
         gate.failure ??
@@ -306,13 +251,23 @@ class PumpRun {
     }
   }
 
-  async atEof(cut = false): Promise<PumpEnd> {
+  /** The end at the upstream's end; not `async` when there is nothing to heal or flush. */
+  atEof(cut = false): Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
-    const healed = await this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
-    if (healed !== undefined) return healed
-    await this.flushHeld()
-    return endAtEof(this.out, tracker, this.eof, this.policy, cut)
+    const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')
+    if (healing === undefined && this.held === undefined)
+      return endAtEof(this.out, tracker, this.eof, this.policy, cut)
+    return this.healedOrEnd(healing, cut)
+  }
+
+  async healedOrEnd(healing: Promise<PumpEnd | undefined> | undefined, cut: boolean) {
+    if (healing !== undefined) {
+      const healed = await healing
+      if (healed !== undefined) return healed
+    }
+    if (this.held !== undefined) await this.flushHeld()
+    return endAtEof(this.out, this.options.tracker, this.eof as EofClass, this.policy, cut)
   }
 
   /**
@@ -452,7 +407,10 @@ class PumpRun {
     for (const frame of options.frames) {
       // A peeked frame the body's end cut (the last one) goes out whole, or not at all.
       const whole = frame.terminated ? frame : terminatedFrame(frame, tracker.adapter)
-      if (whole !== null) await this.write(whole)
+      if (whole !== null) {
+        const writing = this.write(whole)
+        if (writing !== undefined) await writing
+      }
       if (whole !== null && tracker.adapter.clientEndsAt?.(whole) === true)
         return this.atClientEnd()
     }
@@ -473,6 +431,8 @@ class PumpRun {
         if (ended.failed === clientEndWritten) return this.atClientEnd()
         throw ended.failed
       }
+      // The body ended on a frame's end (nothing half-read): its end at once, no read step.
+      if (reader.done && reader.bufferedBytes === 0) return this.atEof()
     }
     return this.framesToEnd()
   }
@@ -517,7 +477,7 @@ class PumpRun {
         this.watchdog,
         arrived,
       )
-      await this.flushHeld()
+      if (this.held !== undefined) await this.flushHeld()
       if (
         this.holdsCloses() &&
         !clientEnded &&
@@ -541,19 +501,6 @@ class PumpRun {
       if (clientEnded) return this.atClientEnd()
     }
   }
-
-  /** How a throw out of the loops ends the pump (it rethrows code that threw). */
-  async endOf(error: unknown): Promise<PumpEnd> {
-    this.translator?.abort(error)
-    const stalled = stallOf(error)
-    if (stalled !== undefined) return { kind: 'downstream-stalled', error: stalled }
-    if (isDownstreamClosedError(error)) return { kind: 'client-gone', error }
-    const { signal } = this.options
-    if (signal?.aborted && error === signal.reason) return { kind: 'aborted', reason: error }
-    // Code that threw (a transform, an adapter): the upstream is released all the same.
-    await this.reader.cancel(error).catch(() => {})
-    throw error
-  }
 }
 
 /** {@link pump} with its policy already checked (`deliver` checks it before the peek). */
@@ -566,7 +513,8 @@ export async function pumpOn(
   try {
     end = await run.run()
   } catch (error) {
-    end = await run.endOf(error)
+    run.translator?.abort(error)
+    end = await endOfThrow(error, options.signal, run.reader)
   } finally {
     run.unwatch()
   }
@@ -580,7 +528,8 @@ export async function pumpOn(
         ? { kind: 'client-gone', error: left }
         : { kind: 'downstream-stalled', error: stalled }
   }
-  await release(end, run.reader, options.gate)
+  const releasing = release(end, run.reader, options.gate)
+  if (releasing !== undefined) await releasing
   return {
     end,
     eof: run.eof,

@@ -84,28 +84,41 @@ export class Watchdog {
    * With `interruptible: false` (the close after the answer's end) the host's signal does not
    * end the wait: only the client (the sink's own failure) or the stall bound can.
    */
-  async blocked(written: Promise<void>, interruptible = true): Promise<void> {
+  blocked(written: Promise<void>, interruptible = true): Promise<void> {
     this.#writingSince = now()
     this.#interruptible = interruptible
     this.#progressAt = this.#writingSince
     this.#takenAt = this.#client?.taken()
     // The first look comes within one look's time of the block, not at a timer armed before.
     this.#arm(true)
-    try {
-      await new Promise<void>((resolve, reject) => {
-        this.#failWrite = reject
-        written.then(resolve, reject)
-      })
-    } finally {
-      this.#blockedMs += now() - this.#writingSince
-      this.#writingSince = undefined
-      this.#failWrite = undefined
-      this.#interruptible = true
-      // The idle clock goes on from here, its deadline moved by the time spent blocked. The
-      // armed timer stays when it fires no later than that (a check that fires early
-      // re-arms): no new timer per blocked write.
-      this.#arm(true)
-    }
+    // One promise per blocked write (not an `async` function's and its `await`'s too).
+    return new Promise<void>((resolve, reject) => {
+      let over = false
+      const end = (): boolean => {
+        if (over) return false
+        over = true
+        this.#blockedMs += now() - (this.#writingSince as number)
+        this.#writingSince = undefined
+        this.#failWrite = undefined
+        this.#interruptible = true
+        // The idle clock goes on from here, its deadline moved by the time spent blocked. The
+        // armed timer stays when it fires no later than that (a check that fires early
+        // re-arms): no new timer per blocked write.
+        this.#arm(true)
+        return true
+      }
+      this.#failWrite = (reason) => {
+        if (end()) reject(reason)
+      }
+      written.then(
+        () => {
+          if (end()) resolve()
+        },
+        (error: unknown) => {
+          if (end()) reject(error)
+        },
+      )
+    })
   }
 
   stop(): void {

@@ -168,6 +168,15 @@ class Reader implements FrameReader {
       return Promise.reject(error)
     }
     if (frame !== null) return Promise.resolve(frame)
+    // At the end: the last frame (one the end cut, or none) at once, with no `async` step.
+    if (this.#ended || this.#released) {
+      if (raw) return Promise.resolve(null)
+      try {
+        return Promise.resolve(this.#finish())
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
     return this.#read(signal, raw)
   }
 
@@ -256,29 +265,65 @@ class Reader implements FrameReader {
     })
   }
 
-  async #read(signal: SignalLike | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
+  /**
+   * Pulls until a whole frame is buffered, or the end. One promise per call: the waits are
+   * the puller's callbacks (not an `async` function and an `await` per pull).
+   */
+  #read(signal: SignalLike | undefined, raw: boolean): Promise<SseFrame | Uint8Array | null> {
     this.#busy = true
-    try {
-      for (;;) {
-        if (this.#ended || this.#released) {
-          // The last frame may be one end of stream cut: only a frame object can say so.
-          if (raw) return null
-          return this.#finish()
-        }
-        const result = await this.#pull(signal)
-        if (result.done) {
-          this.#ended = true
-          this.#unwatch()
-          continue
-        }
-        this.#bytesRead += result.value.length
-        this.#splitter.push(result.value)
-        const frame = this.#settle(raw)
-        if (frame !== null) return frame
+    return new Promise((resolve, reject) => {
+      const settle = (value: SseFrame | Uint8Array | null) => {
+        this.#busy = false
+        resolve(value)
       }
-    } finally {
-      this.#busy = false
-    }
+      const fail = (reason: unknown) => {
+        this.#busy = false
+        reject(reason)
+      }
+      const onPull = (result: Pull): void => {
+        try {
+          if (result.done) {
+            this.#ended = true
+            this.#unwatch()
+            // The last frame may be one end of stream cut: only a frame object can say so.
+            settle(raw ? null : this.#finish())
+            return
+          }
+          this.#bytesRead += result.value.length
+          this.#splitter.push(result.value)
+          const frame = this.#settle(raw)
+          if (frame !== null) {
+            settle(frame)
+            return
+          }
+        } catch (error) {
+          fail(error)
+          return
+        }
+        pull()
+      }
+      const pull = (): void => {
+        if (this.#released) {
+          try {
+            settle(raw ? null : this.#finish())
+          } catch (error) {
+            fail(error)
+          }
+          return
+        }
+        this.#watch(signal)
+        const settled = this.#settled
+        if (settled !== undefined) {
+          this.#settled = undefined
+          if (settled.ok) onPull(settled.value)
+          else fail(settled.error)
+          return
+        }
+        this.#wait(onPull, fail)
+        if (this.#resolveWait !== undefined) this.#ensurePull()
+      }
+      pull()
+    })
   }
 
   /** The next buffered frame (as bytes when `raw`); a failure is kept and rethrown. */
@@ -315,23 +360,6 @@ class Reader implements FrameReader {
     // The pull stays in flight: the next call takes its result, so nothing is lost.
     this.#resolveWait = this.#rejectWait = undefined
     reject(abortReason(signal))
-  }
-
-  /**
-   * Pulls a chunk. With a signal, an abort ends the wait but leaves the pull in flight for the
-   * next call. One listener stays on the signal across calls (a pump passes the same one every
-   * frame), and the pull's handlers are bound once: no closure per chunk.
-   */
-  #pull(signal: SignalLike | undefined): Promise<Pull> {
-    this.#watch(signal)
-    const settled = this.#settled
-    if (settled !== undefined) {
-      this.#settled = undefined
-      return settled.ok ? Promise.resolve(settled.value) : Promise.reject(settled.error)
-    }
-    const pulled = new Promise<Pull>(this.#wait)
-    if (this.#resolveWait !== undefined) this.#ensurePull()
-    return pulled
   }
 
   #watch(signal: SignalLike | undefined): void {

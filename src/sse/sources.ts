@@ -136,10 +136,10 @@ export function toPuller(source: FrameSource): Puller {
 }
 
 /** Where {@link iterableResponse} keeps the body it was given (`Symbol.for`: two copies of the package agree). */
-const iterableBody = Symbol.for('stream-boundary.iterableBody')
+export const iterableBody = Symbol.for('stream-boundary.iterableBody')
 
 /** A web stream over an async iterable, for a reader of an {@link iterableResponse}'s `body`. */
-function streamOver(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+export function streamOver(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
   let iterator: AsyncIterator<Uint8Array> | undefined
   return new ReadableStream<Uint8Array>(
     {

@@ -286,6 +286,54 @@ describe.each(twins)('%s', (_name, make) => {
     expect(() => make(null as unknown as ReadyAttemptOptions)).toThrow(/takes an options object/)
   })
 
+  it("reads the upstream's answer headers as its twin does: a 429's wait, the forwarded allowlist, repeated fields joined", async () => {
+    let served = 0
+    const server = createServer((req, res) => {
+      withBody(req, () => {
+        served++
+        if (served === 1) {
+          res.writeHead(429, { 'retry-after': '0', 'x-request-id': 'req_1' }).end('{}')
+          return
+        }
+        // Raw pairs: repeated fields, mixed case, a cookie and a credential-looking value.
+        res.writeHead(200, [
+          ['Content-Type', 'text/event-stream'],
+          ['X-Request-Id', 'req_2'],
+          ['x-request-id', 'req_3'],
+          ['x-ratelimit-remaining-requests', '59'],
+          ['Set-Cookie', 'a=1'],
+          ['openai-organization', 'org-1'],
+          ['request-id', ' padded '],
+        ])
+        res.end(chatAnswer)
+      })
+    })
+    const url = await loopback.listen(server)
+    const sink = createRecordingSink()
+    const outcome = await relay({
+      sink,
+      adapter: openaiChat,
+      pool: createMemoryKeyPool([
+        { id: 'k1', secret: 'sk-one' },
+        { id: 'k2', secret: 'sk-two' },
+      ]),
+      request: { url: `${url}/v1/chat/completions`, body: { model: 'm', stream: true } },
+      policy: { forwardHeaders: { rateLimit: true } },
+      attempt: make(),
+    })
+    expect(outcome.kind).toBe('committed')
+    expect(outcome.attempts.map((attempt) => attempt.status)).toEqual([429, 200])
+    const head = sink.events.find((event) => event.type === 'head')
+    expect(head?.type === 'head' ? Object.fromEntries(head.headers) : undefined).toEqual({
+      'cache-control': 'no-cache, no-transform',
+      'content-type': 'text/event-stream; charset=utf-8',
+      'request-id': 'padded',
+      'x-accel-buffering': 'no',
+      'x-ratelimit-remaining-requests': '59',
+      'x-request-id': 'req_2, req_3',
+    })
+  })
+
   it('without a request to send, the relay gives up honestly and nothing goes upstream', async () => {
     const upstream = await recordingUpstream(() => ({
       status: 200,

@@ -13,7 +13,6 @@ import type { KeyLease, KeyOutcome } from '../../key-pool/types.js'
 import { FirstOutputClock } from '../../peek/clock.js'
 import { parseObject } from '../../protocols/common.js'
 import { identityOfData } from '../../protocols/identity.js'
-import { redactSecrets } from '../../protocols/sanitize.js'
 import { type FrameSource, frameSourceOf } from '../../sse/sources.js'
 import { Stop } from '../../stop.js'
 import {
@@ -28,6 +27,7 @@ import type { AttemptMode, UpstreamHttpError } from '../shared/attempt-types.js'
 import { neverAborted } from '../shared/hooks.js'
 import type { AttemptFailure, FailureVerdict } from '../shared/verdict.js'
 import { callAttemptFunction, leasedKeyOf } from './call-attempt.js'
+import { statusFailure } from './status-failure.js'
 import {
   isAnswer,
   isJson,
@@ -233,51 +233,38 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       result.kind === 'failed' ? result.verdict.key : keyOutcomeOf(result.end),
       signals.headers,
     )
-    await input.continuation?.close(result.kind === 'committed' ? result.end : undefined)
+    // No `await` of nothing: each one costs promises (and async hooks) per request.
+    const { continuation } = input
+    if (continuation !== undefined)
+      await continuation.close(result.kind === 'committed' ? result.end : undefined)
     return result
   } finally {
     signals.dispose()
     input.onEnd?.()
-    await input.lease?.report(outcome).catch(() => {})
+    const { continuation, lease } = input
+    if (lease !== undefined) {
+      try {
+        await lease.report(outcome)
+      } catch {
+        // A pool that fails its report does not end the request.
+      }
+    }
     // A throw: the continuation's lease (if one runs) ends too; a second close does nothing.
-    await input.continuation?.close(undefined)
+    if (continuation !== undefined) await continuation.close(undefined)
   }
 }
 
-/** Sends the request and waits for the response within the first-byte bound. */
-async function send(
-  input: AttemptInput,
-  signals: AttemptSignals,
-  started: number,
-): Promise<{ response: Response; clock: FirstOutputClock } | { failure: AttemptResult }> {
-  const { mode, lease } = input
-  const clock = startSendClock(input, signals, started)
-  let response: unknown
-  try {
-    response = await callAttemptFunction(
-      input.route,
-      {
-        key: leasedKeyOf(lease),
-        signal: signals.stop.real,
-        attemptNumber: input.attemptNumber,
-        route: input.routeName,
-        request: input.request,
-        requestId: input.requestId,
-        freshConnection: input.freshConnection,
-      },
-      signals.stop,
-    )
-  } catch (error) {
-    const stopped = stoppedFailure(signals, mode, null)
-    if (stopped !== undefined) return { failure: stopped }
-    return { failure: failed(classifyAttemptFailure({ kind: 'connection', error }), null) }
+/** The context the attempt function is given (the adapter is added by `callAttemptFunction`). */
+function attemptContext(input: AttemptInput, signals: AttemptSignals) {
+  return {
+    key: leasedKeyOf(input.lease),
+    signal: signals.stop.real,
+    attemptNumber: input.attemptNumber,
+    route: input.routeName,
+    request: input.request,
+    requestId: input.requestId,
+    freshConnection: input.freshConnection,
   }
-  if (!(response instanceof Response)) {
-    await releaseBody(response)
-    return { failure: failed(invalidResultVerdict(response), null) }
-  }
-  signals.headers = response.headers
-  return { response, clock }
 }
 
 /** Releases the body of what an attempt function returned instead of a `Response` (user code, bounded). */
@@ -365,11 +352,25 @@ async function readWholeAnswer(
 async function attemptOnce(input: AttemptInput, signals: AttemptSignals): Promise<AttemptResult> {
   input.gate.assertCanRetry()
   const started = now()
-  const sent = await send(input, signals, started)
-  if ('failure' in sent) return sent.failure
-  const result = await attemptAnswer(input, signals, sent, started)
+  // Sent within the first-byte bound, in this function (each `async` step costs promises).
+  const clock = startSendClock(input, signals, started)
+  let response: unknown
+  try {
+    response = await callAttemptFunction(input.route, attemptContext(input, signals), signals.stop)
+  } catch (error) {
+    return (
+      stoppedFailure(signals, input.mode, null) ??
+      failed(classifyAttemptFailure({ kind: 'connection', error }), null)
+    )
+  }
+  if (!(response instanceof Response)) {
+    await releaseBody(response)
+    return failed(invalidResultVerdict(response), null)
+  }
+  signals.headers = response.headers
+  const result = await attemptAnswer(input, signals, { response, clock }, started)
   // Whatever went wrong after the upstream answered, its request ids name the attempt.
-  return result.kind === 'failed' ? { ...result, headers: sent.response.headers } : result
+  return result.kind === 'failed' ? { ...result, headers: response.headers } : result
 }
 
 /** What became of an attempt the upstream answered: its status, then its body. */
@@ -390,20 +391,7 @@ async function attemptAnswer(
   }
   if (status < 200 || status > 299) {
     const text = await readBounded(response.body, policy.maxErrorBodyBytes, signals.stop.real)
-    const failure: AttemptFailure = {
-      kind: 'status',
-      status,
-      headers: response.headers,
-      error: errorFromBody(text, status),
-    }
-    let verdict = retryOverride(classifyAttemptFailure(failure), status, response.headers, input)
-    // The caller's own credential was refused: another try with it would be refused too.
-    if (input.lease === undefined && verdict.key.kind === 'auth-failed') {
-      verdict = { ...verdict, retryable: false, status }
-    }
-    // Only an error the upstream stated is passed on as it was; a redirect never is.
-    const upstream =
-      status >= 400 ? { status, headers: response.headers, body: redactSecrets(text) } : undefined
+    const { verdict, upstream } = statusFailure(input, status, response.headers, text)
     return failed(verdict, status, undefined, upstream)
   }
   // A whole request that did not say it is one: its answer decides (an event stream streams).
@@ -556,28 +544,4 @@ function commitLease(lease: KeyLease | undefined): void {
   } catch {
     // The lease is still reported once, when the attempt ends.
   }
-}
-
-/** Applies the policy's `retryOn` to an upstream HTTP failure. */
-function retryOverride(
-  verdict: FailureVerdict,
-  status: number,
-  headers: Headers,
-  input: AttemptInput,
-): FailureVerdict {
-  const retryOn = input.policy.retryOn
-  if (retryOn === undefined || verdict.key.kind === 'auth-failed') return verdict
-  let retry: boolean | undefined
-  try {
-    retry =
-      typeof retryOn === 'function'
-        ? retryOn(Object.freeze({ status, headers }))
-        : retryOn.includes(status)
-  } catch {
-    // A throwing predicate keeps the library's rule: it must not break the request.
-    retry = undefined
-  }
-  return retry === undefined || retry === verdict.retryable
-    ? verdict
-    : { ...verdict, retryable: retry }
 }

@@ -22,31 +22,37 @@ export function leasedKeyOf(lease: KeyLease | undefined): LeasedKey | undefined 
  * Calls the route's attempt function, whose answer is checked by the caller (user code). A
  * throw that carries the upstream's response (a `Response`, `status`, `statusCode`, `response.status`…) resolves to
  * it, so it is judged by its status like a returned one. The call is raced against `stop`
- * (the attempt's own stop, which its `signal` follows).
+ * (the attempt's own stop, which its `signal` follows). Not an `async` function: one promise
+ * for the race, no more (each promise costs a host running async hooks).
  */
-export async function callAttemptFunction(
+export function callAttemptFunction(
   route: Route,
   context: Omit<AttemptContextBase, 'adapter'> & { readonly key: LeasedKey | undefined },
   stop: SignalLike = context.signal,
 ): Promise<unknown> {
+  let pending: Promise<unknown>
   try {
-    let pending: Promise<unknown>
-    try {
-      pending = Promise.resolve(
-        (route.attempt as (context: unknown) => unknown)({ ...context, adapter: route.adapter }),
-      )
-    } catch (error) {
-      pending = Promise.reject(error)
-    }
-    return await untilStopped(pending, stop)
+    const answer = (route.attempt as (context: unknown) => unknown)({
+      ...context,
+      adapter: route.adapter,
+    })
+    // A native promise is raced as it is; a value or another thenable is made one.
+    pending = answer instanceof Promise ? answer : Promise.resolve(answer)
   } catch (error) {
-    // Stopped by the request's clocks or the client: the caller reads why from the signal.
-    if (stop.aborted) throw error
-    // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
-    const response = responseOfThrown(error)
-    if (response === undefined) throw error
-    return response
+    return stop.aborted ? Promise.reject(stop.reason) : thrownAnswer(error)
   }
+  return untilStopped(pending, stop)
+}
+
+/**
+ * What a throw of the attempt function (or a rejection of its promise) answers: the upstream's
+ * response it carries, or the throw itself. Stopped by the request's clocks or the client,
+ * the caller reads why from the signal.
+ */
+function thrownAnswer(error: unknown): Promise<unknown> {
+  // An HTTP helper that throws on a 4xx/5xx: its response is the upstream's answer.
+  const response = responseOfThrown(error)
+  return response === undefined ? Promise.reject(error) : Promise.resolve(response)
 }
 
 /**
@@ -74,7 +80,13 @@ function untilStopped(pending: Promise<unknown>, signal: SignalLike): Promise<un
       },
       (error: unknown) => {
         signal.removeEventListener('abort', onAbort)
-        reject(error)
+        if (signal.aborted) {
+          reject(error)
+          return
+        }
+        const response = responseOfThrown(error)
+        if (response === undefined) reject(error)
+        else resolve(response)
       },
     )
   })

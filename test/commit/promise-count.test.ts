@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest'
+import { benchPromises } from '../../bench/promises.js'
+
+// A count, not a time: the same on a loaded machine. Every promise costs a host running
+// OpenTelemetry's async-hooks context manager a hook call; this bound fails when many come back.
+const ceiling = 66
+
+describe('promises per request', () => {
+  it(`relay() + webSink() create at most ${ceiling} promises of their own per 1-frame request`, async () => {
+    const counted = await benchPromises({ requests: 50 })
+    // The host's own work is counted too (and subtracted): a count of nothing would pass anything.
+    expect(counted.host).toBeGreaterThan(0)
+    expect(counted.relay).toBeGreaterThan(counted.host)
+    expect(counted.library).toBeLessThanOrEqual(ceiling)
+  })
+
+  it('relay() + webSink() set at most 2 timers per 1-frame request (the first-output clock, the watchdog)', async () => {
+    const counted = await benchPromises({ requests: 20 })
+    // The sink closes at once: its close sets no look timer of the write-stall watchdog.
+    expect(counted.timers).toBeGreaterThan(0)
+    expect(counted.timers).toBeLessThanOrEqual(2)
+  })
+})

@@ -12,6 +12,7 @@ import {
   positiveNumber as positive,
   rejectUnknownKeys,
 } from '../options.js'
+import { DueHeap, FreeIndex } from './free-index.js'
 import {
   initialKeyState,
   KeyHealth,
@@ -182,6 +183,32 @@ interface Waiter {
   readonly settle: (result: AcquireResult) => void
 }
 
+/**
+ * An acquire's answer, and when it is `busy` because every free key is predicted out under
+ * `headroom`: how long until the first refills (the longest the acquire waits for it).
+ */
+type Decision = readonly [result: AcquireResult, refillInMs?: number]
+
+/** Decides an acquire: `sendAnyway` leases a key predicted out rather than waiting for it. */
+type Decide = (options: AcquireOptions, sendAnyway?: boolean) => Decision
+
+/**
+ * Whether a key is free (`true`), out until an event changes it (`false`: at its cap, its
+ * probe out, disabled by an operator), or out until a time (a cooldown, an open circuit, an
+ * auth hold): then that time. {@link KeyHealth.availability}'s rules, without the clock.
+ */
+function freeAt(state: KeyState, now: number): boolean | number {
+  if (state.disabled && state.disabledUntil === 0) return false
+  let until = state.cooldownUntil
+  if (state.disabled) until = Math.max(until, state.disabledUntil)
+  if (state.circuit === 'open') until = Math.max(until, state.circuitUntil)
+  if (until > now || state.circuit === 'open') return until
+  if (state.inflight >= state.maxInflight) return false
+  if (state.circuit === 'half-open' && state.probe !== undefined) return false
+  if (state.disabled && state.authProbe !== undefined) return false
+  return true
+}
+
 /** Every option of {@link MemoryKeyPoolOptions}: a table the compiler keeps complete. */
 const optionKeys = Object.keys({
   selection: true,
@@ -260,11 +287,11 @@ class WaitQueue {
   }
 
   /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
-  serve(decide: (options: AcquireOptions) => AcquireResult): void {
+  serve(decide: Decide): void {
     const waiters = this.#waiters
     for (let i = 0; i < waiters.length; ) {
       const waiter = waiters[i] as Waiter
-      const result = decide(waiter.options)
+      const [result] = decide(waiter.options)
       if (result.kind === 'busy') {
         i++
         continue
@@ -274,11 +301,7 @@ class WaitQueue {
     }
   }
 
-  wait(
-    options: AcquireOptions,
-    waitMs: number,
-    decide: (options: AcquireOptions) => AcquireResult,
-  ): Promise<AcquireResult> {
+  wait(options: AcquireOptions, waitMs: number, decide: Decide): Promise<AcquireResult> {
     const { signal } = options
     const waiters = this.#waiters
     return new Promise<AcquireResult>((resolve, reject) => {
@@ -305,7 +328,8 @@ class WaitQueue {
         () => {
           leave()
           signal?.removeEventListener('abort', onAbort)
-          resolve(decide(options))
+          // The wait's end: a key predicted out is sent to rather than waited for again.
+          resolve(decide(options, true)[0])
         },
         Math.min(waitMs, maxTimerDelayMs),
       )
@@ -319,8 +343,12 @@ class WaitQueue {
 interface LeaseContext {
   readonly config: ReturnType<typeof normalize>
   readonly health: KeyHealth
-  /** Serves waiting acquires after a report freed capacity. */
-  readonly afterReport: () => void
+  /** Re-files the lease's key in the pool's indexes, then serves waiting acquires. */
+  readonly afterReport: (state: KeyState, now: number) => void
+  /** Re-files the lease's key in the pool's indexes after its commit. */
+  readonly changed: (state: KeyState, now: number) => void
+  /** The latest time an acquire looked at the keys (budgets past it are forgotten). */
+  readonly lookedAt: () => number
 }
 
 /** The lease handed out for `record` on `state`: commit once, report once. */
@@ -336,6 +364,7 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
       const now = config.now()
       learnLatency(state, now - record.acquiredAt, now)
       health.provenGood(state, record)
+      context.changed(state, now)
     },
     async report(outcome: KeyOutcome): Promise<void> {
       if (record.reported) return
@@ -344,10 +373,11 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
       state.outcomes[outcome.kind]++
       const now = config.now()
       if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
+        forgetPastBudgets(state, context.lookedAt())
         learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
       }
       health.learn(state, record, outcome, now)
-      context.afterReport()
+      context.afterReport(state, now)
     },
   }
 }
@@ -402,31 +432,98 @@ export function createMemoryKeyPool(
     tellKeyState(config.onKeyState, { keyId: state.key.id, ...event })
   const health = new KeyHealth(config, tell)
 
+  const free = new FreeIndex(states.length)
+  const due = new DueHeap()
+  const positionOf = new Map(states.map((state, position) => [state.key.id, position]))
+  /** Per key: the time it is due to be looked at again (0: not scheduled). */
+  const dueAt = new Float64Array(states.length)
+  /** The latest time an acquire looked at the keys: what forgetting and pruning go by. */
+  let lookedAt = Number.NEGATIVE_INFINITY
+  const filedValue =
+    config.selection === 'least-inflight'
+      ? (state: KeyState) => state.inflight
+      : (_state: KeyState) => 0
+
+  /** Puts the key at `position` in or out of the free index after its state changed. */
+  function update(position: number, now: number): void {
+    const state = states[position] as KeyState
+    const until = freeAt(state, now)
+    if (until === true) free.set(position, filedValue(state))
+    else {
+      free.set(position, undefined)
+      if (until !== false && dueAt[position] !== until) {
+        dueAt[position] = until
+        due.push(until, position)
+      }
+    }
+  }
+
+  /** Keys whose cooldown, open circuit or auth hold ended by `now` are looked at again. */
+  function advance(now: number): void {
+    if (now > lookedAt) lookedAt = now
+    const ended = due.takeDue(now)
+    if (ended.length === 0) return
+    // In pool order, as a scan of every key would tell their changes.
+    ended.sort((a, b) => a - b)
+    for (const position of ended) {
+      if ((dueAt[position] as number) > now) continue
+      dueAt[position] = 0
+      health.refresh(states[position] as KeyState, now)
+      update(position, now)
+    }
+  }
+
   /** The answer for one acquire now, leasing when a candidate is free. */
-  function decide({ exclude, cost }: AcquireOptions): AcquireResult {
-    if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
+  function decide(options: AcquireOptions, sendAnyway = false): Decision {
+    if (states.length === 0) return [{ kind: 'unavailable', reason: 'no-keys' }]
     const now = config.now()
-    const need = tokensOf(cost, config.selection)
-    const free: KeyState[] = []
+    advance(now)
+    const need = tokensOf(options.cost, config.selection)
+    const picked = pickFree(options.exclude, need, now)
+    if (picked === undefined) return [notFree(options.exclude, now)]
+    const refillIn = picked.refillAt === undefined ? 0 : picked.refillAt - now
+    const waitMs = options.waitMs ?? 0
+    if (refillIn > 0 && !sendAnyway && !(waitMs > 0 && refillIn > waitMs)) {
+      // Every free key is predicted out: wait for the first refill instead of sending.
+      const found = notFree(options.exclude, now)
+      const back = found.kind === 'busy' ? (found.retryInMs ?? refillIn) : refillIn
+      return [{ kind: 'busy', retryInMs: Math.min(refillIn, back) }, refillIn]
+    }
+    return [{ kind: 'leased', lease: lease(picked.state, now, need) }]
+  }
+
+  /** The pick among the free keys not excluded, or nothing when none is. */
+  function pickFree(exclude: ReadonlySet<string> | undefined, need: number, now: number) {
+    const out: number[] = []
+    if (exclude !== undefined && exclude.size > 0) {
+      for (const id of exclude) {
+        const position = positionOf.get(id)
+        if (position !== undefined && free.has(position)) {
+          out.push(position)
+          free.set(position, undefined)
+        }
+      }
+    }
+    const picked = free.count > 0 ? selector.pick(free, need, now) : undefined
+    for (const position of out) free.set(position, filedValue(states[position] as KeyState))
+    return picked
+  }
+
+  /** Why no candidate is free: busy, cooling, or none at all (a scan of every key). */
+  function notFree(exclude: ReadonlySet<string> | undefined, now: number): AcquireResult {
     let busy = false
     let cooling = false
     let rateLimited = true
     let earliest = Number.POSITIVE_INFINITY
     for (const state of states) {
-      health.refresh(state, now)
-      forgetPastBudgets(state, now)
       if (exclude?.has(state.key.id)) continue
       const found = health.availability(state, now)
-      if (found.kind === 'free') free.push(state)
-      else if (found.kind === 'busy') busy = true
+      if (found.kind === 'busy' || found.kind === 'free') busy = true
       else if (found.kind === 'cooling' || found.kind === 'held') {
         earliest = Math.min(earliest, found.wait)
         if (found.kind === 'cooling') cooling = true
         if (found.kind === 'held' || !found.rateLimited) rateLimited = false
       }
-    }
-    if (free.length > 0) {
-      return { kind: 'leased', lease: lease(selector.pick(free, need, now), now, need) }
     }
     const retryInMs = Number.isFinite(earliest) ? earliest : undefined
     if (busy) return { kind: 'busy', retryInMs }
@@ -440,7 +537,21 @@ export function createMemoryKeyPool(
     return { kind: 'unavailable', reason: 'all-excluded' }
   }
 
-  const leaseContext: LeaseContext = { config, health, afterReport: () => queue.serve(decide) }
+  // Every key filed once; a restored cooldown or hold is looked at again by the first acquire.
+  for (let position = 0; position < states.length; position++) update(position, 0)
+
+  const changed = (state: KeyState, now: number) =>
+    update(positionOf.get(state.key.id) as number, now)
+  const leaseContext: LeaseContext = {
+    config,
+    health,
+    changed,
+    lookedAt: () => lookedAt,
+    afterReport(state, now) {
+      changed(state, now)
+      queue.serve(decide)
+    },
+  }
 
   function lease(state: KeyState, now: number, need: number): KeyLease {
     const record: LeaseRecord = {
@@ -456,6 +567,7 @@ export function createMemoryKeyPool(
     countInWindow(state.window, now, config.breakerWindowMs, 1)
     if (state.circuit === 'half-open') state.probe = record.serial
     if (state.disabled) state.authProbe = record.serial
+    changed(state, now)
     return leaseOf(state, record, leaseContext)
   }
 
@@ -468,6 +580,7 @@ export function createMemoryKeyPool(
     state.disabledUntil = 0
     state.authProbe = undefined
     tell(state, { state: disabled ? 'disabled' : 'enabled', reason: 'operator' })
+    changed(state, config.now())
     if (!disabled) queue.serve(decide)
   }
 
@@ -477,10 +590,11 @@ export function createMemoryKeyPool(
       if (signal?.aborted) throw signal.reason
       // Capacity freed without a report (a cooldown ended) goes to the queue first.
       if (queue.length > 0) queue.serve(decide)
-      const result = decide(acquireOptions)
+      const [result, refillInMs] = decide(acquireOptions)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
-      return queue.wait(acquireOptions, waitMs, decide)
+      // Every free key predicted out: wait no longer than its refill (then it is sent to).
+      return queue.wait(acquireOptions, Math.min(waitMs, refillInMs ?? waitMs), decide)
     },
     async enable(id: string): Promise<void> {
       setDisabled(id, false)
@@ -497,6 +611,8 @@ export function createMemoryKeyPool(
       }))
     },
     toJSON(): KeyPoolSnapshot {
+      // The breaker's windows slide as far as the keys were last looked at.
+      if (Number.isFinite(lookedAt)) for (const state of states) health.refresh(state, lookedAt)
       return {
         version: 1,
         keys: states.map(
@@ -516,7 +632,9 @@ export function createMemoryKeyPool(
       const state = byId.get(keyId)
       if (state === undefined) return
       state.outcomes['auth-failed']++
-      health.holdForAuth(state, config.now())
+      const now = config.now()
+      health.holdForAuth(state, now)
+      changed(state, now)
     },
   }
   return pool

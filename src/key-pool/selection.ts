@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { FreeIndex } from './free-index.js'
 import type { Budget, KeyState, Spent } from './key-health.js'
 import type { AcquireOptions, KeyHeadroom } from './types.js'
 
@@ -18,9 +19,11 @@ import type { AcquireOptions, KeyHeadroom } from './types.js'
  * - `weighted`: smooth weighted round-robin by each key's `weight`.
  * - `least-inflight`: the key with the fewest open leases (round-robin among equals).
  * - `headroom`: by the budget each key's rate-limit headers last stated, less what was
- *   leased since; a key predicted to be out is passed over like a cooling key.
- * - `fastest`: the lower time to first output (times open leases plus one) of two keys
- *   drawn at random.
+ *   leased since; a key predicted to be out is passed over like a cooling key, and when every
+ *   free key is, an acquire waits (within its `waitMs`) for the one that refills first.
+ * - `fastest`: the lower time to first output of two keys drawn at random, each key's raised
+ *   by an eighth per open lease (providers serve a key's requests in parallel); on a tie the
+ *   one with fewer open leases.
  *
  * @group Key pools
  */
@@ -37,6 +40,20 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
 
 /** The smallest share of a pick a key with room gets under `headroom`, however big another's. */
 export const minHeadroomShare = 0.01
+
+/**
+ * Under `fastest`, how much each open lease raises a key's expected time to first output: a
+ * key is preferred to an idle one three times slower until it holds 16 more open leases.
+ * A power of two, so `inflight * fastestInflightPenalty` is exact and Lua agrees.
+ */
+export const fastestInflightPenalty = 0.125
+
+/** A pick: the key, and when every candidate was predicted out, when the first refills. */
+export interface Picked {
+  readonly state: KeyState
+  /** `headroom` only: every candidate is predicted out; epoch ms the picked one refills. */
+  readonly refillAt?: number | undefined
+}
 
 /** The rules selection follows (the pool's options). */
 export interface SelectionRules {
@@ -169,85 +186,120 @@ export class KeySelector {
     private readonly states: readonly KeyState[],
   ) {}
 
-  pick(usable: KeyState[], need: number, now: number): KeyState {
+  /** Picks among the keys `free` holds (at least one), in pool order. */
+  pick(free: FreeIndex, need: number, now: number): Picked & { readonly position: number } {
+    const { states } = this
     switch (this.rules.selection) {
-      case 'weighted':
-        return smoothWeighted(usable, (state) => state.weight)
+      case 'weighted': {
+        const positions = free.positions()
+        const chosen = smoothWeighted(
+          positions.map((position) => states[position] as KeyState),
+          (state) => state.weight,
+        )
+        return { state: chosen, position: positions[indexIn(positions, states, chosen)] as number }
+      }
       case 'headroom':
-        return this.byHeadroom(usable, need)
+        return this.byHeadroom(free.positions(), need, now)
       case 'fastest':
-        return this.fastest(usable, now)
+        return this.fastest(free, now)
       case 'round-robin':
       case 'least-inflight':
-        return this.inTurn(usable)
+        return this.inTurn(free)
     }
   }
 
-  /** Round-robin order from the cursor; least-inflight takes the least busy in that order. */
-  private inTurn(usable: KeyState[]): KeyState {
-    const { states } = this
-    const order = (state: KeyState) =>
-      (states.indexOf(state) - this.#cursor + states.length) % states.length
-    const ordered = [...usable].sort((a, b) => order(a) - order(b))
-    let chosen = ordered[0] as KeyState
-    if (this.rules.selection === 'least-inflight') {
-      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
-    }
-    this.#cursor = (states.indexOf(chosen) + 1) % states.length
-    return chosen
+  /**
+   * Round-robin order from the cursor; least-inflight takes the least busy in that order
+   * (the free index keeps each free key's open leases under least-inflight, 0 otherwise).
+   */
+  private inTurn(free: FreeIndex): Picked & { readonly position: number } {
+    const position = free.firstFrom(this.#cursor, free.least)
+    this.#cursor = (position + 1) % this.states.length
+    return { state: this.states[position] as KeyState, position }
   }
 
   /**
    * Keys with room share the picks in proportion to their predicted headroom (at least
    * {@link minHeadroomShare} of the best one's, an unknown one as much as the best); keys
-   * predicted out are passed over, and when every key is, the one that refills first serves.
+   * predicted out are passed over, and when every key is, the one that refills first is
+   * picked with its `refillAt` (the pool then waits for it within the acquire's budget).
    */
-  private byHeadroom(usable: KeyState[], need: number): KeyState {
-    const room: [KeyState, number][] = []
+  private byHeadroom(
+    positions: number[],
+    need: number,
+    now: number,
+  ): Picked & { readonly position: number } {
+    const room: KeyState[] = []
+    const scores: number[] = []
     let best = 0
-    let refillsFirst: KeyState | undefined
+    let refillsFirst = -1
     let refillAt = Number.POSITIVE_INFINITY
-    for (const state of usable) {
+    for (const position of positions) {
+      const state = this.states[position] as KeyState
+      forgetPastBudgets(state, now)
       const [score, out] = headroomOf(state, need)
       if (!out) {
-        room.push([state, score])
+        room.push(state)
+        scores.push(score)
         if (score !== Number.POSITIVE_INFINITY && score > best) best = score
         continue
       }
       const at = Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
       if (at < refillAt) {
         refillAt = at
-        refillsFirst = state
+        refillsFirst = position
       }
     }
-    if (room.length === 0) return refillsFirst ?? (usable[0] as KeyState)
-    const weights = new Map(
-      room.map(([state, score]) => [
-        state,
-        score === Number.POSITIVE_INFINITY || best === 0
-          ? 1
-          : Math.max(score / best, minHeadroomShare),
-      ]),
+    if (room.length === 0) {
+      const position = refillsFirst >= 0 ? refillsFirst : (positions[0] as number)
+      return { state: this.states[position] as KeyState, position, refillAt }
+    }
+    let i = 0
+    const weights = scores.map((score) =>
+      score === Number.POSITIVE_INFINITY || best === 0
+        ? 1
+        : Math.max(score / best, minHeadroomShare),
     )
-    return smoothWeighted(
-      room.map(([state]) => state),
-      (state) => weights.get(state) as number,
-    )
+    const chosen = smoothWeighted(room, () => weights[i++] as number)
+    return { state: chosen, position: positions[indexIn(positions, this.states, chosen)] as number }
   }
 
-  /** Power of two choices: the lower expected latency times (open leases + 1) of two draws. */
-  private fastest(usable: KeyState[], now: number): KeyState {
-    if (usable.length === 1) return usable[0] as KeyState
+  /**
+   * Power of two choices: the lower expected latency of two draws, each raised by
+   * {@link fastestInflightPenalty} per open lease; on a tie the one with fewer open leases,
+   * then the first draw.
+   */
+  private fastest(free: FreeIndex, now: number): Picked & { readonly position: number } {
+    const count = free.count
+    if (count === 1) {
+      const position = free.nth(0)
+      return { state: this.states[position] as KeyState, position }
+    }
     this.#seed = nextDraw(this.#seed)
-    const first = this.#seed % usable.length
+    const first = this.#seed % count
     this.#seed = nextDraw(this.#seed)
-    const second = (first + 1 + (this.#seed % (usable.length - 1))) % usable.length
-    const a = usable[first] as KeyState
-    const b = usable[second] as KeyState
+    const second = (first + 1 + (this.#seed % (count - 1))) % count
+    const pa = free.nth(first)
+    const pb = free.nth(second)
+    const a = this.states[pa] as KeyState
+    const b = this.states[pb] as KeyState
     const cost = (state: KeyState) =>
-      expectedLatency(state, now, this.rules.latencyHalfLifeMs) * (state.inflight + 1)
-    return cost(b) < cost(a) ? b : a
+      expectedLatency(state, now, this.rules.latencyHalfLifeMs) *
+      (1 + state.inflight * fastestInflightPenalty)
+    const ca = cost(a)
+    const cb = cost(b)
+    return cb < ca || (cb === ca && b.inflight < a.inflight)
+      ? { state: b, position: pb }
+      : { state: a, position: pa }
   }
+}
+
+/** Where `chosen` sits among `positions` (a linear search: only the selections that scan). */
+function indexIn(positions: number[], states: readonly KeyState[], chosen: KeyState): number {
+  for (let i = 0; i < positions.length; i++) {
+    if (states[positions[i] as number] === chosen) return i
+  }
+  return 0
 }
 
 /** Smooth weighted round-robin (nginx): the largest running weight wins and pays the total. */

@@ -39,7 +39,7 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(order).toEqual(['a', 'b', 'c', 'a', 'b', 'c'])
     })
 
-    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset, never refused', async () => {
+    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset; when every key is, the acquire is told to wait for the first refill (or, with a shorter wait budget, that key serves at once)', async () => {
       const p = await pool(['a', 'b', 'c'], { selection: 'headroom' })
       await state(p, {
         a: { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 10_000 } },
@@ -49,9 +49,18 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       const held: string[] = []
       for (let i = 0; i < 4; i++) held.push((await lease(p)).keyId)
       expect(held.sort()).toEqual(['a', 'a', 'b', 'b'])
-      // Every key is predicted out: the one that refills first serves, no refusal.
-      expect((await lease(p)).keyId).toBe('c')
-      clock += 5000
+      // Every key is predicted out: without a wait budget, busy until the first refill (c's).
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 5000 })
+      clock += 1000
+      expect(await p.acquire({ exclude: new Set(['c']) })).toEqual({
+        kind: 'busy',
+        retryInMs: 9000,
+      })
+      // A budget shorter than the refill: waiting would not reach it, so c serves at once.
+      const now = await lease(p, { waitMs: 3999 })
+      expect(now.keyId).toBe('c')
+      await now.report({ kind: 'success' })
+      clock += 4000
       // c's reset passed: its headroom is unknown again and it is tried.
       expect((await lease(p)).keyId).toBe('c')
     })
@@ -131,7 +140,10 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
         },
         b: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 60_000 } },
       })
-      for (let i = 0; i < 3; i++) expect((await lease(p)).keyId).toBe('b')
+      // b is predicted out until 60 s; a cools for 3 s: busy until a is back.
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 3000 })
+      // Within a budget shorter than b's refill, b serves at once; a is never picked.
+      for (let i = 0; i < 3; i++) expect((await lease(p, { waitMs: 100 })).keyId).toBe('b')
     })
 
     it('fastest: a slow key gets the fewest leases, is still probed, and recovers once fast', async () => {
@@ -157,7 +169,7 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(recovered.c).toBeGreaterThan(30)
     })
 
-    it('fastest: open leases count, so a fast key at load shares with a slower idle one', async () => {
+    it('fastest: open leases count gently (an eighth each), so a fast key holds many before a 2.5× slower idle one shares', async () => {
       const p = await pool(['a', 'b'], { selection: 'fastest' })
       for (const [id, ms] of [
         ['a', 100],
@@ -169,10 +181,16 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
         await held.report({ kind: 'success' })
       }
       const held: string[] = []
-      for (let i = 0; i < 7; i++) held.push((await lease(p)).keyId)
-      // a costs 100 × (open + 1), b 250: a takes two, b one, in turn.
-      expect(held.filter((id) => id === 'b').length).toBeGreaterThanOrEqual(2)
-      expect(held.filter((id) => id === 'a').length).toBeGreaterThanOrEqual(4)
+      for (let i = 0; i < 14; i++) held.push((await lease(p)).keyId)
+      // a costs 97.6 (100 aged 250 ms of a 10 s half-life) × (1 + open / 8), b 250 × (1 +
+      // open / 8): a alone while it holds up to 12 open leases, then b.
+      expect(held.slice(0, 13)).toEqual(Array(13).fill('a'))
+      expect(held[13]).toBe('b')
+      const more: string[] = []
+      for (let i = 0; i < 14; i++) more.push((await lease(p)).keyId)
+      // From there they share: a at 100 × (1 + n/8) against b at 250 × (1 + m/8).
+      expect(more.filter((id) => id === 'b').length).toBeGreaterThanOrEqual(3)
+      expect(more.filter((id) => id === 'a').length).toBeGreaterThanOrEqual(8)
     })
   })
 }

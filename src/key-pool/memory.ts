@@ -8,11 +8,10 @@
 
 import {
   positiveMilliseconds as duration,
-  maxTimerDelayMs,
   positiveNumber as positive,
   rejectUnknownKeys,
 } from '../options.js'
-import { DueHeap, FreeIndex } from './free-index.js'
+import { FreeKeys } from './free-keys.js'
 import {
   initialKeyState,
   KeyHealth,
@@ -43,6 +42,7 @@ import type {
   KeyStats,
   PoolKey,
 } from './types.js'
+import { type Decide, type Decision, WaitQueue } from './wait-queue.js'
 import { countInWindow } from './window.js'
 
 export type { KeySelection } from './selection.js'
@@ -178,37 +178,6 @@ export const memoryKeyPoolDefaults = Object.freeze({
   authDisableMs: 300_000,
 })
 
-interface Waiter {
-  readonly options: AcquireOptions
-  readonly settle: (result: AcquireResult) => void
-}
-
-/**
- * An acquire's answer, and when it is `busy` because every free key is predicted out under
- * `headroom`: how long until the first refills (the longest the acquire waits for it).
- */
-type Decision = readonly [result: AcquireResult, refillInMs?: number]
-
-/** Decides an acquire: `sendAnyway` leases a key predicted out rather than waiting for it. */
-type Decide = (options: AcquireOptions, sendAnyway?: boolean) => Decision
-
-/**
- * Whether a key is free (`true`), out until an event changes it (`false`: at its cap, its
- * probe out, disabled by an operator), or out until a time (a cooldown, an open circuit, an
- * auth hold): then that time. {@link KeyHealth.availability}'s rules, without the clock.
- */
-function freeAt(state: KeyState, now: number): boolean | number {
-  if (state.disabled && state.disabledUntil === 0) return false
-  let until = state.cooldownUntil
-  if (state.disabled) until = Math.max(until, state.disabledUntil)
-  if (state.circuit === 'open') until = Math.max(until, state.circuitUntil)
-  if (until > now || state.circuit === 'open') return until
-  if (state.inflight >= state.maxInflight) return false
-  if (state.circuit === 'half-open' && state.probe !== undefined) return false
-  if (state.disabled && state.authProbe !== undefined) return false
-  return true
-}
-
 /** Every option of {@link MemoryKeyPoolOptions}: a table the compiler keeps complete. */
 const optionKeys = Object.keys({
   selection: true,
@@ -275,67 +244,6 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
     authDisableMs: duration('authDisableMs', options.authDisableMs ?? d.authDisableMs),
     onKeyState: options.onKeyState,
     now: options.now ?? Date.now,
-  }
-}
-
-/** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
-class WaitQueue {
-  readonly #waiters: Waiter[] = []
-
-  get length(): number {
-    return this.#waiters.length
-  }
-
-  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
-  serve(decide: Decide): void {
-    const waiters = this.#waiters
-    for (let i = 0; i < waiters.length; ) {
-      const waiter = waiters[i] as Waiter
-      const [result] = decide(waiter.options)
-      if (result.kind === 'busy') {
-        i++
-        continue
-      }
-      waiters.splice(i, 1)
-      waiter.settle(result)
-    }
-  }
-
-  wait(options: AcquireOptions, waitMs: number, decide: Decide): Promise<AcquireResult> {
-    const { signal } = options
-    const waiters = this.#waiters
-    return new Promise<AcquireResult>((resolve, reject) => {
-      const waiter: Waiter = {
-        options,
-        settle(result) {
-          clearTimeout(timer)
-          signal?.removeEventListener('abort', onAbort)
-          resolve(result)
-        },
-      }
-      const leave = () => {
-        const index = waiters.indexOf(waiter)
-        if (index >= 0) waiters.splice(index, 1)
-      }
-      const onAbort = () => {
-        leave()
-        clearTimeout(timer)
-        reject(signal?.reason)
-      }
-      // Request-scoped: it holds the process while the caller waits, and is always cleared.
-      // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
-      const timer = setTimeout(
-        () => {
-          leave()
-          signal?.removeEventListener('abort', onAbort)
-          // The wait's end: a key predicted out is sent to rather than waited for again.
-          resolve(decide(options, true)[0])
-        },
-        Math.min(waitMs, maxTimerDelayMs),
-      )
-      signal?.addEventListener('abort', onAbort, { once: true })
-      waiters.push(waiter)
-    })
   }
 }
 
@@ -424,151 +332,29 @@ export function createMemoryKeyPool(
     const state = byId.get(saved.id)
     if (state !== undefined) restore(state, saved, config.now())
   }
-  const selector = new KeySelector(config, states)
-  let serials = 0
-  const queue = new WaitQueue()
-
   const tell = (state: KeyState, event: Omit<KeyStateEvent, 'keyId'>) =>
     tellKeyState(config.onKeyState, { keyId: state.key.id, ...event })
   const health = new KeyHealth(config, tell)
-
-  const free = new FreeIndex(states.length)
-  const due = new DueHeap()
-  const positionOf = new Map(states.map((state, position) => [state.key.id, position]))
-  /** Per key: the time it is due to be looked at again (0: not scheduled). */
-  const dueAt = new Float64Array(states.length)
-  /** The latest time an acquire looked at the keys: what forgetting and pruning go by. */
-  let lookedAt = Number.NEGATIVE_INFINITY
-  const filedValue =
-    config.selection === 'least-inflight'
-      ? (state: KeyState) => state.inflight
-      : (_state: KeyState) => 0
-
-  /** Puts the key at `position` in or out of the free index after its state changed. */
-  function update(position: number, now: number): void {
-    const state = states[position] as KeyState
-    const until = freeAt(state, now)
-    if (until === true) free.set(position, filedValue(state))
-    else {
-      free.set(position, undefined)
-      if (until !== false && dueAt[position] !== until) {
-        dueAt[position] = until
-        due.push(until, position)
-      }
-    }
-  }
-
-  /** Keys whose cooldown, open circuit or auth hold ended by `now` are looked at again. */
-  function advance(now: number): void {
-    if (now > lookedAt) lookedAt = now
-    const ended = due.takeDue(now)
-    if (ended.length === 0) return
-    // In pool order, as a scan of every key would tell their changes.
-    ended.sort((a, b) => a - b)
-    for (const position of ended) {
-      if ((dueAt[position] as number) > now) continue
-      dueAt[position] = 0
-      health.refresh(states[position] as KeyState, now)
-      update(position, now)
-    }
-  }
-
-  /** The answer for one acquire now, leasing when a candidate is free. */
-  function decide(options: AcquireOptions, sendAnyway = false): Decision {
-    if (states.length === 0) return [{ kind: 'unavailable', reason: 'no-keys' }]
-    const now = config.now()
-    advance(now)
-    const need = tokensOf(options.cost, config.selection)
-    const picked = pickFree(options.exclude, need, now)
-    if (picked === undefined) return [notFree(options.exclude, now)]
-    const refillIn = picked.refillAt === undefined ? 0 : picked.refillAt - now
-    const waitMs = options.waitMs ?? 0
-    if (refillIn > 0 && !sendAnyway && !(waitMs > 0 && refillIn > waitMs)) {
-      // Every free key is predicted out: wait for the first refill instead of sending.
-      const found = notFree(options.exclude, now)
-      const back = found.kind === 'busy' ? (found.retryInMs ?? refillIn) : refillIn
-      return [{ kind: 'busy', retryInMs: Math.min(refillIn, back) }, refillIn]
-    }
-    return [{ kind: 'leased', lease: lease(picked.state, now, need) }]
-  }
-
-  /** The pick among the free keys not excluded, or nothing when none is. */
-  function pickFree(exclude: ReadonlySet<string> | undefined, need: number, now: number) {
-    const out: number[] = []
-    if (exclude !== undefined && exclude.size > 0) {
-      for (const id of exclude) {
-        const position = positionOf.get(id)
-        if (position !== undefined && free.has(position)) {
-          out.push(position)
-          free.set(position, undefined)
-        }
-      }
-    }
-    const picked = free.count > 0 ? selector.pick(free, need, now) : undefined
-    for (const position of out) free.set(position, filedValue(states[position] as KeyState))
-    return picked
-  }
-
-  /** Why no candidate is free: busy, cooling, or none at all (a scan of every key). */
-  function notFree(exclude: ReadonlySet<string> | undefined, now: number): AcquireResult {
-    let busy = false
-    let cooling = false
-    let rateLimited = true
-    let earliest = Number.POSITIVE_INFINITY
-    for (const state of states) {
-      if (exclude?.has(state.key.id)) continue
-      const found = health.availability(state, now)
-      if (found.kind === 'busy' || found.kind === 'free') busy = true
-      else if (found.kind === 'cooling' || found.kind === 'held') {
-        earliest = Math.min(earliest, found.wait)
-        if (found.kind === 'cooling') cooling = true
-        if (found.kind === 'held' || !found.rateLimited) rateLimited = false
-      }
-    }
-    const retryInMs = Number.isFinite(earliest) ? earliest : undefined
-    if (busy) return { kind: 'busy', retryInMs }
-    if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
-    if (states.every((state) => state.disabled)) {
-      const rejectedKeyIds = states
-        .filter((state) => state.disabledUntil > 0)
-        .map((state) => state.key.id)
-      return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
-    }
-    return { kind: 'unavailable', reason: 'all-excluded' }
-  }
-
-  // Every key filed once; a restored cooldown or hold is looked at again by the first acquire.
-  for (let position = 0; position < states.length; position++) update(position, 0)
-
-  const changed = (state: KeyState, now: number) =>
-    update(positionOf.get(state.key.id) as number, now)
-  const leaseContext: LeaseContext = {
+  const free = new FreeKeys(states, health, config.selection)
+  const queue = new WaitQueue()
+  const core: Core = {
     config,
+    states,
     health,
-    changed,
-    lookedAt: () => lookedAt,
-    afterReport(state, now) {
-      changed(state, now)
-      queue.serve(decide)
+    free,
+    selector: new KeySelector(config, states),
+    serials: 0,
+    decide: (acquireOptions, sendAnyway) => decide(core, acquireOptions, sendAnyway),
+    leaseContext: {
+      config,
+      health,
+      changed: (state, now) => free.changed(state, now),
+      lookedAt: () => free.lookedAt,
+      afterReport(state, now) {
+        free.changed(state, now)
+        queue.serve(core.decide)
+      },
     },
-  }
-
-  function lease(state: KeyState, now: number, need: number): KeyLease {
-    const record: LeaseRecord = {
-      serial: ++serials,
-      generation: state.generation,
-      acquiredAt: now,
-      spent: spend(state, need),
-      committed: false,
-      reported: false,
-    }
-    state.inflight++
-    state.leases++
-    countInWindow(state.window, now, config.breakerWindowMs, 1)
-    if (state.circuit === 'half-open') state.probe = record.serial
-    if (state.disabled) state.authProbe = record.serial
-    changed(state, now)
-    return leaseOf(state, record, leaseContext)
   }
 
   function setDisabled(id: string, disabled: boolean): void {
@@ -580,8 +366,8 @@ export function createMemoryKeyPool(
     state.disabledUntil = 0
     state.authProbe = undefined
     tell(state, { state: disabled ? 'disabled' : 'enabled', reason: 'operator' })
-    changed(state, config.now())
-    if (!disabled) queue.serve(decide)
+    free.changed(state, config.now())
+    if (!disabled) queue.serve(core.decide)
   }
 
   const pool: KeyPool & AuthFailureWithoutLease = {
@@ -589,12 +375,12 @@ export function createMemoryKeyPool(
       const { signal } = acquireOptions
       if (signal?.aborted) throw signal.reason
       // Capacity freed without a report (a cooldown ended) goes to the queue first.
-      if (queue.length > 0) queue.serve(decide)
-      const [result, refillInMs] = decide(acquireOptions)
+      if (queue.length > 0) queue.serve(core.decide)
+      const [result, refillInMs] = core.decide(acquireOptions)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
       // Every free key predicted out: wait no longer than its refill (then it is sent to).
-      return queue.wait(acquireOptions, Math.min(waitMs, refillInMs ?? waitMs), decide)
+      return queue.wait(acquireOptions, Math.min(waitMs, refillInMs ?? waitMs), core.decide)
     },
     async enable(id: string): Promise<void> {
       setDisabled(id, false)
@@ -610,32 +396,86 @@ export function createMemoryKeyPool(
         outcomes: { ...state.outcomes },
       }))
     },
-    toJSON(): KeyPoolSnapshot {
-      // The breaker's windows slide as far as the keys were last looked at.
-      if (Number.isFinite(lookedAt)) for (const state of states) health.refresh(state, lookedAt)
-      return {
-        version: 1,
-        keys: states.map(
-          (state): KeyStateSnapshot => ({
-            id: state.key.id,
-            disabled: state.disabled,
-            disabledUntil: state.disabledUntil,
-            cooldownUntil: state.cooldownUntil,
-            failures: state.failures,
-            circuit: state.circuit,
-            circuitUntil: state.circuitUntil,
-          }),
-        ),
-      }
-    },
+    toJSON: () => snapshotOf(core),
     [authFailedWithoutLease](keyId: string): void {
       const state = byId.get(keyId)
       if (state === undefined) return
       state.outcomes['auth-failed']++
       const now = config.now()
       health.holdForAuth(state, now)
-      changed(state, now)
+      free.changed(state, now)
     },
   }
   return pool
+}
+
+/** One memory pool's parts, as its acquires, leases and snapshots use them. */
+interface Core {
+  readonly config: ReturnType<typeof normalize>
+  readonly states: readonly KeyState[]
+  readonly health: KeyHealth
+  readonly free: FreeKeys
+  readonly selector: KeySelector
+  serials: number
+  readonly decide: Decide
+  readonly leaseContext: LeaseContext
+}
+
+/** The answer for one acquire now, leasing when a candidate is free. */
+function decide(core: Core, options: AcquireOptions, sendAnyway = false): Decision {
+  const { config, free, states } = core
+  if (states.length === 0) return [{ kind: 'unavailable', reason: 'no-keys' }]
+  const now = config.now()
+  free.advance(now)
+  const need = tokensOf(options.cost, config.selection)
+  const picked = free.pick(core.selector, options.exclude, need, now)
+  if (picked === undefined) return [free.notFree(options.exclude, now)]
+  const refillIn = picked.refillAt === undefined ? 0 : picked.refillAt - now
+  const waitMs = options.waitMs ?? 0
+  if (refillIn > 0 && !sendAnyway && !(waitMs > 0 && refillIn > waitMs)) {
+    // Every free key is predicted out: wait for the first refill instead of sending.
+    const found = free.notFree(options.exclude, now)
+    const back = found.kind === 'busy' ? (found.retryInMs ?? refillIn) : refillIn
+    return [{ kind: 'busy', retryInMs: Math.min(refillIn, back) }, refillIn]
+  }
+  return [{ kind: 'leased', lease: lease(core, picked.state, now, need) }]
+}
+
+/** Leases `state`: counts it at once, so that concurrent acquires see it. */
+function lease(core: Core, state: KeyState, now: number, need: number): KeyLease {
+  const record: LeaseRecord = {
+    serial: ++core.serials,
+    generation: state.generation,
+    acquiredAt: now,
+    spent: spend(state, need),
+    committed: false,
+    reported: false,
+  }
+  state.inflight++
+  state.leases++
+  countInWindow(state.window, now, core.config.breakerWindowMs, 1)
+  if (state.circuit === 'half-open') state.probe = record.serial
+  if (state.disabled) state.authProbe = record.serial
+  core.free.changed(state, now)
+  return leaseOf(state, record, core.leaseContext)
+}
+
+/** The pool's `toJSON()`: the breaker's windows slid as far as the keys were last looked at. */
+function snapshotOf({ states, health, free }: Core): KeyPoolSnapshot {
+  if (Number.isFinite(free.lookedAt))
+    for (const state of states) health.refresh(state, free.lookedAt)
+  return {
+    version: 1,
+    keys: states.map(
+      (state): KeyStateSnapshot => ({
+        id: state.key.id,
+        disabled: state.disabled,
+        disabledUntil: state.disabledUntil,
+        cooldownUntil: state.cooldownUntil,
+        failures: state.failures,
+        circuit: state.circuit,
+        circuitUntil: state.circuitUntil,
+      }),
+    ),
+  }
 }

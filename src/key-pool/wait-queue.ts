@@ -1,0 +1,85 @@
+/**
+ * The memory pool's wait queue: acquires waiting for a key at its in-flight cap (or, under
+ * `headroom`, for the first refill of a key predicted out), first come, first served, woken
+ * by the report that frees capacity (no polling).
+ *
+ * @module
+ */
+
+import { maxTimerDelayMs } from '../options.js'
+import type { AcquireOptions, AcquireResult } from './types.js'
+
+interface Waiter {
+  readonly options: AcquireOptions
+  readonly settle: (result: AcquireResult) => void
+}
+
+/**
+ * An acquire's answer, and when it is `busy` because every free key is predicted out under
+ * `headroom`: how long until the first refills (the longest the acquire waits for it).
+ */
+export type Decision = readonly [result: AcquireResult, refillInMs?: number]
+
+/** Decides an acquire: `sendAnyway` leases a key predicted out rather than waiting for it. */
+export type Decide = (options: AcquireOptions, sendAnyway?: boolean) => Decision
+
+/** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
+export class WaitQueue {
+  readonly #waiters: Waiter[] = []
+
+  get length(): number {
+    return this.#waiters.length
+  }
+
+  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
+  serve(decide: Decide): void {
+    const waiters = this.#waiters
+    for (let i = 0; i < waiters.length; ) {
+      const waiter = waiters[i] as Waiter
+      const [result] = decide(waiter.options)
+      if (result.kind === 'busy') {
+        i++
+        continue
+      }
+      waiters.splice(i, 1)
+      waiter.settle(result)
+    }
+  }
+
+  wait(options: AcquireOptions, waitMs: number, decide: Decide): Promise<AcquireResult> {
+    const { signal } = options
+    const waiters = this.#waiters
+    return new Promise<AcquireResult>((resolve, reject) => {
+      const waiter: Waiter = {
+        options,
+        settle(result) {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', onAbort)
+          resolve(result)
+        },
+      }
+      const leave = () => {
+        const index = waiters.indexOf(waiter)
+        if (index >= 0) waiters.splice(index, 1)
+      }
+      const onAbort = () => {
+        leave()
+        clearTimeout(timer)
+        reject(signal?.reason)
+      }
+      // Request-scoped: it holds the process while the caller waits, and is always cleared.
+      // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
+      const timer = setTimeout(
+        () => {
+          leave()
+          signal?.removeEventListener('abort', onAbort)
+          // The wait's end: a key predicted out is sent to rather than waited for again.
+          resolve(decide(options, true)[0])
+        },
+        Math.min(waitMs, maxTimerDelayMs),
+      )
+      signal?.addEventListener('abort', onAbort, { once: true })
+      waiters.push(waiter)
+    })
+  }
+}

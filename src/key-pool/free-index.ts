@@ -92,22 +92,6 @@ export class FreeIndex {
     }
     return node - this.#size
   }
-
-  /** Every free key's position, in pool order. */
-  positions(): number[] {
-    const out: number[] = []
-    const walk = (node: number) => {
-      this.visits++
-      if (this.#count[node] === 0) return
-      if (node >= this.#size) out.push(node - this.#size)
-      else {
-        walk(2 * node)
-        walk(2 * node + 1)
-      }
-    }
-    walk(1)
-    return out
-  }
 }
 
 /** Positions due at a time: a binary min-heap of `[at, position]`. */

@@ -186,25 +186,21 @@ export class KeySelector {
     private readonly states: readonly KeyState[],
   ) {}
 
-  /** Picks among the keys `free` holds (at least one), in pool order. */
+  /**
+   * Picks among the keys `free` holds (at least one), in pool order. `weighted` is not
+   * picked here: the pool keeps its running weights in a `WeightedTurns`.
+   */
   pick(free: FreeIndex, need: number, now: number): Picked & { readonly position: number } {
-    const { states } = this
     switch (this.rules.selection) {
-      case 'weighted': {
-        const positions = free.positions()
-        const chosen = smoothWeighted(
-          positions.map((position) => states[position] as KeyState),
-          (state) => state.weight,
-        )
-        return { state: chosen, position: positions[indexIn(positions, states, chosen)] as number }
-      }
       case 'headroom':
-        return this.byHeadroom(free.positions(), need, now)
+        return this.byHeadroom(free, need, now)
       case 'fastest':
         return this.fastest(free, now)
       case 'round-robin':
       case 'least-inflight':
         return this.inTurn(free)
+      case 'weighted':
+        throw new Error('weighted selection picks through WeightedTurns')
     }
   }
 
@@ -220,48 +216,68 @@ export class KeySelector {
 
   /**
    * Keys with room share the picks in proportion to their predicted headroom (at least
-   * {@link minHeadroomShare} of the best one's, an unknown one as much as the best); keys
-   * predicted out are passed over, and when every key is, the one that refills first is
-   * picked with its `refillAt` (the pool then waits for it within the acquire's budget).
+   * {@link minHeadroomShare} of the best one's, an unknown one as much as the best), by
+   * smooth weighted round-robin; keys predicted out are passed over, and when every key is,
+   * the one that refills first is picked with its `refillAt` (the pool then waits for it
+   * within the acquire's budget). Two passes over the free keys, allocating nothing.
    */
-  private byHeadroom(
-    positions: number[],
-    need: number,
-    now: number,
-  ): Picked & { readonly position: number } {
-    const room: KeyState[] = []
-    const scores: number[] = []
+  private byHeadroom(free: FreeIndex, need: number, now: number): Picked & { position: number } {
+    const { states } = this
+    const scores = this.#scores(states.length)
     let best = 0
+    let room = 0
     let refillsFirst = -1
     let refillAt = Number.POSITIVE_INFINITY
-    for (const position of positions) {
-      const state = this.states[position] as KeyState
+    for (let position = 0; position < states.length; position++) {
+      scores[position] = Number.NaN
+      if (!free.has(position)) continue
+      const state = states[position] as KeyState
       forgetPastBudgets(state, now)
       const [score, out] = headroomOf(state, need)
       if (!out) {
-        room.push(state)
-        scores.push(score)
+        scores[position] = score
+        room++
         if (score !== Number.POSITIVE_INFINITY && score > best) best = score
         continue
       }
       const at = Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
-      if (at < refillAt) {
+      if (refillsFirst < 0 || at < refillAt) {
         refillAt = at
         refillsFirst = position
       }
     }
-    if (room.length === 0) {
-      const position = refillsFirst >= 0 ? refillsFirst : (positions[0] as number)
-      return { state: this.states[position] as KeyState, position, refillAt }
+    if (room === 0)
+      return { state: states[refillsFirst] as KeyState, position: refillsFirst, refillAt }
+    // Smooth weighted round-robin over the keys with room (see `smoothWeighted`).
+    let total = 0
+    let chosen = -1
+    for (let position = 0; position < states.length; position++) {
+      const score = scores[position] as number
+      if (Number.isNaN(score)) continue
+      const weight =
+        score === Number.POSITIVE_INFINITY || best === 0
+          ? 1
+          : Math.max(score / best, minHeadroomShare)
+      const state = states[position] as KeyState
+      state.currentWeight += weight
+      total += weight
+      if (chosen < 0 || state.currentWeight > (states[chosen] as KeyState).currentWeight) {
+        chosen = position
+      }
     }
-    let i = 0
-    const weights = scores.map((score) =>
-      score === Number.POSITIVE_INFINITY || best === 0
-        ? 1
-        : Math.max(score / best, minHeadroomShare),
-    )
-    const chosen = smoothWeighted(room, () => weights[i++] as number)
-    return { state: chosen, position: positions[indexIn(positions, this.states, chosen)] as number }
+    const state = states[chosen] as KeyState
+    state.currentWeight -= total
+    return { state, position: chosen }
+  }
+
+  #scratch: Float64Array | undefined
+
+  /** A reusable array of one score per key. */
+  #scores(length: number): Float64Array {
+    if (this.#scratch === undefined || this.#scratch.length < length) {
+      this.#scratch = new Float64Array(length)
+    }
+    return this.#scratch
   }
 
   /**
@@ -292,28 +308,6 @@ export class KeySelector {
       ? { state: b, position: pb }
       : { state: a, position: pa }
   }
-}
-
-/** Where `chosen` sits among `positions` (a linear search: only the selections that scan). */
-function indexIn(positions: number[], states: readonly KeyState[], chosen: KeyState): number {
-  for (let i = 0; i < positions.length; i++) {
-    if (states[positions[i] as number] === chosen) return i
-  }
-  return 0
-}
-
-/** Smooth weighted round-robin (nginx): the largest running weight wins and pays the total. */
-function smoothWeighted(usable: KeyState[], weightOf: (state: KeyState) => number): KeyState {
-  let total = 0
-  let best = usable[0] as KeyState
-  for (const state of usable) {
-    const weight = weightOf(state)
-    state.currentWeight += weight
-    total += weight
-    if (state.currentWeight > best.currentWeight) best = state
-  }
-  best.currentWeight -= total
-  return best
 }
 
 /** The tokens a request states it needs under `selection` (0 when it states nothing usable, or when the selection does not count tokens). */

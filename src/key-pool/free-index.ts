@@ -70,7 +70,7 @@ export class FreeIndex {
 
   #first(node: number, lo: number, hi: number, from: number, atMost: number): number {
     this.visits++
-    if (hi <= from || (this.#min[node] as number) > atMost) return -1
+    if (hi <= from || this.#count[node] === 0 || (this.#min[node] as number) > atMost) return -1
     if (hi - lo === 1) return lo
     const mid = (lo + hi) >> 1
     const left = this.#first(2 * node, lo, mid, from, atMost)

@@ -27,6 +27,7 @@ import {
   keySelections,
   learnHeadroom,
   learnLatency,
+  probeReturned,
   spend,
   tokensOf,
 } from './selection.js'
@@ -280,8 +281,9 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
       state.inflight--
       state.outcomes[outcome.kind]++
       const now = config.now()
+      forgetPastBudgets(state, context.lookedAt(), config.headroomHorizonMs)
+      probeReturned(state, record.spent)
       if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
-        forgetPastBudgets(state, context.lookedAt())
         learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
       }
       health.learn(state, record, outcome, now)
@@ -344,7 +346,7 @@ export function createMemoryKeyPool(
     free,
     selector: new KeySelector(config, states),
     serials: 0,
-    decide: (acquireOptions, sendAnyway) => decide(core, acquireOptions, sendAnyway),
+    decide: (acquireOptions) => decide(core, acquireOptions),
     leaseContext: {
       config,
       health,
@@ -379,8 +381,8 @@ export function createMemoryKeyPool(
       const [result, refillInMs] = core.decide(acquireOptions)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
-      // Every free key predicted out: wait no longer than its refill (then it is sent to).
-      return queue.wait(acquireOptions, Math.min(waitMs, refillInMs ?? waitMs), core.decide)
+      // At the cap, or every free key predicted out (then the refill is looked at first).
+      return queue.wait(acquireOptions, waitMs, refillInMs, core.decide)
     },
     async enable(id: string): Promise<void> {
       setDisabled(id, false)
@@ -422,7 +424,7 @@ interface Core {
 }
 
 /** The answer for one acquire now, leasing when a candidate is free. */
-function decide(core: Core, options: AcquireOptions, sendAnyway = false): Decision {
+function decide(core: Core, options: AcquireOptions): Decision {
   const { config, free, states } = core
   if (states.length === 0) return [{ kind: 'unavailable', reason: 'no-keys' }]
   const now = config.now()
@@ -431,13 +433,9 @@ function decide(core: Core, options: AcquireOptions, sendAnyway = false): Decisi
   const picked = free.pick(core.selector, options.exclude, need, now)
   if (picked === undefined) return [free.notFree(options.exclude, now)]
   const refillIn = picked.refillAt === undefined ? 0 : picked.refillAt - now
-  const waitMs = options.waitMs ?? 0
-  if (refillIn > 0 && !sendAnyway && !(waitMs > 0 && refillIn > waitMs)) {
-    // Every free key is predicted out: wait for the first refill instead of sending.
-    const found = free.notFree(options.exclude, now)
-    const back = found.kind === 'busy' ? (found.retryInMs ?? refillIn) : refillIn
-    return [{ kind: 'busy', retryInMs: Math.min(refillIn, back) }, refillIn]
-  }
+  // Every free key is predicted out: busy until the first refill, never sent to; an acquire
+  // with `waitMs` waits for it (or for a report stating room) in the queue.
+  if (refillIn > 0) return [{ kind: 'busy', retryInMs: refillIn }, refillIn]
   return [{ kind: 'leased', lease: lease(core, picked.state, now, need) }]
 }
 

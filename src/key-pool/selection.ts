@@ -74,6 +74,8 @@ function predicted(budget: Budget | undefined, spent: number): number | undefine
 
 /** A key's headroom for a request that needs `need` tokens: `[score, out]`. */
 function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
+  // The refill probe is out: the key waits for its report.
+  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return [0, true]
   const requests = predicted(state.requestBudget, state.spentRequests)
   const tokens = predicted(state.tokenBudget, state.spentTokens)
   const out =
@@ -84,13 +86,43 @@ function headroomOf(state: KeyState, need: number): [score: number, out: boolean
   return [score, out]
 }
 
-/** Statements whose reset has passed are forgotten: the key's headroom is unknown again. */
-export function forgetPastBudgets(state: KeyState, now: number): void {
+/** When a key that is out refills: the reset of the budget(s) it is out of, or its probe's end. */
+function refillAtOf(state: KeyState): number {
+  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) {
+    return state.refillProbeUntil
+  }
+  return Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
+}
+
+/**
+ * Statements whose reset has passed are forgotten: the key's headroom is unknown again, and
+ * its next lease is a refill probe: the key counts as out until that lease reports (and
+ * states the new budget), at most `horizonMs`, so that acquires that waited for the refill,
+ * or pile up while the key is unknown, do not all land on it at once.
+ */
+export function forgetPastBudgets(state: KeyState, now: number, horizonMs: number): void {
+  if (state.refillProbe !== undefined && state.refillProbeUntil <= now) {
+    state.refillProbe = undefined
+  }
+  let forgot = false
   if (state.requestBudget !== undefined && state.requestBudget.until <= now) {
     state.requestBudget = undefined
+    forgot = true
   }
   if (state.tokenBudget !== undefined && state.tokenBudget.until <= now) {
     state.tokenBudget = undefined
+    forgot = true
+  }
+  if (forgot) {
+    state.refillProbe = state.spentRequests
+    state.refillProbeUntil = now + horizonMs
+  }
+}
+
+/** A lease reported: when it was the refill probe, the key's headroom is as it states. */
+export function probeReturned(state: KeyState, spent: Spent): void {
+  if (state.refillProbe !== undefined && spent.requests > state.refillProbe) {
+    state.refillProbe = undefined
   }
 }
 
@@ -232,7 +264,7 @@ export class KeySelector {
       scores[position] = Number.NaN
       if (!free.has(position)) continue
       const state = states[position] as KeyState
-      forgetPastBudgets(state, now)
+      forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
       const [score, out] = headroomOf(state, need)
       if (!out) {
         scores[position] = score
@@ -240,7 +272,7 @@ export class KeySelector {
         if (score !== Number.POSITIVE_INFINITY && score > best) best = score
         continue
       }
-      const at = Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
+      const at = refillAtOf(state)
       if (refillsFirst < 0 || at < refillAt) {
         refillAt = at
         refillsFirst = position

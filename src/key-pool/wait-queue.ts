@@ -20,8 +20,8 @@ interface Waiter {
  */
 export type Decision = readonly [result: AcquireResult, refillInMs?: number]
 
-/** Decides an acquire: `sendAnyway` leases a key predicted out rather than waiting for it. */
-export type Decide = (options: AcquireOptions, sendAnyway?: boolean) => Decision
+/** Decides an acquire now. */
+export type Decide = (options: AcquireOptions) => Decision
 
 /** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
 export class WaitQueue {
@@ -46,10 +46,23 @@ export class WaitQueue {
     }
   }
 
-  wait(options: AcquireOptions, waitMs: number, decide: Decide): Promise<AcquireResult> {
+  /**
+   * Waits up to `waitMs` (the caller's budget) for a release; a wait for a refill
+   * (`refillInMs`, under `headroom`) looks again at the refill and, when the keys are still
+   * predicted out (another waiter took the refill probe), waits on within the budget. At the
+   * budget's end the answer is what the keys are then (`busy` again when still out).
+   */
+  wait(
+    options: AcquireOptions,
+    waitMs: number,
+    refillInMs: number | undefined,
+    decide: Decide,
+  ): Promise<AcquireResult> {
     const { signal } = options
     const waiters = this.#waiters
     return new Promise<AcquireResult>((resolve, reject) => {
+      let left = waitMs
+      let timer: ReturnType<typeof setTimeout> | undefined
       const waiter: Waiter = {
         options,
         settle(result) {
@@ -69,15 +82,17 @@ export class WaitQueue {
       }
       // Request-scoped: it holds the process while the caller waits, and is always cleared.
       // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
-      const timer = setTimeout(
-        () => {
+      const arm = (refill: number | undefined) => {
+        const delay = Math.min(left, refill ?? left, maxTimerDelayMs)
+        left -= delay
+        timer = setTimeout(() => {
+          const [result, next] = decide(options)
+          if (result.kind === 'busy' && left > 0) return arm(next)
           leave()
-          signal?.removeEventListener('abort', onAbort)
-          // The wait's end: a key predicted out is sent to rather than waited for again.
-          resolve(decide(options, true)[0])
-        },
-        Math.min(waitMs, maxTimerDelayMs),
-      )
+          waiter.settle(result)
+        }, delay)
+      }
+      arm(refillInMs)
       signal?.addEventListener('abort', onAbort, { once: true })
       waiters.push(waiter)
     })

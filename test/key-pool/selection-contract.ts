@@ -39,7 +39,7 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(order).toEqual(['a', 'b', 'c', 'a', 'b', 'c'])
     })
 
-    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset; when every key is, the acquire is told to wait for the first refill (or, with a shorter wait budget, that key serves at once)', async () => {
+    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset; when every key is, the acquire is busy until the first refill, then one probe lease tries it', async () => {
       const p = await pool(['a', 'b', 'c'], { selection: 'headroom' })
       await state(p, {
         a: { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 10_000 } },
@@ -49,20 +49,27 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       const held: string[] = []
       for (let i = 0; i < 4; i++) held.push((await lease(p)).keyId)
       expect(held.sort()).toEqual(['a', 'a', 'b', 'b'])
-      // Every key is predicted out: without a wait budget, busy until the first refill (c's).
+      // Every key is predicted out: busy until the first refill (c's), never sent to.
       expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 5000 })
       clock += 1000
       expect(await p.acquire({ exclude: new Set(['c']) })).toEqual({
         kind: 'busy',
         retryInMs: 9000,
       })
-      // A budget shorter than the refill: waiting would not reach it, so c serves at once.
-      const now = await lease(p, { waitMs: 3999 })
-      expect(now.keyId).toBe('c')
-      await now.report({ kind: 'success' })
+      // A wait that ends before the refill ends busy, with what is left of it.
+      expect(await p.acquire({ waitMs: 20 })).toEqual({ kind: 'busy', retryInMs: 4000 })
       clock += 4000
-      // c's reset passed: its headroom is unknown again and it is tried.
-      expect((await lease(p)).keyId).toBe('c')
+      // c's reset passed: its headroom is unknown again and it is tried, by one lease (its
+      // refill probe) until that lease reports.
+      const probe = await lease(p)
+      expect(probe.keyId).toBe('c')
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 5000 })
+      await probe.report({
+        kind: 'success',
+        headroom: { requestsRemaining: 2, requestsResetMs: 10_000 },
+      })
+      expect([(await lease(p)).keyId, (await lease(p)).keyId]).toEqual(['c', 'c'])
+      expect((await p.acquire()).kind).toBe('busy')
     })
 
     it('headroom: a key lacking the tokens a request states is passed over for one that has them', async () => {
@@ -140,10 +147,12 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
         },
         b: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 60_000 } },
       })
-      // b is predicted out until 60 s; a cools for 3 s: busy until a is back.
-      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 3000 })
-      // Within a budget shorter than b's refill, b serves at once; a is never picked.
-      for (let i = 0; i < 3; i++) expect((await lease(p, { waitMs: 100 })).keyId).toBe('b')
+      // b is predicted out until 60 s and a cools for 3 s: busy until b refills, a not picked.
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 60_000 })
+      clock += 2999
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 57_001 })
+      clock += 1
+      for (let i = 0; i < 3; i++) expect((await lease(p)).keyId).toBe('a')
     })
 
     it('fastest: a slow key gets the fewest leases, is still probed, and recovers once fast', async () => {

@@ -303,7 +303,11 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
  *   `rateLimited: true` only when every candidate cools for that reason.
  * - `headroom` and `fastest` selection learn from each lease: the budget its response's
  *   headers stated (`success` and `rate-limited` reports), its time to first output
- *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived.
+ *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived. Under
+ *   `headroom`, when every free key is predicted out, `acquire` answers `busy` until the
+ *   first refill and, with `waitMs`, waits for it (or for a report stating room).
+ * - An acquire costs the same at 1,000 keys as at 4 (an index of the free keys), except
+ *   under `headroom`, which weighs every free key's budget on each pick.
  * - `auth-failed` holds the key for `authDisableMs`, then admits one probe lease: its
  *   `commit()` (or a `success`/`rejected` report) re-enables the key, another auth failure
  *   holds it again. `disable(id)` holds it until `enable(id)`.

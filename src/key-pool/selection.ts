@@ -20,7 +20,7 @@ import type { AcquireOptions, KeyHeadroom } from './types.js'
  * - `least-inflight`: the key with the fewest open leases (round-robin among equals).
  * - `headroom`: by the budget each key's rate-limit headers last stated, less what was
  *   leased since; a key predicted to be out is passed over like a cooling key, and when every
- *   free key is, an acquire waits (within its `waitMs`) for the one that refills first.
+ *   free key is, the answer is `busy` until the first refill (waited for within `waitMs`).
  * - `fastest`: the lower time to first output of two keys drawn at random, each key's raised
  *   by an eighth per open lease (providers serve a key's requests in parallel); on a tie the
  *   one with fewer open leases.
@@ -250,7 +250,7 @@ export class KeySelector {
    * Keys with room share the picks in proportion to their predicted headroom (at least
    * {@link minHeadroomShare} of the best one's, an unknown one as much as the best), by
    * smooth weighted round-robin; keys predicted out are passed over, and when every key is,
-   * the one that refills first is picked with its `refillAt` (the pool then waits for it
+   * the one that refills first is returned with its `refillAt` (the pool answers busy and waits for it
    * within the acquire's budget). Two passes over the free keys, allocating nothing.
    */
   private byHeadroom(free: FreeIndex, need: number, now: number): Picked & { position: number } {

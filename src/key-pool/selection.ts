@@ -72,18 +72,24 @@ function predicted(budget: Budget | undefined, spent: number): number | undefine
   return budget === undefined ? undefined : budget.left - (spent - budget.base)
 }
 
-/** A key's headroom for a request that needs `need` tokens: `[score, out]`. */
-function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
+/**
+ * A key's headroom for a request that needs `need` tokens: its score (at least 1, Infinity
+ * when unknown), or -1 when it is out (fewer than 1 request or `need` tokens predicted, or
+ * its refill probe is out). A number, not a pair: it runs once per free key per pick.
+ */
+function headroomOf(state: KeyState, need: number): number {
   // The refill probe is out: the key waits for its report.
-  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return [0, true]
+  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return -1
   const requests = predicted(state.requestBudget, state.spentRequests)
   const tokens = predicted(state.tokenBudget, state.spentTokens)
-  const out =
-    (requests !== undefined && requests < 1) || (tokens !== undefined && tokens < Math.max(need, 1))
+  const needed = Math.max(need, 1)
+  if ((requests !== undefined && requests < 1) || (tokens !== undefined && tokens < needed)) {
+    return -1
+  }
   let score = Number.POSITIVE_INFINITY
   if (requests !== undefined) score = requests
-  if (tokens !== undefined) score = Math.min(score, tokens / Math.max(need, 1))
-  return [score, out]
+  if (tokens !== undefined) score = Math.min(score, tokens / needed)
+  return score
 }
 
 /** When a key that is out refills: the reset of the budget(s) it is out of, or its probe's end. */
@@ -265,8 +271,8 @@ export class KeySelector {
       if (!free.has(position)) continue
       const state = states[position] as KeyState
       forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
-      const [score, out] = headroomOf(state, need)
-      if (!out) {
+      const score = headroomOf(state, need)
+      if (score >= 0) {
         scores[position] = score
         room++
         if (score !== Number.POSITIVE_INFINITY && score > best) best = score

@@ -23,6 +23,12 @@ export type Decision = readonly [result: AcquireResult, refillInMs?: number]
 /** Decides an acquire now. */
 export type Decide = (options: AcquireOptions) => Decision
 
+/** The tokens an acquire states it needs (0 when it states none usable). */
+function tokensStated(options: AcquireOptions): number {
+  const tokens = options.cost?.tokens
+  return typeof tokens === 'number' && Number.isFinite(tokens) && tokens > 0 ? tokens : 0
+}
+
 /** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
 export class WaitQueue {
   readonly #waiters: Waiter[] = []
@@ -31,13 +37,26 @@ export class WaitQueue {
     return this.#waiters.length
   }
 
-  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
+  /**
+   * Hands freed capacity to queued waiters in order; settles those no longer busy. Once a
+   * waiter that excludes no key found every key busy (or predicted out for its tokens), a
+   * later one that excludes none and states at least as many tokens would too: it is not
+   * asked again in this pass, so a long queue costs one look at the keys, not one per waiter.
+   */
   serve(decide: Decide): void {
     const waiters = this.#waiters
+    let busyFrom = Number.POSITIVE_INFINITY
     for (let i = 0; i < waiters.length; ) {
       const waiter = waiters[i] as Waiter
+      const open = !(waiter.options.exclude !== undefined && waiter.options.exclude.size > 0)
+      const tokens = tokensStated(waiter.options)
+      if (open && tokens >= busyFrom) {
+        i++
+        continue
+      }
       const [result] = decide(waiter.options)
       if (result.kind === 'busy') {
+        if (open) busyFrom = Math.min(busyFrom, tokens)
         i++
         continue
       }

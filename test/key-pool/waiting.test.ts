@@ -185,3 +185,36 @@ describe('memory pool: headroom waits for a refill instead of sending into a key
     expect((await pool.stats())[0]?.leases).toBe(2)
   })
 })
+
+describe('memory pool: a long queue costs one look at the keys per release', () => {
+  it('a release with 50 waiters asks the keys twice (the one served, the next found busy), not 50 times; FIFO order kept', async () => {
+    let looks = 0
+    const pool = createMemoryKeyPool(keys('a', 'b'), {
+      maxInflight: 1,
+      now: () => {
+        looks++
+        return 1_000
+      },
+    })
+    const a = await leased(pool.acquire())
+    const b = await leased(pool.acquire())
+    const order: number[] = []
+    const waiting = Array.from({ length: 50 }, (_, i) =>
+      leased(pool.acquire({ waitMs: 5000 })).then((lease) => {
+        order.push(i)
+        return lease
+      }),
+    )
+    looks = 0
+    await a.report({ kind: 'success' })
+    // The report's own clock reads, the served waiter's and the next one's look: not 50.
+    expect(looks).toBeLessThanOrEqual(4)
+    await b.report({ kind: 'success' })
+    for (let served = 2; served <= 50; served++) {
+      const lease = await waiting[served - 2]
+      await lease?.report({ kind: 'success' })
+    }
+    await Promise.all(waiting)
+    expect(order).toEqual(Array.from({ length: 50 }, (_, i) => i))
+  })
+})

@@ -219,10 +219,19 @@ export class KeySelector {
   #cursor = 0
   #seed = 1
 
+  /** Under `headroom`: each key's score this pick (NaN: not a candidate). */
+  readonly #scoresOf: Float64Array
+  /** Under `headroom`: each key's running weight (smooth weighted round-robin). */
+  readonly #running: Float64Array
+
   constructor(
     private readonly rules: SelectionRules,
     private readonly states: readonly KeyState[],
-  ) {}
+  ) {
+    const length = rules.selection === 'headroom' ? states.length : 0
+    this.#scoresOf = new Float64Array(length)
+    this.#running = new Float64Array(length)
+  }
 
   /**
    * Picks among the keys `free` holds (at least one), in pool order. `weighted` is not
@@ -261,7 +270,7 @@ export class KeySelector {
    */
   private byHeadroom(free: FreeIndex, need: number, now: number): Picked & { position: number } {
     const { states } = this
-    const scores = this.#scores(states.length)
+    const scores = this.#scoresOf
     let best = 0
     let room = 0
     let refillsFirst = -1
@@ -286,9 +295,13 @@ export class KeySelector {
     }
     if (room === 0)
       return { state: states[refillsFirst] as KeyState, position: refillsFirst, refillAt }
-    // Smooth weighted round-robin over the keys with room (see `smoothWeighted`).
+    // Smooth weighted round-robin over the keys with room: the largest running weight wins
+    // and pays the total. Running weights live in an array of their own (the states stay
+    // out of this pass).
+    const running = this.#running
     let total = 0
     let chosen = -1
+    let top = Number.NEGATIVE_INFINITY
     for (let position = 0; position < states.length; position++) {
       const score = scores[position] as number
       if (Number.isNaN(score)) continue
@@ -296,26 +309,16 @@ export class KeySelector {
         score === Number.POSITIVE_INFINITY || best === 0
           ? 1
           : Math.max(score / best, minHeadroomShare)
-      const state = states[position] as KeyState
-      state.currentWeight += weight
+      const now = (running[position] as number) + weight
+      running[position] = now
       total += weight
-      if (chosen < 0 || state.currentWeight > (states[chosen] as KeyState).currentWeight) {
+      if (chosen < 0 || now > top) {
         chosen = position
+        top = now
       }
     }
-    const state = states[chosen] as KeyState
-    state.currentWeight -= total
-    return { state, position: chosen }
-  }
-
-  #scratch: Float64Array | undefined
-
-  /** A reusable array of one score per key. */
-  #scores(length: number): Float64Array {
-    if (this.#scratch === undefined || this.#scratch.length < length) {
-      this.#scratch = new Float64Array(length)
-    }
-    return this.#scratch
+    running[chosen] = top - total
+    return { state: states[chosen] as KeyState, position: chosen }
   }
 
   /**

@@ -38,7 +38,11 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
   'fastest',
 ])
 
-/** The smallest share of a pick a key with room gets under `headroom`, however big another's. */
+/**
+ * The smallest share of a pick a key with room got under `headroom` before its weights became
+ * {@link headroomClass}es. No longer read by the memory pool; kept while the Redis scripts of
+ * this branch import it.
+ */
 export const minHeadroomShare = 0.01
 
 /**
@@ -90,6 +94,25 @@ function headroomOf(state: KeyState, need: number): number {
   if (requests !== undefined) score = requests
   if (tokens !== undefined) score = Math.min(score, tokens / needed)
   return score
+}
+
+/** The largest headroom class: a key whose headroom is unknown weighs this much. */
+export const headroomClassMax = 1_048_576
+
+/**
+ * A key's weight under `headroom`: its predicted requests left (or, when it stated only
+ * tokens, its tokens left / 1000) rounded down to a power of two, from 1 to
+ * {@link headroomClassMax}; unknown: the largest. A weight that depends on the key alone
+ * (not on the best key's), so the Redis pool can keep one sorted set per class.
+ */
+export function headroomClass(state: KeyState): number {
+  const requests = predicted(state.requestBudget, state.spentRequests)
+  const tokens = predicted(state.tokenBudget, state.spentTokens)
+  const score = requests ?? (tokens === undefined ? undefined : tokens / 1000)
+  if (score === undefined) return headroomClassMax
+  let weight = 1
+  while (weight < headroomClassMax && weight * 2 <= score) weight *= 2
+  return weight
 }
 
 /** When a key that is out refills: the reset of the budget(s) it is out of, or its probe's end. */
@@ -219,18 +242,11 @@ export class KeySelector {
   #cursor = 0
   #seed = 1
 
-  /** Under `headroom`: each key's score this pick (NaN: not a candidate). */
-  readonly #scoresOf: Float64Array
-  /** Under `headroom`: each key's running weight (smooth weighted round-robin). */
-  readonly #running: Float64Array
-
   constructor(
     private readonly rules: SelectionRules,
     private readonly states: readonly KeyState[],
   ) {
-    const length = rules.selection === 'headroom' ? states.length : 0
-    this.#scoresOf = new Float64Array(length)
-    this.#running = new Float64Array(length)
+    this.#running = new Float64Array(rules.selection === 'headroom' ? states.length : 0)
   }
 
   /**
@@ -262,64 +278,51 @@ export class KeySelector {
   }
 
   /**
-   * Keys with room share the picks in proportion to their predicted headroom (at least
-   * {@link minHeadroomShare} of the best one's, an unknown one as much as the best), by
-   * smooth weighted round-robin; keys predicted out are passed over, and when every key is,
-   * the one that refills first is returned with its `refillAt` (the pool answers busy and waits for it
-   * within the acquire's budget). Two passes over the free keys, allocating nothing.
+   * Keys with room share the picks by smooth weighted round-robin, each weighing its
+   * {@link headroomClass} (its predicted headroom rounded down to a power of two); keys
+   * predicted out are passed over, and when every key is, the one that refills first is
+   * returned with its `refillAt` (the pool answers busy and waits for it within the
+   * acquire's budget). One pass over the free keys, allocating nothing.
    */
   private byHeadroom(free: FreeIndex, need: number, now: number): Picked & { position: number } {
     const { states } = this
-    const scores = this.#scoresOf
-    let best = 0
-    let room = 0
-    let refillsFirst = -1
-    let refillAt = Number.POSITIVE_INFINITY
-    for (let position = 0; position < states.length; position++) {
-      scores[position] = Number.NaN
-      if (!free.has(position)) continue
-      const state = states[position] as KeyState
-      forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
-      const score = headroomOf(state, need)
-      if (score >= 0) {
-        scores[position] = score
-        room++
-        if (score !== Number.POSITIVE_INFINITY && score > best) best = score
-        continue
-      }
-      const at = refillAtOf(state)
-      if (refillsFirst < 0 || at < refillAt) {
-        refillAt = at
-        refillsFirst = position
-      }
-    }
-    if (room === 0)
-      return { state: states[refillsFirst] as KeyState, position: refillsFirst, refillAt }
-    // Smooth weighted round-robin over the keys with room: the largest running weight wins
-    // and pays the total. Running weights live in an array of their own (the states stay
-    // out of this pass).
     const running = this.#running
     let total = 0
     let chosen = -1
     let top = Number.NEGATIVE_INFINITY
+    let refillsFirst = -1
+    let refillAt = Number.POSITIVE_INFINITY
     for (let position = 0; position < states.length; position++) {
-      const score = scores[position] as number
-      if (Number.isNaN(score)) continue
-      const weight =
-        score === Number.POSITIVE_INFINITY || best === 0
-          ? 1
-          : Math.max(score / best, minHeadroomShare)
-      const now = (running[position] as number) + weight
-      running[position] = now
-      total += weight
-      if (chosen < 0 || now > top) {
-        chosen = position
-        top = now
+      if (!free.has(position)) continue
+      const state = states[position] as KeyState
+      forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
+      if (headroomOf(state, need) < 0) {
+        const at = refillAtOf(state)
+        if (refillsFirst < 0 || at < refillAt) {
+          refillAt = at
+          refillsFirst = position
+        }
+        continue
       }
+      // Smooth weighted round-robin: the largest running weight wins and pays the total.
+      const weight = headroomClass(state)
+      const weighed = (running[position] as number) + weight
+      running[position] = weighed
+      total += weight
+      if (chosen < 0 || weighed > top) {
+        chosen = position
+        top = weighed
+      }
+    }
+    if (chosen < 0) {
+      return { state: states[refillsFirst] as KeyState, position: refillsFirst, refillAt }
     }
     running[chosen] = top - total
     return { state: states[chosen] as KeyState, position: chosen }
   }
+
+  /** Under `headroom`: each key's running weight (smooth weighted round-robin). */
+  readonly #running: Float64Array
 
   /**
    * Power of two choices: the lower expected latency of two draws, each raised by

@@ -119,6 +119,17 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(after.b).toBeGreaterThan(after.a)
     })
 
+    it('headroom: each key weighs its predicted requests left rounded down to a power of two (5000 → 4096, 1100 → 1024: exactly 4 picks to 1)', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom' })
+      await state(p, {
+        a: { kind: 'success', headroom: { requestsRemaining: 5000, requestsResetMs: 60_000 } },
+        b: { kind: 'success', headroom: { requestsRemaining: 1100, requestsResetMs: 60_000 } },
+      })
+      const count = { a: 0, b: 0 }
+      for (let i = 0; i < 50; i++) count[(await lease(p)).keyId as 'a' | 'b']++
+      expect(count).toEqual({ a: 40, b: 10 })
+    })
+
     it('headroom: a reset further away than headroomHorizonMs (or none) is believed only that long', async () => {
       const p = await pool(['a', 'b'], { selection: 'headroom', headroomHorizonMs: 5000 })
       await state(p, {

@@ -40,7 +40,7 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
 
 /**
  * The smallest share of a pick a key with room got under `headroom` before its weights became
- * {@link headroomClass}es. No longer read by the memory pool; kept while the Redis scripts of
+ * {@link headroomWeight}es. No longer read by the memory pool; kept while the Redis scripts of
  * this branch import it.
  */
 export const minHeadroomShare = 0.01
@@ -76,43 +76,37 @@ function predicted(budget: Budget | undefined, spent: number): number | undefine
   return budget === undefined ? undefined : budget.left - (spent - budget.base)
 }
 
+/** The largest headroom class: a key whose headroom is unknown weighs this much. */
+export const headroomClassMax = 1_048_576
+
+/** A headroom score's class: the largest power of two at most it, from 1 to the largest. */
+function classOf(score: number | undefined): number {
+  if (score === undefined || score >= headroomClassMax) return headroomClassMax
+  if (!(score >= 2)) return 1
+  // The largest power of two at most `score` is the one at most its integer part (< 2^20).
+  return 1 << (31 - Math.clz32(Math.floor(score)))
+}
+
 /**
- * A key's headroom for a request that needs `need` tokens: its score (at least 1, Infinity
- * when unknown), or -1 when it is out (fewer than 1 request or `need` tokens predicted, or
- * its refill probe is out). A number, not a pair: it runs once per free key per pick.
+ * A key's weight under `headroom` for a request that needs `need` tokens: -1 when it is out
+ * (fewer than 1 request or `need` tokens predicted, or its refill probe is out), else its
+ * class: its predicted requests left (or, when it stated only tokens, its tokens left / 1000)
+ * rounded down to a power of two, from 1 to {@link headroomClassMax}; unknown: the largest.
+ * A weight that depends on the key alone (not on the best key's), so the Redis pool can keep
+ * one sorted set per class. A number, not a pair: it runs once per free key per pick.
  */
-function headroomOf(state: KeyState, need: number): number {
+export function headroomWeight(state: KeyState, need: number): number {
   // The refill probe is out: the key waits for its report.
   if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return -1
   const requests = predicted(state.requestBudget, state.spentRequests)
   const tokens = predicted(state.tokenBudget, state.spentTokens)
-  const needed = Math.max(need, 1)
-  if ((requests !== undefined && requests < 1) || (tokens !== undefined && tokens < needed)) {
+  if (
+    (requests !== undefined && requests < 1) ||
+    (tokens !== undefined && tokens < Math.max(need, 1))
+  ) {
     return -1
   }
-  let score = Number.POSITIVE_INFINITY
-  if (requests !== undefined) score = requests
-  if (tokens !== undefined) score = Math.min(score, tokens / needed)
-  return score
-}
-
-/** The largest headroom class: a key whose headroom is unknown weighs this much. */
-export const headroomClassMax = 1_048_576
-
-/**
- * A key's weight under `headroom`: its predicted requests left (or, when it stated only
- * tokens, its tokens left / 1000) rounded down to a power of two, from 1 to
- * {@link headroomClassMax}; unknown: the largest. A weight that depends on the key alone
- * (not on the best key's), so the Redis pool can keep one sorted set per class.
- */
-export function headroomClass(state: KeyState): number {
-  const requests = predicted(state.requestBudget, state.spentRequests)
-  const tokens = predicted(state.tokenBudget, state.spentTokens)
-  const score = requests ?? (tokens === undefined ? undefined : tokens / 1000)
-  if (score === undefined) return headroomClassMax
-  let weight = 1
-  while (weight < headroomClassMax && weight * 2 <= score) weight *= 2
-  return weight
+  return classOf(requests ?? (tokens === undefined ? undefined : tokens / 1000))
 }
 
 /** When a key that is out refills: the reset of the budget(s) it is out of, or its probe's end. */
@@ -279,7 +273,7 @@ export class KeySelector {
 
   /**
    * Keys with room share the picks by smooth weighted round-robin, each weighing its
-   * {@link headroomClass} (its predicted headroom rounded down to a power of two); keys
+   * {@link headroomWeight} (its predicted headroom rounded down to a power of two); keys
    * predicted out are passed over, and when every key is, the one that refills first is
    * returned with its `refillAt` (the pool answers busy and waits for it within the
    * acquire's budget). One pass over the free keys, allocating nothing.
@@ -296,7 +290,8 @@ export class KeySelector {
       if (!free.has(position)) continue
       const state = states[position] as KeyState
       forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
-      if (headroomOf(state, need) < 0) {
+      const weight = headroomWeight(state, need)
+      if (weight < 0) {
         const at = refillAtOf(state)
         if (refillsFirst < 0 || at < refillAt) {
           refillAt = at
@@ -305,7 +300,6 @@ export class KeySelector {
         continue
       }
       // Smooth weighted round-robin: the largest running weight wins and pays the total.
-      const weight = headroomClass(state)
       const weighed = (running[position] as number) + weight
       running[position] = weighed
       total += weight

@@ -62,6 +62,13 @@ export interface KeyState {
   /** Decaying average time to first output, and when it was last sampled (`fastest`). */
   latencyMs: number | undefined
   latencyAt: number
+  /**
+   * `headroom`: the key's spent requests when a budget it had run out of reached its reset.
+   * The next lease is its refill probe; until that lease reports (or `refillProbeUntil`),
+   * the key counts as out.
+   */
+  refillProbe: number | undefined
+  refillProbeUntil: number
 }
 
 /** What one key can do for an acquire right now. */
@@ -125,6 +132,8 @@ export function initialKeyState(key: PoolKey, maxInflight: number): KeyState {
     spentTokens: 0,
     latencyMs: undefined,
     latencyAt: 0,
+    refillProbe: undefined,
+    refillProbeUntil: 0,
     outcomes: Object.fromEntries(outcomeKinds.map((kind) => [kind, 0])) as Record<
       KeyOutcome['kind'],
       number

@@ -8,10 +8,10 @@
 
 import {
   positiveMilliseconds as duration,
-  maxTimerDelayMs,
   positiveNumber as positive,
   rejectUnknownKeys,
 } from '../options.js'
+import { FreeKeys } from './free-keys.js'
 import {
   initialKeyState,
   KeyHealth,
@@ -27,6 +27,7 @@ import {
   keySelections,
   learnHeadroom,
   learnLatency,
+  probeReturned,
   spend,
   tokensOf,
 } from './selection.js'
@@ -42,6 +43,7 @@ import type {
   KeyStats,
   PoolKey,
 } from './types.js'
+import { type Decide, type Decision, WaitQueue } from './wait-queue.js'
 import { countInWindow } from './window.js'
 
 /**
@@ -175,11 +177,6 @@ export const memoryKeyPoolDefaults = Object.freeze({
   authDisableMs: 300_000,
 })
 
-interface Waiter {
-  readonly options: AcquireOptions
-  readonly settle: (result: AcquireResult) => void
-}
-
 /** Every option of {@link MemoryKeyPoolOptions}: a table the compiler keeps complete. */
 const optionKeys = Object.keys({
   selection: true,
@@ -249,76 +246,16 @@ function normalize(keys: readonly PoolKey[], options: MemoryKeyPoolOptions) {
   }
 }
 
-/** Requests waiting at the in-flight cap, first come, first served, woken by releases. */
-class WaitQueue {
-  readonly #waiters: Waiter[] = []
-
-  get length(): number {
-    return this.#waiters.length
-  }
-
-  /** Hands freed capacity to queued waiters in order; settles those no longer busy. */
-  serve(decide: (options: AcquireOptions) => AcquireResult): void {
-    const waiters = this.#waiters
-    for (let i = 0; i < waiters.length; ) {
-      const waiter = waiters[i] as Waiter
-      const result = decide(waiter.options)
-      if (result.kind === 'busy') {
-        i++
-        continue
-      }
-      waiters.splice(i, 1)
-      waiter.settle(result)
-    }
-  }
-
-  wait(
-    options: AcquireOptions,
-    waitMs: number,
-    decide: (options: AcquireOptions) => AcquireResult,
-  ): Promise<AcquireResult> {
-    const { signal } = options
-    const waiters = this.#waiters
-    return new Promise<AcquireResult>((resolve, reject) => {
-      const waiter: Waiter = {
-        options,
-        settle(result) {
-          clearTimeout(timer)
-          signal?.removeEventListener('abort', onAbort)
-          resolve(result)
-        },
-      }
-      const leave = () => {
-        const index = waiters.indexOf(waiter)
-        if (index >= 0) waiters.splice(index, 1)
-      }
-      const onAbort = () => {
-        leave()
-        clearTimeout(timer)
-        reject(signal?.reason)
-      }
-      // Request-scoped: it holds the process while the caller waits, and is always cleared.
-      // Past setTimeout's limit a delay fires at once: the longest wait is that limit.
-      const timer = setTimeout(
-        () => {
-          leave()
-          signal?.removeEventListener('abort', onAbort)
-          resolve(decide(options))
-        },
-        Math.min(waitMs, maxTimerDelayMs),
-      )
-      signal?.addEventListener('abort', onAbort, { once: true })
-      waiters.push(waiter)
-    })
-  }
-}
-
 /** What a lease needs of its pool: the options, the key health rules, and a wake for waiters. */
 interface LeaseContext {
   readonly config: ReturnType<typeof normalize>
   readonly health: KeyHealth
-  /** Serves waiting acquires after a report freed capacity. */
-  readonly afterReport: () => void
+  /** Re-files the lease's key in the pool's indexes, then serves waiting acquires. */
+  readonly afterReport: (state: KeyState, now: number) => void
+  /** Re-files the lease's key in the pool's indexes after its commit. */
+  readonly changed: (state: KeyState, now: number) => void
+  /** The latest time an acquire looked at the keys (budgets past it are forgotten). */
+  readonly lookedAt: () => number
 }
 
 /** The lease handed out for `record` on `state`: commit once, report once. */
@@ -334,6 +271,7 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
       const now = config.now()
       learnLatency(state, now - record.acquiredAt, now)
       health.provenGood(state, record)
+      context.changed(state, now)
     },
     async report(outcome: KeyOutcome): Promise<void> {
       if (record.reported) return
@@ -341,11 +279,13 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
       state.inflight--
       state.outcomes[outcome.kind]++
       const now = config.now()
+      forgetPastBudgets(state, context.lookedAt(), config.headroomHorizonMs)
+      probeReturned(state, record.spent)
       if (outcome.kind === 'success' || outcome.kind === 'rate-limited') {
         learnHeadroom(state, outcome.headroom, record.spent, now, config.headroomHorizonMs)
       }
       health.learn(state, record, outcome, now)
-      context.afterReport()
+      context.afterReport(state, now)
     },
   }
 }
@@ -361,7 +301,11 @@ function leaseOf(state: KeyState, record: LeaseRecord, context: LeaseContext): K
  *   `rateLimited: true` only when every candidate cools for that reason.
  * - `headroom` and `fastest` selection learn from each lease: the budget its response's
  *   headers stated (`success` and `rate-limited` reports), its time to first output
- *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived.
+ *   (acquire to `commit()`). Neither is part of `toJSON()`: both are short-lived. Under
+ *   `headroom`, when every free key is predicted out, `acquire` answers `busy` until the
+ *   first refill and, with `waitMs`, waits for it (or for a report stating room).
+ * - An acquire costs the same at 1,000 keys as at 4 (an index of the free keys), except
+ *   under `headroom`, which weighs every free key's budget on each pick.
  * - `auth-failed` holds the key for `authDisableMs`, then admits one probe lease: its
  *   `commit()` (or a `success`/`rejected` report) re-enables the key, another auth failure
  *   holds it again. `disable(id)` holds it until `enable(id)`.
@@ -392,69 +336,29 @@ export function createMemoryKeyPool(
     const state = byId.get(saved.id)
     if (state !== undefined) restore(state, saved, config.now())
   }
-  const selector = new KeySelector(config, states)
-  let serials = 0
-  const queue = new WaitQueue()
-
   const tell = (state: KeyState, event: Omit<KeyStateEvent, 'keyId'>) =>
     tellKeyState(config.onKeyState, { keyId: state.key.id, ...event })
   const health = new KeyHealth(config, tell)
-
-  /** The answer for one acquire now, leasing when a candidate is free. */
-  function decide({ exclude, cost }: AcquireOptions): AcquireResult {
-    if (states.length === 0) return { kind: 'unavailable', reason: 'no-keys' }
-    const now = config.now()
-    const need = tokensOf(cost, config.selection)
-    const free: KeyState[] = []
-    let busy = false
-    let cooling = false
-    let rateLimited = true
-    let earliest = Number.POSITIVE_INFINITY
-    for (const state of states) {
-      health.refresh(state, now)
-      forgetPastBudgets(state, now)
-      if (exclude?.has(state.key.id)) continue
-      const found = health.availability(state, now)
-      if (found.kind === 'free') free.push(state)
-      else if (found.kind === 'busy') busy = true
-      else if (found.kind === 'cooling' || found.kind === 'held') {
-        earliest = Math.min(earliest, found.wait)
-        if (found.kind === 'cooling') cooling = true
-        if (found.kind === 'held' || !found.rateLimited) rateLimited = false
-      }
-    }
-    if (free.length > 0) {
-      return { kind: 'leased', lease: lease(selector.pick(free, need, now), now, need) }
-    }
-    const retryInMs = Number.isFinite(earliest) ? earliest : undefined
-    if (busy) return { kind: 'busy', retryInMs }
-    if (cooling) return { kind: 'cooling', retryInMs: retryInMs ?? 0, rateLimited }
-    if (states.every((state) => state.disabled)) {
-      const rejectedKeyIds = states
-        .filter((state) => state.disabledUntil > 0)
-        .map((state) => state.key.id)
-      return { kind: 'unavailable', reason: 'all-disabled', rejectedKeyIds }
-    }
-    return { kind: 'unavailable', reason: 'all-excluded' }
-  }
-
-  const leaseContext: LeaseContext = { config, health, afterReport: () => queue.serve(decide) }
-
-  function lease(state: KeyState, now: number, need: number): KeyLease {
-    const record: LeaseRecord = {
-      serial: ++serials,
-      generation: state.generation,
-      acquiredAt: now,
-      spent: spend(state, need),
-      committed: false,
-      reported: false,
-    }
-    state.inflight++
-    state.leases++
-    countInWindow(state.window, now, config.breakerWindowMs, 1)
-    if (state.circuit === 'half-open') state.probe = record.serial
-    if (state.disabled) state.authProbe = record.serial
-    return leaseOf(state, record, leaseContext)
+  const free = new FreeKeys(states, health, config.selection)
+  const queue = new WaitQueue()
+  const core: Core = {
+    config,
+    states,
+    health,
+    free,
+    selector: new KeySelector(config, states),
+    serials: 0,
+    decide: (acquireOptions) => decide(core, acquireOptions),
+    leaseContext: {
+      config,
+      health,
+      changed: (state, now) => free.changed(state, now),
+      lookedAt: () => free.lookedAt,
+      afterReport(state, now) {
+        free.changed(state, now)
+        queue.serve(core.decide)
+      },
+    },
   }
 
   function setDisabled(id: string, disabled: boolean): void {
@@ -466,7 +370,8 @@ export function createMemoryKeyPool(
     state.disabledUntil = 0
     state.authProbe = undefined
     tell(state, { state: disabled ? 'disabled' : 'enabled', reason: 'operator' })
-    if (!disabled) queue.serve(decide)
+    free.changed(state, config.now())
+    if (!disabled) queue.serve(core.decide)
   }
 
   const pool: KeyPool & AuthFailureWithoutLease = {
@@ -474,11 +379,12 @@ export function createMemoryKeyPool(
       const { signal } = acquireOptions
       if (signal?.aborted) throw signal.reason
       // Capacity freed without a report (a cooldown ended) goes to the queue first.
-      if (queue.length > 0) queue.serve(decide)
-      const result = decide(acquireOptions)
+      if (queue.length > 0) queue.serve(core.decide)
+      const [result, refillInMs] = core.decide(acquireOptions)
       const waitMs = acquireOptions.waitMs ?? 0
       if (result.kind !== 'busy' || !(waitMs > 0)) return result
-      return queue.wait(acquireOptions, waitMs, decide)
+      // At the cap, or every free key predicted out (then the refill is looked at first).
+      return queue.wait(acquireOptions, waitMs, refillInMs, core.decide)
     },
     async enable(id: string): Promise<void> {
       setDisabled(id, false)
@@ -494,28 +400,82 @@ export function createMemoryKeyPool(
         outcomes: { ...state.outcomes },
       }))
     },
-    toJSON(): KeyPoolSnapshot {
-      return {
-        version: 1,
-        keys: states.map(
-          (state): KeyStateSnapshot => ({
-            id: state.key.id,
-            disabled: state.disabled,
-            disabledUntil: state.disabledUntil,
-            cooldownUntil: state.cooldownUntil,
-            failures: state.failures,
-            circuit: state.circuit,
-            circuitUntil: state.circuitUntil,
-          }),
-        ),
-      }
-    },
+    toJSON: () => snapshotOf(core),
     [authFailedWithoutLease](keyId: string): void {
       const state = byId.get(keyId)
       if (state === undefined) return
       state.outcomes['auth-failed']++
-      health.holdForAuth(state, config.now())
+      const now = config.now()
+      health.holdForAuth(state, now)
+      free.changed(state, now)
     },
   }
   return pool
+}
+
+/** One memory pool's parts, as its acquires, leases and snapshots use them. */
+interface Core {
+  readonly config: ReturnType<typeof normalize>
+  readonly states: readonly KeyState[]
+  readonly health: KeyHealth
+  readonly free: FreeKeys
+  readonly selector: KeySelector
+  serials: number
+  readonly decide: Decide
+  readonly leaseContext: LeaseContext
+}
+
+/** The answer for one acquire now, leasing when a candidate is free. */
+function decide(core: Core, options: AcquireOptions): Decision {
+  const { config, free, states } = core
+  if (states.length === 0) return [{ kind: 'unavailable', reason: 'no-keys' }]
+  const now = config.now()
+  free.advance(now)
+  const need = tokensOf(options.cost, config.selection)
+  const picked = free.pick(core.selector, options.exclude, need, now)
+  if (picked === undefined) return [free.notFree(options.exclude, now)]
+  const refillIn = picked.refillAt === undefined ? 0 : picked.refillAt - now
+  // Every free key is predicted out: busy until the first refill, never sent to; an acquire
+  // with `waitMs` waits for it (or for a report stating room) in the queue.
+  if (refillIn > 0) return [{ kind: 'busy', retryInMs: refillIn }, refillIn]
+  return [{ kind: 'leased', lease: lease(core, picked.state, now, need) }]
+}
+
+/** Leases `state`: counts it at once, so that concurrent acquires see it. */
+function lease(core: Core, state: KeyState, now: number, need: number): KeyLease {
+  const record: LeaseRecord = {
+    serial: ++core.serials,
+    generation: state.generation,
+    acquiredAt: now,
+    spent: spend(state, need),
+    committed: false,
+    reported: false,
+  }
+  state.inflight++
+  state.leases++
+  countInWindow(state.window, now, core.config.breakerWindowMs, 1)
+  if (state.circuit === 'half-open') state.probe = record.serial
+  if (state.disabled) state.authProbe = record.serial
+  core.free.changed(state, now)
+  return leaseOf(state, record, core.leaseContext)
+}
+
+/** The pool's `toJSON()`: the breaker's windows slid as far as the keys were last looked at. */
+function snapshotOf({ states, health, free }: Core): KeyPoolSnapshot {
+  if (Number.isFinite(free.lookedAt))
+    for (const state of states) health.refresh(state, free.lookedAt)
+  return {
+    version: 1,
+    keys: states.map(
+      (state): KeyStateSnapshot => ({
+        id: state.key.id,
+        disabled: state.disabled,
+        disabledUntil: state.disabledUntil,
+        cooldownUntil: state.cooldownUntil,
+        failures: state.failures,
+        circuit: state.circuit,
+        circuitUntil: state.circuitUntil,
+      }),
+    ),
+  }
 }

@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { FreeIndex } from './free-index.js'
 import type { Budget, KeyState, Spent } from './key-health.js'
 import type { AcquireOptions, KeyHeadroom } from './types.js'
 
@@ -18,9 +19,11 @@ import type { AcquireOptions, KeyHeadroom } from './types.js'
  * - `weighted`: smooth weighted round-robin by each key's `weight`.
  * - `least-inflight`: the key with the fewest open leases (round-robin among equals).
  * - `headroom`: by the budget each key's rate-limit headers last stated, less what was
- *   leased since; a key predicted to be out is passed over like a cooling key.
- * - `fastest`: the lower time to first output (times open leases plus one) of two keys
- *   drawn at random.
+ *   leased since; a key predicted to be out is passed over like a cooling key, and when every
+ *   free key is, the answer is `busy` until the first refill (waited for within `waitMs`).
+ * - `fastest`: the lower time to first output of two keys drawn at random, each key's raised
+ *   by an eighth per open lease (providers serve a key's requests in parallel); on a tie the
+ *   one with fewer open leases.
  *
  * @group Key pools
  */
@@ -35,8 +38,26 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
   'fastest',
 ])
 
-/** The smallest share of a pick a key with room gets under `headroom`, however big another's. */
+/**
+ * The smallest share of a pick a key with room got under `headroom` before its weights became
+ * {@link headroomWeight}es. No longer read by the memory pool; kept while the Redis scripts of
+ * this branch import it.
+ */
 export const minHeadroomShare = 0.01
+
+/**
+ * Under `fastest`, how much each open lease raises a key's expected time to first output: a
+ * key is preferred to an idle one three times slower until it holds 16 more open leases.
+ * A power of two, so `inflight * fastestInflightPenalty` is exact and Lua agrees.
+ */
+export const fastestInflightPenalty = 0.125
+
+/** A pick: the key, and when every candidate was predicted out, when the first refills. */
+export interface Picked {
+  readonly state: KeyState
+  /** `headroom` only: every candidate is predicted out; epoch ms the picked one refills. */
+  readonly refillAt?: number | undefined
+}
 
 /** The rules selection follows (the pool's options). */
 export interface SelectionRules {
@@ -55,25 +76,76 @@ function predicted(budget: Budget | undefined, spent: number): number | undefine
   return budget === undefined ? undefined : budget.left - (spent - budget.base)
 }
 
-/** A key's headroom for a request that needs `need` tokens: `[score, out]`. */
-function headroomOf(state: KeyState, need: number): [score: number, out: boolean] {
-  const requests = predicted(state.requestBudget, state.spentRequests)
-  const tokens = predicted(state.tokenBudget, state.spentTokens)
-  const out =
-    (requests !== undefined && requests < 1) || (tokens !== undefined && tokens < Math.max(need, 1))
-  let score = Number.POSITIVE_INFINITY
-  if (requests !== undefined) score = requests
-  if (tokens !== undefined) score = Math.min(score, tokens / Math.max(need, 1))
-  return [score, out]
+/** The largest headroom class: a key whose headroom is unknown weighs this much. */
+export const headroomClassMax = 1_048_576
+
+/** A headroom score's class: the largest power of two at most it, from 1 to the largest. */
+function classOf(score: number | undefined): number {
+  if (score === undefined || score >= headroomClassMax) return headroomClassMax
+  if (!(score >= 2)) return 1
+  // The largest power of two at most `score` is the one at most its integer part (< 2^20).
+  return 1 << (31 - Math.clz32(Math.floor(score)))
 }
 
-/** Statements whose reset has passed are forgotten: the key's headroom is unknown again. */
-export function forgetPastBudgets(state: KeyState, now: number): void {
+/**
+ * A key's weight under `headroom` for a request that needs `need` tokens: -1 when it is out
+ * (fewer than 1 request or `need` tokens predicted, or its refill probe is out), else its
+ * class: its predicted requests left (or, when it stated only tokens, its tokens left / 1000)
+ * rounded down to a power of two, from 1 to {@link headroomClassMax}; unknown: the largest.
+ * A weight that depends on the key alone (not on the best key's), so the Redis pool can keep
+ * one sorted set per class. A number, not a pair: it runs once per free key per pick.
+ */
+export function headroomWeight(state: KeyState, need: number): number {
+  // The refill probe is out: the key waits for its report.
+  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return -1
+  const requests = predicted(state.requestBudget, state.spentRequests)
+  const tokens = predicted(state.tokenBudget, state.spentTokens)
+  if (
+    (requests !== undefined && requests < 1) ||
+    (tokens !== undefined && tokens < Math.max(need, 1))
+  ) {
+    return -1
+  }
+  return classOf(requests ?? (tokens === undefined ? undefined : tokens / 1000))
+}
+
+/** When a key that is out refills: the reset of the budget(s) it is out of, or its probe's end. */
+function refillAtOf(state: KeyState): number {
+  if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) {
+    return state.refillProbeUntil
+  }
+  return Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
+}
+
+/**
+ * Statements whose reset has passed are forgotten: the key's headroom is unknown again, and
+ * its next lease is a refill probe: the key counts as out until that lease reports (and
+ * states the new budget), at most `horizonMs`, so that acquires that waited for the refill,
+ * or pile up while the key is unknown, do not all land on it at once.
+ */
+export function forgetPastBudgets(state: KeyState, now: number, horizonMs: number): void {
+  if (state.refillProbe !== undefined && state.refillProbeUntil <= now) {
+    state.refillProbe = undefined
+  }
+  let forgot = false
   if (state.requestBudget !== undefined && state.requestBudget.until <= now) {
     state.requestBudget = undefined
+    forgot = true
   }
   if (state.tokenBudget !== undefined && state.tokenBudget.until <= now) {
     state.tokenBudget = undefined
+    forgot = true
+  }
+  if (forgot) {
+    state.refillProbe = state.spentRequests
+    state.refillProbeUntil = now + horizonMs
+  }
+}
+
+/** A lease reported: when it was the refill probe, the key's headroom is as it states. */
+export function probeReturned(state: KeyState, spent: Spent): void {
+  if (state.refillProbe !== undefined && spent.requests > state.refillProbe) {
+    state.refillProbe = undefined
   }
 }
 
@@ -167,101 +239,113 @@ export class KeySelector {
   constructor(
     private readonly rules: SelectionRules,
     private readonly states: readonly KeyState[],
-  ) {}
-
-  pick(usable: KeyState[], need: number, now: number): KeyState {
-    switch (this.rules.selection) {
-      case 'weighted':
-        return smoothWeighted(usable, (state) => state.weight)
-      case 'headroom':
-        return this.byHeadroom(usable, need)
-      case 'fastest':
-        return this.fastest(usable, now)
-      case 'round-robin':
-      case 'least-inflight':
-        return this.inTurn(usable)
-    }
-  }
-
-  /** Round-robin order from the cursor; least-inflight takes the least busy in that order. */
-  private inTurn(usable: KeyState[]): KeyState {
-    const { states } = this
-    const order = (state: KeyState) =>
-      (states.indexOf(state) - this.#cursor + states.length) % states.length
-    const ordered = [...usable].sort((a, b) => order(a) - order(b))
-    let chosen = ordered[0] as KeyState
-    if (this.rules.selection === 'least-inflight') {
-      for (const state of ordered) if (state.inflight < chosen.inflight) chosen = state
-    }
-    this.#cursor = (states.indexOf(chosen) + 1) % states.length
-    return chosen
+  ) {
+    this.#running = new Float64Array(rules.selection === 'headroom' ? states.length : 0)
   }
 
   /**
-   * Keys with room share the picks in proportion to their predicted headroom (at least
-   * {@link minHeadroomShare} of the best one's, an unknown one as much as the best); keys
-   * predicted out are passed over, and when every key is, the one that refills first serves.
+   * Picks among the keys `free` holds (at least one), in pool order. `weighted` is not
+   * picked here: the pool keeps its running weights in a `WeightedTurns`.
    */
-  private byHeadroom(usable: KeyState[], need: number): KeyState {
-    const room: [KeyState, number][] = []
-    let best = 0
-    let refillsFirst: KeyState | undefined
+  pick(free: FreeIndex, need: number, now: number): Picked & { readonly position: number } {
+    switch (this.rules.selection) {
+      case 'headroom':
+        return this.byHeadroom(free, need, now)
+      case 'fastest':
+        return this.fastest(free, now)
+      case 'round-robin':
+      case 'least-inflight':
+        return this.inTurn(free)
+      case 'weighted':
+        throw new Error('weighted selection picks through WeightedTurns')
+    }
+  }
+
+  /**
+   * Round-robin order from the cursor; least-inflight takes the least busy in that order
+   * (the free index keeps each free key's open leases under least-inflight, 0 otherwise).
+   */
+  private inTurn(free: FreeIndex): Picked & { readonly position: number } {
+    const position = free.firstFrom(this.#cursor, free.least)
+    this.#cursor = (position + 1) % this.states.length
+    return { state: this.states[position] as KeyState, position }
+  }
+
+  /**
+   * Keys with room share the picks by smooth weighted round-robin, each weighing its
+   * {@link headroomWeight} (its predicted headroom rounded down to a power of two); keys
+   * predicted out are passed over, and when every key is, the one that refills first is
+   * returned with its `refillAt` (the pool answers busy and waits for it within the
+   * acquire's budget). One pass over the free keys, allocating nothing.
+   */
+  private byHeadroom(free: FreeIndex, need: number, now: number): Picked & { position: number } {
+    const { states } = this
+    const running = this.#running
+    let total = 0
+    let chosen = -1
+    let top = Number.NEGATIVE_INFINITY
+    let refillsFirst = -1
     let refillAt = Number.POSITIVE_INFINITY
-    for (const state of usable) {
-      const [score, out] = headroomOf(state, need)
-      if (!out) {
-        room.push([state, score])
-        if (score !== Number.POSITIVE_INFINITY && score > best) best = score
+    for (let position = 0; position < states.length; position++) {
+      if (!free.has(position)) continue
+      const state = states[position] as KeyState
+      forgetPastBudgets(state, now, this.rules.headroomHorizonMs)
+      const weight = headroomWeight(state, need)
+      if (weight < 0) {
+        const at = refillAtOf(state)
+        if (refillsFirst < 0 || at < refillAt) {
+          refillAt = at
+          refillsFirst = position
+        }
         continue
       }
-      const at = Math.max(state.requestBudget?.until ?? 0, state.tokenBudget?.until ?? 0)
-      if (at < refillAt) {
-        refillAt = at
-        refillsFirst = state
+      // Smooth weighted round-robin: the largest running weight wins and pays the total.
+      const weighed = (running[position] as number) + weight
+      running[position] = weighed
+      total += weight
+      if (chosen < 0 || weighed > top) {
+        chosen = position
+        top = weighed
       }
     }
-    if (room.length === 0) return refillsFirst ?? (usable[0] as KeyState)
-    const weights = new Map(
-      room.map(([state, score]) => [
-        state,
-        score === Number.POSITIVE_INFINITY || best === 0
-          ? 1
-          : Math.max(score / best, minHeadroomShare),
-      ]),
-    )
-    return smoothWeighted(
-      room.map(([state]) => state),
-      (state) => weights.get(state) as number,
-    )
+    if (chosen < 0) {
+      return { state: states[refillsFirst] as KeyState, position: refillsFirst, refillAt }
+    }
+    running[chosen] = top - total
+    return { state: states[chosen] as KeyState, position: chosen }
   }
 
-  /** Power of two choices: the lower expected latency times (open leases + 1) of two draws. */
-  private fastest(usable: KeyState[], now: number): KeyState {
-    if (usable.length === 1) return usable[0] as KeyState
+  /** Under `headroom`: each key's running weight (smooth weighted round-robin). */
+  readonly #running: Float64Array
+
+  /**
+   * Power of two choices: the lower expected latency of two draws, each raised by
+   * {@link fastestInflightPenalty} per open lease; on a tie the one with fewer open leases,
+   * then the first draw.
+   */
+  private fastest(free: FreeIndex, now: number): Picked & { readonly position: number } {
+    const count = free.count
+    if (count === 1) {
+      const position = free.nth(0)
+      return { state: this.states[position] as KeyState, position }
+    }
     this.#seed = nextDraw(this.#seed)
-    const first = this.#seed % usable.length
+    const first = this.#seed % count
     this.#seed = nextDraw(this.#seed)
-    const second = (first + 1 + (this.#seed % (usable.length - 1))) % usable.length
-    const a = usable[first] as KeyState
-    const b = usable[second] as KeyState
+    const second = (first + 1 + (this.#seed % (count - 1))) % count
+    const pa = free.nth(first)
+    const pb = free.nth(second)
+    const a = this.states[pa] as KeyState
+    const b = this.states[pb] as KeyState
     const cost = (state: KeyState) =>
-      expectedLatency(state, now, this.rules.latencyHalfLifeMs) * (state.inflight + 1)
-    return cost(b) < cost(a) ? b : a
+      expectedLatency(state, now, this.rules.latencyHalfLifeMs) *
+      (1 + state.inflight * fastestInflightPenalty)
+    const ca = cost(a)
+    const cb = cost(b)
+    return cb < ca || (cb === ca && b.inflight < a.inflight)
+      ? { state: b, position: pb }
+      : { state: a, position: pa }
   }
-}
-
-/** Smooth weighted round-robin (nginx): the largest running weight wins and pays the total. */
-function smoothWeighted(usable: KeyState[], weightOf: (state: KeyState) => number): KeyState {
-  let total = 0
-  let best = usable[0] as KeyState
-  for (const state of usable) {
-    const weight = weightOf(state)
-    state.currentWeight += weight
-    total += weight
-    if (state.currentWeight > best.currentWeight) best = state
-  }
-  best.currentWeight -= total
-  return best
 }
 
 /** The tokens a request states it needs under `selection` (0 when it states nothing usable, or when the selection does not count tokens). */

@@ -122,6 +122,9 @@ export type AcquireResult =
   /**
    * No candidate is free now, and at least one is only at its in-flight cap: a release may
    * free it at any time. `retryInMs` is when the earliest cooling candidate (if any) is usable.
+   * Under `headroom` selection also: every free candidate is predicted out of its stated
+   * budget; `retryInMs` is then when the first refills (a report stating room may come
+   * sooner).
    */
   | { readonly kind: 'busy'; readonly retryInMs: number | undefined }
   /**
@@ -144,8 +147,9 @@ export interface AcquireOptions {
   /** Key ids not to hand out (those already tried in this request). */
   readonly exclude?: ReadonlySet<string> | undefined
   /**
-   * When no candidate is free and some are only busy, wait up to this long for a release
-   * instead of answering `busy`. Waiters are served first come, first served; a release
+   * When no candidate is free and some are only busy (or, under `headroom`, every free one
+   * is predicted out), wait up to this long for a release or a refill instead of answering
+   * `busy`. Waiters are served first come, first served; a release
    * wakes them (no polling in the memory pool).
    * @default 0 (answer at once)
    */
@@ -155,7 +159,9 @@ export interface AcquireOptions {
   /**
    * What the request is expected to spend, estimated from what it states (its input size,
    * `max_tokens` / `max_output_tokens`). Under `headroom` selection a key predicted to lack
-   * this much is passed over like a cooling key, never refused outright.
+   * this much is passed over like a cooling key; when every free key is, the answer is
+   * `busy` until the first refill (waited for within `waitMs`), never a lease of a key
+   * predicted out.
    */
   readonly cost?: { readonly tokens?: number | undefined } | undefined
 }

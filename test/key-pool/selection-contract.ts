@@ -40,7 +40,7 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(order).toEqual(['a', 'b', 'c', 'a', 'b', 'c'])
     })
 
-    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset, never refused', async () => {
+    it('headroom: each lease spends its key locally, so concurrent acquires spread; a key predicted out is passed over until its reset; when every key is, the acquire is busy until the first refill, then one probe lease tries it', async () => {
       const p = await pool(['a', 'b', 'c'], { selection: 'headroom' })
       await state(p, {
         a: { kind: 'success', headroom: { requestsRemaining: 2, requestsResetMs: 10_000 } },
@@ -50,11 +50,27 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       const held: string[] = []
       for (let i = 0; i < 4; i++) held.push((await lease(p)).keyId)
       expect(held.sort()).toEqual(['a', 'a', 'b', 'b'])
-      // Every key is predicted out: the one that refills first serves, no refusal.
-      expect((await lease(p)).keyId).toBe('c')
-      clock += 5000
-      // c's reset passed: its headroom is unknown again and it is tried.
-      expect((await lease(p)).keyId).toBe('c')
+      // Every key is predicted out: busy until the first refill (c's), never sent to.
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 5000 })
+      clock += 1000
+      expect(await p.acquire({ exclude: new Set(['c']) })).toEqual({
+        kind: 'busy',
+        retryInMs: 9000,
+      })
+      // A wait that ends before the refill ends busy, with what is left of it.
+      expect(await p.acquire({ waitMs: 20 })).toEqual({ kind: 'busy', retryInMs: 4000 })
+      clock += 4000
+      // c's reset passed: its headroom is unknown again and it is tried, by one lease (its
+      // refill probe) until that lease reports.
+      const probe = await lease(p)
+      expect(probe.keyId).toBe('c')
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 5000 })
+      await probe.report({
+        kind: 'success',
+        headroom: { requestsRemaining: 2, requestsResetMs: 10_000 },
+      })
+      expect([(await lease(p)).keyId, (await lease(p)).keyId]).toEqual(['c', 'c'])
+      expect((await p.acquire()).kind).toBe('busy')
     })
 
     it('headroom: a key lacking the tokens a request states is passed over for one that has them', async () => {
@@ -104,6 +120,17 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(after.b).toBeGreaterThan(after.a)
     })
 
+    it('headroom: each key weighs its predicted requests left rounded down to a power of two (5000 → 4096, 1100 → 1024: exactly 4 picks to 1)', async () => {
+      const p = await pool(['a', 'b'], { selection: 'headroom' })
+      await state(p, {
+        a: { kind: 'success', headroom: { requestsRemaining: 5000, requestsResetMs: 60_000 } },
+        b: { kind: 'success', headroom: { requestsRemaining: 1100, requestsResetMs: 60_000 } },
+      })
+      const count = { a: 0, b: 0 }
+      for (let i = 0; i < 50; i++) count[(await lease(p)).keyId as 'a' | 'b']++
+      expect(count).toEqual({ a: 40, b: 10 })
+    })
+
     it('headroom: a reset further away than headroomHorizonMs (or none) is believed only that long', async () => {
       const p = await pool(['a', 'b'], { selection: 'headroom', headroomHorizonMs: 5000 })
       await state(p, {
@@ -132,7 +159,12 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
         },
         b: { kind: 'success', headroom: { requestsRemaining: 0, requestsResetMs: 60_000 } },
       })
-      for (let i = 0; i < 3; i++) expect((await lease(p)).keyId).toBe('b')
+      // b is predicted out until 60 s and a cools for 3 s: busy until b refills, a not picked.
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 60_000 })
+      clock += 2999
+      expect(await p.acquire()).toEqual({ kind: 'busy', retryInMs: 57_001 })
+      clock += 1
+      for (let i = 0; i < 3; i++) expect((await lease(p)).keyId).toBe('a')
     })
 
     it('fastest: a slow key gets the fewest leases, is still probed, and recovers once fast', async () => {
@@ -158,7 +190,7 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
       expect(recovered.c).toBeGreaterThan(30)
     })
 
-    it('fastest: open leases count, so a fast key at load shares with a slower idle one', async () => {
+    it('fastest: open leases count gently (an eighth each), so a fast key holds many before a 2.5× slower idle one shares', async () => {
       const p = await pool(['a', 'b'], { selection: 'fastest' })
       for (const [id, ms] of [
         ['a', 100],
@@ -170,10 +202,16 @@ export function describeSelectionContract(name: string, make: PoolFactory): void
         await held.report({ kind: 'success' })
       }
       const held: string[] = []
-      for (let i = 0; i < 7; i++) held.push((await lease(p)).keyId)
-      // a costs 100 × (open + 1), b 250: a takes two, b one, in turn.
-      expect(held.filter((id) => id === 'b').length).toBeGreaterThanOrEqual(2)
-      expect(held.filter((id) => id === 'a').length).toBeGreaterThanOrEqual(4)
+      for (let i = 0; i < 14; i++) held.push((await lease(p)).keyId)
+      // a costs 97.6 (100 aged 250 ms of a 10 s half-life) × (1 + open / 8), b 250 × (1 +
+      // open / 8): a alone while it holds up to 12 open leases, then b.
+      expect(held.slice(0, 13)).toEqual(Array(13).fill('a'))
+      expect(held[13]).toBe('b')
+      const more: string[] = []
+      for (let i = 0; i < 14; i++) more.push((await lease(p)).keyId)
+      // From there they share: a at 100 × (1 + n/8) against b at 250 × (1 + m/8).
+      expect(more.filter((id) => id === 'b').length).toBeGreaterThanOrEqual(3)
+      expect(more.filter((id) => id === 'a').length).toBeGreaterThanOrEqual(8)
     })
   })
 }

@@ -117,3 +117,100 @@ describe('memory pool: waiting at the in-flight cap', () => {
     expect(await waiting).toEqual({ kind: 'cooling', retryInMs: 2000, rateLimited: true })
   })
 })
+
+describe('memory pool: headroom waits for a refill instead of sending into a key predicted out', () => {
+  /** A pool whose every key states it is out, resetting in `resetMs` (key a first). */
+  async function allOut(resetMs: Record<string, number>) {
+    const pool = createMemoryKeyPool(keys(...Object.keys(resetMs)), { selection: 'headroom' })
+    for (const [id, ms] of Object.entries(resetMs)) {
+      const others = new Set(Object.keys(resetMs).filter((other) => other !== id))
+      const held = await leased(pool.acquire({ exclude: others }))
+      await held.report({
+        kind: 'success',
+        headroom: { requestsRemaining: 0, requestsResetMs: ms },
+      })
+    }
+    return pool
+  }
+
+  it('waits within waitMs for the key that refills first, and leases it then (not before)', async () => {
+    const pool = await allOut({ a: 5000, b: 80 })
+    const started = Date.now()
+    const lease = await leased(pool.acquire({ waitMs: 2000 }))
+    expect(lease.keyId).toBe('b')
+    expect(Date.now() - started).toBeGreaterThanOrEqual(70)
+    expect(Date.now() - started).toBeLessThan(1500)
+  })
+
+  it('a wait that ends before any refill answers busy with the time left, sending nothing', async () => {
+    const pool = await allOut({ a: 5000, b: 4000 })
+    const result = await pool.acquire({ waitMs: 30 })
+    expect(result.kind).toBe('busy')
+    expect((result as { retryInMs: number }).retryInMs).toBeGreaterThan(3500)
+    expect((await pool.stats()).map((key) => key.leases)).toEqual([1, 1])
+  })
+
+  it('a report that states room wakes the waiter at once', async () => {
+    const pool = createMemoryKeyPool(keys('a'), { selection: 'headroom' })
+    const first = await leased(pool.acquire())
+    const second = await leased(pool.acquire())
+    await first.report({
+      kind: 'success',
+      headroom: { requestsRemaining: 0, requestsResetMs: 10_000 },
+    })
+    const started = Date.now()
+    const waiting = pool.acquire({ waitMs: 5000 })
+    // The newer lease's statement: 5 left.
+    await second.report({
+      kind: 'success',
+      headroom: { requestsRemaining: 5, requestsResetMs: 10_000 },
+    })
+    expect((await leased(waiting)).keyId).toBe('a')
+    expect(Date.now() - started).toBeLessThan(1000)
+  })
+
+  it('the acquire’s signal ends the wait: it rejects with the reason and takes no lease later', async () => {
+    const pool = await allOut({ a: 150 })
+    const aborted = new AbortController()
+    const gone = pool.acquire({ waitMs: 5000, signal: aborted.signal })
+    aborted.abort(new Error('client left'))
+    await expect(gone).rejects.toThrow('client left')
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    // a refilled: the next acquire gets it; the aborted waiter took nothing.
+    expect((await leased(pool.acquire())).keyId).toBe('a')
+    expect((await pool.stats())[0]?.leases).toBe(2)
+  })
+})
+
+describe('memory pool: a long queue costs one look at the keys per release', () => {
+  it('a release with 50 waiters asks the keys twice (the one served, the next found busy), not 50 times; FIFO order kept', async () => {
+    let looks = 0
+    const pool = createMemoryKeyPool(keys('a', 'b'), {
+      maxInflight: 1,
+      now: () => {
+        looks++
+        return 1_000
+      },
+    })
+    const a = await leased(pool.acquire())
+    const b = await leased(pool.acquire())
+    const order: number[] = []
+    const waiting = Array.from({ length: 50 }, (_, i) =>
+      leased(pool.acquire({ waitMs: 5000 })).then((lease) => {
+        order.push(i)
+        return lease
+      }),
+    )
+    looks = 0
+    await a.report({ kind: 'success' })
+    // The report's own clock reads, the served waiter's and the next one's look: not 50.
+    expect(looks).toBeLessThanOrEqual(4)
+    await b.report({ kind: 'success' })
+    for (let served = 2; served <= 50; served++) {
+      const lease = await waiting[served - 2]
+      await lease?.report({ kind: 'success' })
+    }
+    await Promise.all(waiting)
+    expect(order).toEqual(Array.from({ length: 50 }, (_, i) => i))
+  })
+})

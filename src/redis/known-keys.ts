@@ -12,7 +12,7 @@ import type {
   KeyStateSnapshot,
   KeyStats,
 } from '../key-pool/types.js'
-import type { EventRows, Known, Row } from './replies.js'
+import type { EventRows, IndexedRows, Known, Row } from './replies.js'
 
 /** What this replica last heard from Redis of each key: its snapshot and stats. */
 export class KnownKeys {
@@ -31,6 +31,12 @@ export class KnownKeys {
   /** Takes in what a script answered of every key, and tells what it changed (`events`). */
   learnAll(rows: readonly Row[], events?: EventRows): void {
     for (const [index, row] of rows.entries()) this.take(index, row)
+    this.tellEvents(events)
+  }
+
+  /** Takes in what a script answered of the keys it touched, and tells what it changed. */
+  learnSome(rows: IndexedRows, events?: EventRows): void {
+    if (Array.isArray(rows)) for (const [index, row] of rows) this.take(index - 1, row)
     this.tellEvents(events)
   }
 

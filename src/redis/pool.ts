@@ -127,6 +127,8 @@ class RedisPool {
     byte.toString(16).padStart(2, '0'),
   ).join('')
   private serial = 0
+  /** The change feed's `epoch:version` this replica learned up to (`index-lua.ts`). */
+  private seen = ''
   private readonly link: RedisLink
   private readonly commands: PoolCommands
   private readonly known: KnownKeys
@@ -137,7 +139,7 @@ class RedisPool {
   private readonly waiters: RedisWaiter[] = []
   /** The outage in progress, if any. */
   private fallback: Fallback | undefined
-  private seeded: boolean
+  private started = false
   /** A seed or resync in progress: operations wait for it. */
   private gate: Promise<void> | undefined
   private probing = false
@@ -157,7 +159,6 @@ class RedisPool {
       () => !this.closed && this.fallback === undefined,
       (error) => this.degrade(this.link.asUnavailable(error, 'renew')),
     )
-    this.seeded = settings.memoryOptions.initialState === undefined
   }
 
   get degraded(): boolean {
@@ -255,12 +256,17 @@ class RedisPool {
   private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
     const id = this.nextId()
     try {
-      const [verdict, now, rows, events] = await this.commands.acquire(
-        id,
-        options.exclude,
-        tokensOf(options.cost, this.settings.config.selection),
-      )
-      this.known.learnAll(rows, events)
+      const need = tokensOf(options.cost, this.settings.config.selection)
+      let reply = await this.commands.acquire(id, options.exclude, need, this.seen)
+      if (reply[0][0] === 'index') {
+        const [, events] = await this.commands.index()
+        this.known.learnSome([], events)
+        reply = await this.commands.acquire(id, options.exclude, need, this.seen)
+      }
+      const [verdict, now, rows, events, seen] = reply
+      this.known.learnSome(rows, events)
+      this.seen = seen
+      if (verdict[0] === 'index') throw new Error('the key index of the pool keeps changing')
       if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)
       const lease = this.open(verdict[1] - 1, id, true, {
         gen: verdict[2],
@@ -306,11 +312,23 @@ class RedisPool {
   }
 
   private async ready(): Promise<void> {
-    if (!this.seeded) {
-      this.seeded = true
-      this.track(this.seed())
+    if (!this.started) {
+      this.started = true
+      this.track(this.start())
     }
     if (this.gate !== undefined) await this.gate
+  }
+
+  /** The first call: `initialState` written, then the index checked (built if missing). */
+  private async start(): Promise<void> {
+    if (this.settings.memoryOptions.initialState !== undefined) await this.seed()
+    if (this.fallback !== undefined) return
+    try {
+      const [, events] = await this.commands.index(true)
+      this.known.learnSome([], events)
+    } catch (error) {
+      this.degrade(this.link.asUnavailable(error, 'seed'))
+    }
   }
 
   /** Writes `initialState` for the keys Redis does not know yet. */

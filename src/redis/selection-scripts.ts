@@ -108,17 +108,19 @@ local function nextDraw(seed)
   return math.fmod(seed * 48271, 2147483647)
 end
 
--- fastest(): power of two choices on expected latency times (open leases + 1).
-local function fastest(keys, usable, now, cfg, cursorKey)
-  if #usable == 1 then return usable[1] end
+-- fastest(): the two draws (0-based positions among count usable keys), power of two choices.
+local function fastestDraw(count, cursorKey)
   local seed = nextDraw(tonumber(redis.call('GET', cursorKey)) or 1)
-  local first = math.fmod(seed, #usable)
+  local first = math.fmod(seed, count)
   seed = nextDraw(seed)
-  local second = math.fmod(first + 1 + math.fmod(seed, #usable - 1), #usable)
+  local second = math.fmod(first + 1 + math.fmod(seed, count - 1), count)
   redis.call('SET', cursorKey, num(seed))
-  local a, b = usable[first + 1], usable[second + 1]
-  local function cost(i)
-    local s = keys[i]
+  return {first, second}
+end
+
+-- fastest(): whether b's expected latency times (open leases + 1) is below a's.
+local function fasterThan(b, a, now, cfg)
+  local function cost(s)
     local expected = 0
     local age = math.max(0, now - s.latAt)
     if s.lat ~= nil and age < ${latencyForgetHalfLives} * cfg.latencyHalfLifeMs then
@@ -126,8 +128,7 @@ local function fastest(keys, usable, now, cfg, cursorKey)
     end
     return expected * (s.inflight + 1)
   end
-  if cost(b) < cost(a) then return b end
-  return a
+  return cost(b) < cost(a)
 end
 
 local function given(x)

@@ -13,6 +13,7 @@ import { positiveMilliseconds as duration, rejectUnknownKeys } from '../options.
 import { type RedisKeyPoolOptions, redisKeyPoolDefaults, redisOptionKeys } from './options.js'
 import {
   commandNames,
+  fingerprint,
   type Known,
   type OutcomeKind,
   type ScriptClient,
@@ -75,6 +76,17 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
   const redisKeys = ids.map((id) => [`${tag}:s:${id}`, `${tag}:l:${id}`, `${tag}:d:${id}`])
   const allKeys = redisKeys.flat()
   const cursorKey = `${tag}:cursor`
+  // The index (index-lua.ts): members sort by index; its fingerprint names what it was built for.
+  const members = ids.map((id, index) => `${String(index + 1).padStart(6, '0')}:${id}`)
+  const indexKeys = ['m', 'free', 'wake', 'exp', 'cursor'].map((name) => `${tag}:${name}`)
+  const indexList = JSON.stringify(
+    perKeyArgs.map(([limit, weight], index) => [
+      ids[index],
+      limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
+      weight ?? 1,
+    ]),
+  )
+  const indexFingerprint = fingerprint(`${config.selection}\n${indexList}`)
   const localNow = now ?? Date.now
   const clockArg = () => (now === undefined ? '-1' : String(now()))
   const d = redisKeyPoolDefaults
@@ -118,6 +130,10 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
     redisKeys,
     allKeys,
     cursorKey,
+    members,
+    indexKeys,
+    indexList,
+    indexFingerprint,
     localNow,
     clockArg,
     scriptConfig,

@@ -143,15 +143,22 @@ local function place(s, now, cfg, M)
   else
     redis.call('ZADD', rk('wake'), num(t), m)
   end
-  -- The change feed: other replicas learn this row on their next acquire.
-  local v = redis.call('HINCRBY', rk('m'), 'V', 1)
-  redis.call('ZADD', rk('chg'), v, m)
-  redis.call('HSET', rk('rows'), m, cjson.encode(view(s, s.inflight)))
+  -- The change feed: other replicas learn the key's health (not its lease counts, which
+  -- stats() reads) on their next acquire.
+  local health = view(s, 0)
+  health[7] = 0
+  local row = cjson.encode(health)
+  if redis.call('HGET', rk('rows'), m) ~= row then
+    local v = redis.call('HINCRBY', rk('m'), 'V', 1)
+    redis.call('ZADD', rk('chg'), v, m)
+    redis.call('HSET', rk('rows'), m, row)
+  end
 end
 
--- The rows changed after version \`since\` of epoch \`epoch\` (all rows from the start when the
--- index was rebuilt since), at most 128, oldest first: JSON texts \`[index,row]\`, and the
--- \`epoch:version\` to ask from next.
+-- The rows whose health changed after version \`since\` of epoch \`epoch\` (all rows from the
+-- start when the index was rebuilt since), at most 128, oldest first: JSON texts
+-- \`[index,row]\` (lease counts 0: not part of the feed), and the \`epoch:version\` to ask from
+-- next.
 local function feed(sinceArg)
   local v = redis.call('HMGET', rk('m'), 'epoch', 'V')
   local epoch = v[1] or ''

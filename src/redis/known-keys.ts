@@ -34,9 +34,9 @@ export class KnownKeys {
     this.tellEvents(events)
   }
 
-  /** Takes in what a script answered of the keys it touched, and tells what it changed. */
+  /** Takes in the health of the keys whose health changed (the change feed), and the events. */
   learnSome(rows: IndexedRows, events?: EventRows): void {
-    if (Array.isArray(rows)) for (const [index, row] of rows) this.take(index - 1, row)
+    if (Array.isArray(rows)) for (const [index, row] of rows) this.take(index - 1, row, false)
     this.tellEvents(events)
   }
 
@@ -63,7 +63,7 @@ export class KnownKeys {
     }
   }
 
-  private take(index: number, row: Row): void {
+  private take(index: number, row: Row, withCounts = true): void {
     const state = this.states[index]
     if (state === undefined) return
     state.disabled = row[0] === 1
@@ -71,7 +71,7 @@ export class KnownKeys {
     state.failures = row[2]
     state.circuit = row[3]
     state.circuitUntil = Number(row[4])
-    state.leases = row[6]
+    if (withCounts) state.leases = row[6]
     state.disabledUntil = Number(row[7])
     const counts = row[8]
     if (counts !== undefined) {

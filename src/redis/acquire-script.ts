@@ -96,58 +96,82 @@ elseif sel == 'fastest' then
     local a, b = nth(picks[1]), nth(picks[2])
     if fasterThan(touch(b), touch(a), now, cfg) then chosen = b else chosen = a end
   end
-elseif sel == 'weighted' then
-  -- Smooth weighted round-robin: running weight = offset + weight * G (see index-lua.ts).
+else
+  -- weighted, headroom: smooth weighted round-robin over the weight classes (index-lua.ts).
   local G = M.G + 1
-  local best, bestValue, bestWeight
-  for _, w in ipairs(M.classes) do
-    local wk = rk('wc:' .. w)
-    local offset = 0
-    local found = nil
-    while found == nil do
-      local got = redis.call('ZRANGE', wk, offset, offset + 7, 'WITHSCORES')
-      for j = 1, #got, 2 do
-        if not excluded[got[j]] then
-          found = { got[j], tonumber(got[j + 1]) }
-          break
+  local classes = redis.call('HKEYS', rk('cn'))
+  local skipped = {}
+  local best, bestWeight
+  for _ = 1, 16 do
+    local bestValue
+    best, bestWeight = nil, nil
+    for _, w in ipairs(classes) do
+      local wk = rk('wc:' .. w)
+      local offset = 0
+      local found = nil
+      while found == nil do
+        local got = redis.call('ZRANGE', wk, offset, offset + 7, 'WITHSCORES')
+        for j = 1, #got, 2 do
+          if not excluded[got[j]] and not skipped[got[j]] then
+            found = { got[j], tonumber(got[j + 1]) }
+            break
+          end
+        end
+        if #got < 16 then break end
+        offset = offset + 8
+      end
+      if found then
+        local value = -found[2] + tonumber(w) * G
+        if best == nil or value > bestValue or (value == bestValue and found[1] < best) then
+          best, bestValue, bestWeight = found[1], value, w
         end
       end
-      if #got < 16 then break end
-      offset = offset + 8
     end
-    if found then
-      local value = -found[2] + tonumber(w) * G
-      if best == nil or value > bestValue or (value == bestValue and found[1] < best) then
-        best, bestValue, bestWeight = found[1], value, w
-      end
-    end
+    if best == nil or sel ~= 'headroom' then break end
+    -- A key lacking the tokens this request needs is passed over for this pick.
+    local _, out = headroomOf(touch(best), need)
+    if not out then break end
+    skipped[best] = true
+    best = nil
   end
   if best then
     local total = M.W
-    for m in pairs(excluded) do
-      if redis.call('ZSCORE', fk, m) then
-        local s = touch(m)
-        redis.call('ZINCRBY', rk('wc:' .. num(s.weight)), num(s.weight), m)
-        total = total - s.weight
+    local function pass(m)
+      local w = tonumber(redis.call('HGET', rk('hw'), m))
+      if w then
+        redis.call('ZINCRBY', rk('wc:' .. num(w)), num(w), m)
+        total = total - w
       end
     end
+    for m in pairs(excluded) do pass(m) end
+    for m in pairs(skipped) do pass(m) end
     redis.call('ZINCRBY', rk('wc:' .. bestWeight), num(total), best)
     redis.call('HSET', rk('m'), 'G', num(G))
+    M.G = G
     chosen = best
-  end
-else
-  -- headroom: every free key's predicted budget is read (see docs: its cost grows with them).
-  local keys, usable = {}, {}
-  for _, m in ipairs(redis.call('ZRANGE', fk, 0, -1)) do
-    if not excluded[m] then
-      local s = touch(m)
-      keys[s.idx] = s
-      usable[#usable + 1] = s.idx
+  elseif sel == 'headroom' then
+    -- Every free key is predicted out: the one that refills first serves.
+    local at = math.huge
+    local function consider(m, refill)
+      if chosen == nil or refill < at or (refill == at and m < chosen) then
+        chosen, at = m, refill
+      end
     end
-  end
-  if #usable > 0 then
-    local i = byHeadroom(keys, usable, need)
-    chosen = member(i, keys[i].id)
+    for m in pairs(skipped) do consider(m, refillAt(touch(m))) end
+    local offset = 0
+    while true do
+      local got = redis.call('ZRANGE', rk('out'), offset, offset + 7, 'WITHSCORES')
+      local found = false
+      for j = 1, #got, 2 do
+        if not excluded[got[j]] then
+          consider(got[j], tonumber(got[j + 1]))
+          found = true
+          break
+        end
+      end
+      if found or #got < 16 then break end
+      offset = offset + 8
+    end
   end
 end
 
@@ -232,37 +256,28 @@ if ARGV[7] == '1' and old ~= nil and old.fp == ARGV[3] then return cjson.encode(
 local G = 0
 if old ~= nil then G = old.G end
 -- Running weights held as offsets go back into their keys' hashes.
-for _, m in ipairs(redis.call('ZRANGE', rk('all'), 0, -1)) do
-  if old ~= nil and old.sel == 'weighted' then
-    local limits = redis.call('HGET', rk('c'), m) or '-1,1'
-    local w = string.sub(limits, string.find(limits, ',', 1, true) + 1)
-    local score = redis.call('ZSCORE', rk('wc:' .. w), m)
-    if score then
-      local sk = TAG .. ':s:' .. idOf(m)
-      redis.call('HSET', sk, 'cw', num(-tonumber(score) + tonumber(w) * G))
-    end
+local drop = {rk('free'), rk('wake'), rk('exp'), rk('all'), rk('c'), rk('chg'), rk('rows'),
+  rk('hw'), rk('cn'), rk('out')}
+for _, w in ipairs(redis.call('HKEYS', rk('cn'))) do drop[#drop + 1] = rk('wc:' .. w) end
+local held = redis.call('HGETALL', rk('hw'))
+for j = 1, #held, 2 do
+  local m, w = held[j], tonumber(held[j + 1])
+  local score = redis.call('ZSCORE', rk('wc:' .. num(w)), m)
+  if score then
+    redis.call('HSET', TAG .. ':s:' .. idOf(m), 'cw', num(-tonumber(score) + w * G))
   end
 end
-local drop = {rk('free'), rk('wake'), rk('exp'), rk('all'), rk('c')}
-if old ~= nil then
-  for _, w in ipairs(old.classes) do drop[#drop + 1] = rk('wc:' .. w) end
-end
-redis.call('DEL', rk('chg'), rk('rows'), unpack(drop))
-local classes, seen = {}, {}
+redis.call('DEL', unpack(drop))
 for i, k in ipairs(list) do
   local m = member(i, k[1])
   redis.call('ZADD', rk('all'), i, m)
   redis.call('HSET', rk('c'), m, num(k[2]) .. ',' .. num(k[3]))
-  if not seen[num(k[3])] then
-    seen[num(k[3])] = true
-    classes[#classes + 1] = num(k[3])
-  end
   local leases = redis.call('ZRANGE', TAG .. ':l:' .. k[1], 0, -1, 'WITHSCORES')
   for j = 1, #leases, 2 do redis.call('ZADD', rk('exp'), leases[j + 1], m .. '|' .. leases[j]) end
 end
 local t = redis.call('TIME')
 redis.call('HSET', rk('m'), 'epoch', t[1] .. '.' .. t[2], 'V', 0, 'fp', ARGV[3], 'sel', ARGV[4], 'G', num(G), 'W', '0', 'n', #list,
-  'classes', cjson.encode(classes), 'cfg', ARGV[5])
+  'cfg', ARGV[5])
 local M = meta()
 local events = {}
 for i, k in ipairs(list) do place(evaluate(i, k[1], now, cfg, events), now, cfg, M) end

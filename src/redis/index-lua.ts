@@ -37,10 +37,10 @@ local function indexOf(m) return tonumber(string.sub(m, 1, 6)) end
 local function leaseOf(e) return string.match(e, '^(.*)|[^|]*$') end
 
 local function meta()
-  local v = redis.call('HMGET', rk('m'), 'fp', 'sel', 'G', 'W', 'n', 'classes', 'cfg')
+  local v = redis.call('HMGET', rk('m'), 'fp', 'sel', 'G', 'W', 'n', 'cfg')
   if not v[1] then return nil end
   return { fp = v[1], sel = v[2], G = tonumber(v[3]) or 0, W = tonumber(v[4]) or 0,
-    n = tonumber(v[5]) or 0, classes = cjson.decode(v[6] or '[]'), cfg = cjson.decode(v[7]) }
+    n = tonumber(v[5]) or 0, cfg = cjson.decode(v[6]) }
 end
 
 -- One key's state, its open leases (the expired ones dropped), its cap and weight.
@@ -109,6 +109,26 @@ local function wakeAt(s, now, cfg)
   return t
 end
 
+-- When an out key's budgets refill: the later of their resets.
+local function refillAt(s)
+  return math.max(s.rb and s.rb.untilMs or 0, s.tb and s.tb.untilMs or 0)
+end
+
+-- headroom: the weight class of a free key (a power of two at or below its predicted
+-- requests, or its predicted tokens / 1000 when it stated only tokens; 2^20 when it stated
+-- nothing), or nil when it is predicted out for any request.
+local function headroomClass(s)
+  local requests = predicted(s.rb, s.sr)
+  local tokens = predicted(s.tb, s.st)
+  if (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < 1) then return nil end
+  local score = requests
+  if score == nil and tokens ~= nil then score = tokens / 1000 end
+  if score == nil then return 1048576 end
+  local w = 1
+  while w < 1048576 and w * 2 <= score do w = w * 2 end
+  return w
+end
+
 -- Puts an evaluated key where its state says: in or out of the free set, and its wake time.
 local function place(s, now, cfg, M)
   if M == nil then return end
@@ -123,19 +143,38 @@ local function place(s, now, cfg, M)
   elseif was then
     redis.call('ZREM', fk, m)
   end
-  if M.sel == 'weighted' and free ~= was then
-    local wk = rk('wc:' .. num(s.weight))
+  if M.sel == 'weighted' or M.sel == 'headroom' then
+    local w = nil
     if free then
-      redis.call('ZADD', wk, num(s.weight * M.G - s.cw), m)
-      M.W = M.W + s.weight
-    else
-      local offset = -tonumber(redis.call('ZSCORE', wk, m) or 0)
-      s.cw = offset + s.weight * M.G
-      redis.call('HSET', s.stateKey, 'cw', num(s.cw))
-      redis.call('ZREM', wk, m)
-      M.W = M.W - s.weight
+      if M.sel == 'weighted' then w = s.weight else w = headroomClass(s) end
     end
-    redis.call('HSET', rk('m'), 'W', num(M.W))
+    local old = tonumber(redis.call('HGET', rk('hw'), m))
+    if w ~= old then
+      if old ~= nil then
+        local wk = rk('wc:' .. num(old))
+        s.cw = -tonumber(redis.call('ZSCORE', wk, m)) + old * M.G
+        redis.call('ZREM', wk, m)
+        M.W = M.W - old
+        if redis.call('HINCRBY', rk('cn'), num(old), -1) <= 0 then
+          redis.call('HDEL', rk('cn'), num(old))
+        end
+      end
+      if w ~= nil then
+        redis.call('ZADD', rk('wc:' .. num(w)), num(w * M.G - s.cw), m)
+        redis.call('HSET', rk('hw'), m, num(w))
+        redis.call('HINCRBY', rk('cn'), num(w), 1)
+        M.W = M.W + w
+      else
+        redis.call('HDEL', rk('hw'), m)
+        redis.call('HSET', s.stateKey, 'cw', num(s.cw))
+      end
+      redis.call('HSET', rk('m'), 'W', num(M.W))
+    end
+    if M.sel == 'headroom' and free and w == nil then
+      redis.call('ZADD', rk('out'), num(refillAt(s)), m)
+    elseif M.sel == 'headroom' then
+      redis.call('ZREM', rk('out'), m)
+    end
   end
   local t = wakeAt(s, now, cfg)
   if t == math.huge then

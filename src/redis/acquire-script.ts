@@ -10,11 +10,12 @@
  * KEYS: the index's meta, free, wake, exp and cursor keys (`index-lua.ts`).
  * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), tokens needed,
  * the `{prefix}` tag, the index fingerprint, excluded members (JSON), the change feed's
- * `epoch:version` this replica saw last.
+ * `epoch:version` this replica saw last, the acquire's waitMs, 1 to send to a key predicted
+ * out rather than answer busy (headroom: the caller's wait for the first refill ended).
  * Returns `[['index']]` when the index must be (re)built first, else
  * `[[verdict, ...detail], now, [[index, row], ...] changed since, events, epoch:version]`:
  * `['leased', index, generation, probe, requests spent, tokens spent]`,
- * `['busy', retryInMs or -1]`, `['cooling', retryInMs, rateLimited]` or
+ * `['busy', retryInMs or -1, refillInMs when every free key is predicted out]`, `['cooling', retryInMs, rateLimited]` or
  * `['unavailable', reason, rejected indexes]`.
  */
 export const acquireBody = `
@@ -64,7 +65,7 @@ local function firstIn(lo, hi)
   end
 end
 
-local chosen
+local chosen, refillAtChosen
 if sel == 'round-robin' or sel == 'least-inflight' then
   -- Round-robin order from the cursor; least-inflight takes the least busy in that order.
   local cursor = tonumber(redis.call('GET', rk('cursor'))) or 0
@@ -100,39 +101,36 @@ else
   -- weighted, headroom: smooth weighted round-robin over the weight classes (index-lua.ts).
   local G = M.G + 1
   local classes = redis.call('HKEYS', rk('cn'))
+  -- headroom: candidates short of the tokens this request needs are passed over (out).
   local skipped = {}
-  local best, bestWeight
-  for _ = 1, 16 do
-    local bestValue
-    best, bestWeight = nil, nil
-    for _, w in ipairs(classes) do
-      local wk = rk('wc:' .. w)
-      local offset = 0
-      local found = nil
-      while found == nil do
-        local got = redis.call('ZRANGE', wk, offset, offset + 7, 'WITHSCORES')
-        for j = 1, #got, 2 do
-          if not excluded[got[j]] and not skipped[got[j]] then
-            found = { got[j], tonumber(got[j + 1]) }
-            break
-          end
+  if sel == 'headroom' then
+    local short = redis.call('ZRANGEBYSCORE', rk('tk'), '-inf', '(' .. num(math.max(need, 1)))
+    for _, m in ipairs(short) do
+      if not excluded[m] then skipped[m] = true end
+    end
+  end
+  local best, bestWeight, bestValue
+  for _, w in ipairs(classes) do
+    local wk = rk('wc:' .. w)
+    local offset = 0
+    local found = nil
+    while found == nil do
+      local got = redis.call('ZRANGE', wk, offset, offset + 7, 'WITHSCORES')
+      for j = 1, #got, 2 do
+        if not excluded[got[j]] and not skipped[got[j]] then
+          found = { got[j], tonumber(got[j + 1]) }
+          break
         end
-        if #got < 16 then break end
-        offset = offset + 8
       end
-      if found then
-        local value = -found[2] + tonumber(w) * G
-        if best == nil or value > bestValue or (value == bestValue and found[1] < best) then
-          best, bestValue, bestWeight = found[1], value, w
-        end
+      if #got < 16 then break end
+      offset = offset + 8
+    end
+    if found then
+      local value = -found[2] + tonumber(w) * G
+      if best == nil or value > bestValue or (value == bestValue and found[1] < best) then
+        best, bestValue, bestWeight = found[1], value, w
       end
     end
-    if best == nil or sel ~= 'headroom' then break end
-    -- A key lacking the tokens this request needs is passed over for this pick.
-    local _, out = headroomOf(touch(best), need)
-    if not out then break end
-    skipped[best] = true
-    best = nil
   end
   if best then
     local total = M.W
@@ -150,7 +148,7 @@ else
     M.G = G
     chosen = best
   elseif sel == 'headroom' then
-    -- Every free key is predicted out: the one that refills first serves.
+    -- Every free key is predicted out: the one that refills first serves (or is waited for).
     local at = math.huge
     local function consider(m, refill)
       if chosen == nil or refill < at or (refill == at and m < chosen) then
@@ -172,10 +170,51 @@ else
       if found or #got < 16 then break end
       offset = offset + 8
     end
+    if chosen then refillAtChosen = at end
   end
 end
 
+-- Why no key can be leased now, from every key not excluded (this reads the whole pool).
+local function notFree()
+  local why = { busy = false, cooling = false, rateLimited = true, all = true, rejected = {} }
+  for _, m in ipairs(redis.call('ZRANGE', rk('all'), 0, -1)) do
+    local s = touch(m)
+    place(s, now, cfg, M)
+    if not s.disabled then why.all = false end
+    if s.disabled and s.disabledUntil > 0 then why.rejected[#why.rejected + 1] = s.idx end
+    if not excluded[m] and not (s.disabled and s.disabledUntil == 0) then
+      local wait = nil
+      local cooldown = math.max(0, s.cooldownUntil - now)
+      local open = 0
+      if s.circuit == 'open' then open = math.max(0, s.circuitUntil - now) end
+      if s.disabled and s.disabledUntil > now then
+        wait = s.disabledUntil - now
+        why.rateLimited = false
+      elseif cooldown > 0 or open > 0 then
+        wait = math.max(cooldown, open)
+        why.cooling = true
+        if open > 0 then why.rateLimited = false end
+      else
+        why.busy = true
+      end
+      if wait ~= nil and (why.earliest == nil or wait < why.earliest) then why.earliest = wait end
+    end
+  end
+  return why
+end
+
 local verdict
+if refillAtChosen ~= nil then
+  -- headroom, every free key predicted out: answer busy until the first refill, unless the
+  -- caller sends anyway (its wait ended) or cannot wait that long.
+  local refillIn = refillAtChosen - now
+  local waitMs = tonumber(ARGV[11]) or 0
+  if refillIn > 0 and ARGV[12] ~= '1' and not (waitMs > 0 and refillIn > waitMs) then
+    local why = notFree()
+    verdict = {'busy', num(math.min(refillIn, why.earliest or refillIn)), num(refillIn)}
+    chosen = nil
+  end
+end
 if chosen then
   local s = touch(chosen)
   redis.call('ZADD', s.leasesKey, num(now + ttl), leaseId)
@@ -197,39 +236,14 @@ if chosen then
   save(s.stateKey, s)
   place(s, now, cfg, M)
   verdict = {'leased', s.idx, s.gen, probe, num(s.sr), num(s.st)}
-else
-  -- Nothing free: why, from every key (this answer reads the whole pool).
-  local busy, cooling, rateLimited, earliest = false, false, true, nil
-  local all, rejected = true, {}
-  for _, m in ipairs(redis.call('ZRANGE', rk('all'), 0, -1)) do
-    local s = touch(m)
-    place(s, now, cfg, M)
-    if not s.disabled then all = false end
-    if s.disabled and s.disabledUntil > 0 then rejected[#rejected + 1] = s.idx end
-    if not excluded[m] and not (s.disabled and s.disabledUntil == 0) then
-      local wait = nil
-      local cooldown = math.max(0, s.cooldownUntil - now)
-      local open = 0
-      if s.circuit == 'open' then open = math.max(0, s.circuitUntil - now) end
-      if s.disabled and s.disabledUntil > now then
-        wait = s.disabledUntil - now
-        rateLimited = false
-      elseif cooldown > 0 or open > 0 then
-        wait = math.max(cooldown, open)
-        cooling = true
-        if open > 0 then rateLimited = false end
-      else
-        busy = true
-      end
-      if wait ~= nil and (earliest == nil or wait < earliest) then earliest = wait end
-    end
-  end
-  if busy then
-    verdict = {'busy', earliest and num(earliest) or -1}
-  elseif cooling then
-    verdict = {'cooling', num(earliest), rateLimited and 1 or 0}
-  elseif all then
-    verdict = {'unavailable', 'all-disabled', rejected}
+elseif verdict == nil then
+  local why = notFree()
+  if why.busy then
+    verdict = {'busy', why.earliest and num(why.earliest) or -1}
+  elseif why.cooling then
+    verdict = {'cooling', num(why.earliest), why.rateLimited and 1 or 0}
+  elseif why.all then
+    verdict = {'unavailable', 'all-disabled', why.rejected}
   else
     verdict = {'unavailable', 'all-excluded'}
   end
@@ -257,7 +271,7 @@ local G = 0
 if old ~= nil then G = old.G end
 -- Running weights held as offsets go back into their keys' hashes.
 local drop = {rk('free'), rk('wake'), rk('exp'), rk('all'), rk('c'), rk('chg'), rk('rows'),
-  rk('hw'), rk('cn'), rk('out')}
+  rk('hw'), rk('cn'), rk('out'), rk('tk')}
 for _, w in ipairs(redis.call('HKEYS', rk('cn'))) do drop[#drop + 1] = rk('wc:' .. w) end
 local held = redis.call('HGETALL', rk('hw'))
 for j = 1, #held, 2 do

@@ -31,7 +31,12 @@ export class PoolCommands {
       operation,
       'sync',
       [`${tag}:g:${syncId}`, ...allKeys],
-      [clockArg(), config.leaseTtlMs, JSON.stringify(payload), this.settings.indexKeys[0]],
+      [
+        clockArg(),
+        config.leaseTtlMs,
+        JSON.stringify(payload),
+        this.settings.indexKeys[0] as string,
+      ],
     )
   }
 
@@ -67,6 +72,8 @@ export class PoolCommands {
     exclude: ReadonlySet<string> | undefined,
     need: number,
     seen: string,
+    waitMs: number,
+    sendAnyway: boolean,
   ): Promise<AcquireReply> {
     const { tag, indexKeys, clockArg, config, configJson, indexFingerprint, indexOf, members } =
       this.settings
@@ -88,6 +95,8 @@ export class PoolCommands {
       indexFingerprint,
       JSON.stringify(excluded),
       seen,
+      waitMs,
+      sendAnyway ? 1 : 0,
     ])
   }
 

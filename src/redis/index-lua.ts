@@ -175,6 +175,13 @@ local function place(s, now, cfg, M)
     elseif M.sel == 'headroom' then
       redis.call('ZREM', rk('out'), m)
     end
+    -- headroom: the candidates' predicted tokens, so a pick finds those short of its need.
+    local tokens = predicted(s.tb, s.st)
+    if M.sel == 'headroom' and w ~= nil and tokens ~= nil then
+      redis.call('ZADD', rk('tk'), num(tokens), m)
+    elseif M.sel == 'headroom' then
+      redis.call('ZREM', rk('tk'), m)
+    end
   end
   local t = wakeAt(s, now, cfg)
   if t == math.huge then

@@ -34,11 +34,15 @@ import {
   type Fallback,
   maxAbandoned,
   type OpenLease,
+  refillInOf,
   refusalOf,
   seedPayload,
 } from './replies.js'
 import { type PoolSettings, settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
+
+/** Refusals of the local pool during an outage: it waited already, as the caller asked. */
+const servedLocally = new WeakSet<AcquireResult>()
 
 /**
  * Creates a {@link "stream-boundary"!KeyPool | KeyPool} whose state lives in Redis, shared by
@@ -176,11 +180,18 @@ class RedisPool {
         ? waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
         : { kind: 'busy', retryInMs: undefined }
     }
-    const result = await this.acquireOnce(options)
-    if (result.kind !== 'busy' || !(waitMs > 0)) return result
+    const result = await this.acquireOnce(options, false)
+    if (result.kind !== 'busy' || !(waitMs > 0) || servedLocally.has(result)) return result
     // Aborted while Redis answered: do not start waiting.
     if (signal?.aborted) throw signal.reason
-    return waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
+    // headroom, every free key predicted out: wait no longer than the first refill.
+    const refillIn = refillInOf.get(result)
+    return waitForSlot(
+      this.waiters,
+      this.acquireOnce,
+      options,
+      Math.min(waitMs, refillIn ?? waitMs),
+    )
   }
 
   async setDisabled(id: string, disabled: boolean): Promise<void> {
@@ -244,24 +255,32 @@ class RedisPool {
   }
 
   /** One answer, from Redis or (while it is down) from the local fallback. */
-  private readonly acquireOnce = async (options: AcquireOptions): Promise<AcquireResult> => {
+  private readonly acquireOnce = async (
+    options: AcquireOptions,
+    sendAnyway: boolean,
+  ): Promise<AcquireResult> => {
     await this.ready()
     return await this.viaRedis(
       'acquire',
-      () => this.acquireRemotely(options),
-      (current) => this.acquireLocally(current, options),
+      () => this.acquireRemotely(options, sendAnyway),
+      (current) => this.acquireLocally(current, options, sendAnyway),
     )
   }
 
-  private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
+  private async acquireRemotely(
+    options: AcquireOptions,
+    sendAnyway: boolean,
+  ): Promise<AcquireResult> {
     const id = this.nextId()
     try {
       const need = tokensOf(options.cost, this.settings.config.selection)
-      let reply = await this.commands.acquire(id, options.exclude, need, this.seen)
+      const ask = () =>
+        this.commands.acquire(id, options.exclude, need, this.seen, options.waitMs ?? 0, sendAnyway)
+      let reply = await ask()
       if (reply[0][0] === 'index') {
         const [, events] = await this.commands.index()
         this.known.learnSome([], events)
-        reply = await this.commands.acquire(id, options.exclude, need, this.seen)
+        reply = await ask()
       }
       const [verdict, now, rows, events, seen] = reply
       this.known.learnSome(rows, events)
@@ -284,9 +303,28 @@ class RedisPool {
     }
   }
 
-  private async acquireLocally(current: Fallback, options: AcquireOptions): Promise<AcquireResult> {
-    const result = await current.pool.acquire({ exclude: options.exclude, cost: options.cost })
-    if (result.kind !== 'leased') return result
+  /**
+   * During an outage the local pool decides, and waits as a memory pool does (its own queue,
+   * served by this replica's reports); its refusal is final. `sendAnyway`: the wait is over,
+   * so a headroom pick sends to the key that refills first.
+   */
+  private async acquireLocally(
+    current: Fallback,
+    options: AcquireOptions,
+    sendAnyway: boolean,
+  ): Promise<AcquireResult> {
+    const { exclude, cost, signal } = options
+    const result = await current.pool.acquire({
+      exclude,
+      cost,
+      ...(signal === undefined ? {} : { signal }),
+      // The smallest wait: a key predicted out serves at once.
+      waitMs: sendAnyway ? Number.MIN_VALUE : (options.waitMs ?? 0),
+    })
+    if (result.kind !== 'leased') {
+      servedLocally.add(result)
+      return result
+    }
     const index = this.settings.indexOf.get(result.lease.keyId) ?? 0
     const lease = this.open(
       index,

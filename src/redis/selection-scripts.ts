@@ -13,7 +13,13 @@
  * @module
  */
 
-import { latencyAlpha, latencyForgetHalfLives, minHeadroomShare } from '../key-pool/selection.js'
+import { latencyAlpha, latencyForgetHalfLives } from '../key-pool/selection.js'
+
+/**
+ * `fastest`: what each open lease adds to a key's expected latency (`fastestInflightPenalty`
+ * of the memory pool's selection, issue 55 item 4; a power of two, so Lua agrees bit for bit).
+ */
+const fastestInflightPenalty = 0.125
 
 /** Lua functions, defined after `num`, before `load` and `record`. */
 export const selectionLua = `
@@ -59,51 +65,6 @@ local function headroomOf(s, need)
   return score, out
 end
 
--- smoothWeighted(): the largest running weight wins and pays the total.
-local function smoothWeighted(keys, candidates, weightOf)
-  local total = 0
-  local best = candidates[1]
-  for _, i in ipairs(candidates) do
-    local w = weightOf(i)
-    keys[i].cw = keys[i].cw + w
-    total = total + w
-    if keys[i].cw > keys[best].cw then best = i end
-  end
-  keys[best].cw = keys[best].cw - total
-  for _, i in ipairs(candidates) do
-    if i ~= best then redis.call('HSET', keys[i].stateKey, 'cw', num(keys[i].cw)) end
-  end
-  return best
-end
-
--- byHeadroom(): shares in proportion to predicted headroom; out keys are passed over.
-local function byHeadroom(keys, usable, need)
-  local room, scores = {}, {}
-  local best = 0
-  local refillsFirst, refillAt = nil, math.huge
-  for _, i in ipairs(usable) do
-    local score, out = headroomOf(keys[i], need)
-    if not out then
-      room[#room + 1] = i
-      scores[i] = score
-      if score ~= math.huge and score > best then best = score end
-    else
-      local s = keys[i]
-      local at = math.max(s.rb and s.rb.untilMs or 0, s.tb and s.tb.untilMs or 0)
-      if at < refillAt then
-        refillAt = at
-        refillsFirst = i
-      end
-    end
-  end
-  if #room == 0 then return refillsFirst or usable[1] end
-  return smoothWeighted(keys, room, function(i)
-    local score = scores[i]
-    if score == math.huge or best == 0 then return 1 end
-    return math.max(score / best, ${minHeadroomShare})
-  end)
-end
-
 local function nextDraw(seed)
   return math.fmod(seed * 48271, 2147483647)
 end
@@ -118,7 +79,8 @@ local function fastestDraw(count, cursorKey)
   return {first, second}
 end
 
--- fastest(): whether b's expected latency times (open leases + 1) is below a's.
+-- fastest(): whether b's expected latency times (1 + open leases / 8) is below a's, or
+-- equal with fewer open leases.
 local function fasterThan(b, a, now, cfg)
   local function cost(s)
     local expected = 0
@@ -126,9 +88,10 @@ local function fasterThan(b, a, now, cfg)
     if s.lat ~= nil and age < ${latencyForgetHalfLives} * cfg.latencyHalfLifeMs then
       expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + age)
     end
-    return expected * (s.inflight + 1)
+    return expected * (1 + s.inflight * ${fastestInflightPenalty})
   end
-  return cost(b) < cost(a)
+  local cb, ca = cost(b), cost(a)
+  return cb < ca or (cb == ca and b.inflight < a.inflight)
 end
 
 local function given(x)

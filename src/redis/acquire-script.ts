@@ -10,12 +10,11 @@
  * KEYS: the index's meta, free, wake, exp and cursor keys (`index-lua.ts`).
  * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), tokens needed,
  * the `{prefix}` tag, the index fingerprint, excluded members (JSON), the change feed's
- * `epoch:version` this replica saw last, the acquire's waitMs, 1 to send to a key predicted
- * out rather than answer busy (headroom: the caller's wait for the first refill ended).
+ * `epoch:version` this replica saw last.
  * Returns `[['index']]` when the index must be (re)built first, else
  * `[[verdict, ...detail], now, [[index, row], ...] changed since, events, epoch:version]`:
  * `['leased', index, generation, probe, requests spent, tokens spent]`,
- * `['busy', retryInMs or -1, refillInMs when every free key is predicted out]`, `['cooling', retryInMs, rateLimited]` or
+ * `['busy', retryInMs or -1]` (headroom: until the first refill when every free key is predicted out), `['cooling', retryInMs, rateLimited]` or
  * `['unavailable', reason, rejected indexes]`.
  */
 export const acquireBody = `
@@ -27,6 +26,7 @@ local need = tonumber(ARGV[6])
 TAG = ARGV[7]
 local M = meta()
 if M == nil or M.fp ~= ARGV[8] then return cjson.encode({{'index'}}) end
+redis.call('HSET', rk('m'), 'looked', num(now))
 local sel = M.sel
 local excluded = {}
 for _, m in ipairs(cjson.decode(ARGV[9])) do excluded[m] = true end
@@ -204,16 +204,10 @@ local function notFree()
 end
 
 local verdict
-if refillAtChosen ~= nil then
-  -- headroom, every free key predicted out: answer busy until the first refill, unless the
-  -- caller sends anyway (its wait ended) or cannot wait that long.
-  local refillIn = refillAtChosen - now
-  local waitMs = tonumber(ARGV[11]) or 0
-  if refillIn > 0 and ARGV[12] ~= '1' and not (waitMs > 0 and refillIn > waitMs) then
-    local why = notFree()
-    verdict = {'busy', num(math.min(refillIn, why.earliest or refillIn)), num(refillIn)}
-    chosen = nil
-  end
+if refillAtChosen ~= nil and refillAtChosen > now then
+  -- headroom, every free key predicted out: busy until the first refill, never sent to.
+  verdict = {'busy', num(refillAtChosen - now)}
+  chosen = nil
 end
 if chosen then
   local s = touch(chosen)

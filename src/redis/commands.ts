@@ -72,8 +72,6 @@ export class PoolCommands {
     exclude: ReadonlySet<string> | undefined,
     need: number,
     seen: string,
-    waitMs: number,
-    sendAnyway: boolean,
   ): Promise<AcquireReply> {
     const { tag, indexKeys, clockArg, config, configJson, indexFingerprint, indexOf, members } =
       this.settings
@@ -95,8 +93,6 @@ export class PoolCommands {
       indexFingerprint,
       JSON.stringify(excluded),
       seen,
-      waitMs,
-      sendAnyway ? 1 : 0,
     ])
   }
 
@@ -123,6 +119,7 @@ export class PoolCommands {
       lease.gen,
       headroomArg(headroom, lease.spent),
       ...this.keyArgs(index),
+      lease.spent[0],
     ])
   }
 

@@ -75,7 +75,7 @@ local function evaluate(i, id, now, cfg, events)
     changed = true
   end
   if refresh(s, now, cfg, events, i) then changed = true end
-  if forgetPastBudgets(s, now) then changed = true end
+  if forgetPastBudgets(s, now, cfg.headroomHorizonMs) then changed = true end
   if changed then save(sk, s) end
   return s
 end
@@ -106,11 +106,13 @@ local function wakeAt(s, now, cfg)
   end
   if s.rb ~= nil then consider(s.rb.untilMs) end
   if s.tb ~= nil then consider(s.tb.untilMs) end
+  if s.rp ~= nil then consider(s.rpu) end
   return t
 end
 
 -- When an out key's budgets refill: the later of their resets.
 local function refillAt(s)
+  if probing(s) then return s.rpu end
   return math.max(s.rb and s.rb.untilMs or 0, s.tb and s.tb.untilMs or 0)
 end
 
@@ -118,6 +120,7 @@ end
 -- requests, or its predicted tokens / 1000 when it stated only tokens; 2^20 when it stated
 -- nothing), or nil when it is predicted out for any request.
 local function headroomClass(s)
+  if probing(s) then return nil end
   local requests = predicted(s.rb, s.sr)
   local tokens = predicted(s.tb, s.st)
   if (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < 1) then return nil end

@@ -34,7 +34,6 @@ import {
   type Fallback,
   maxAbandoned,
   type OpenLease,
-  refillInOf,
   refusalOf,
   seedPayload,
 } from './replies.js'
@@ -180,18 +179,12 @@ class RedisPool {
         ? waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
         : { kind: 'busy', retryInMs: undefined }
     }
-    const result = await this.acquireOnce(options, false)
+    const result = await this.acquireOnce(options)
     if (result.kind !== 'busy' || !(waitMs > 0) || servedLocally.has(result)) return result
     // Aborted while Redis answered: do not start waiting.
     if (signal?.aborted) throw signal.reason
-    // headroom, every free key predicted out: wait no longer than the first refill.
-    const refillIn = refillInOf.get(result)
-    return waitForSlot(
-      this.waiters,
-      this.acquireOnce,
-      options,
-      Math.min(waitMs, refillIn ?? waitMs),
-    )
+    // At the cap, or (headroom) every free key predicted out: the poll sees the refill.
+    return waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
   }
 
   async setDisabled(id: string, disabled: boolean): Promise<void> {
@@ -255,27 +248,20 @@ class RedisPool {
   }
 
   /** One answer, from Redis or (while it is down) from the local fallback. */
-  private readonly acquireOnce = async (
-    options: AcquireOptions,
-    sendAnyway: boolean,
-  ): Promise<AcquireResult> => {
+  private readonly acquireOnce = async (options: AcquireOptions): Promise<AcquireResult> => {
     await this.ready()
     return await this.viaRedis(
       'acquire',
-      () => this.acquireRemotely(options, sendAnyway),
-      (current) => this.acquireLocally(current, options, sendAnyway),
+      () => this.acquireRemotely(options),
+      (current) => this.acquireLocally(current, options),
     )
   }
 
-  private async acquireRemotely(
-    options: AcquireOptions,
-    sendAnyway: boolean,
-  ): Promise<AcquireResult> {
+  private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
     const id = this.nextId()
     try {
       const need = tokensOf(options.cost, this.settings.config.selection)
-      const ask = () =>
-        this.commands.acquire(id, options.exclude, need, this.seen, options.waitMs ?? 0, sendAnyway)
+      const ask = () => this.commands.acquire(id, options.exclude, need, this.seen)
       let reply = await ask()
       if (reply[0][0] === 'index') {
         const [, events] = await this.commands.index()
@@ -305,21 +291,15 @@ class RedisPool {
 
   /**
    * During an outage the local pool decides, and waits as a memory pool does (its own queue,
-   * served by this replica's reports); its refusal is final. `sendAnyway`: the wait is over,
-   * so a headroom pick sends to the key that refills first.
+   * served by this replica's reports); its refusal is final.
    */
-  private async acquireLocally(
-    current: Fallback,
-    options: AcquireOptions,
-    sendAnyway: boolean,
-  ): Promise<AcquireResult> {
+  private async acquireLocally(current: Fallback, options: AcquireOptions): Promise<AcquireResult> {
     const { exclude, cost, signal } = options
     const result = await current.pool.acquire({
       exclude,
       cost,
       ...(signal === undefined ? {} : { signal }),
-      // The smallest wait: a key predicted out serves at once.
-      waitMs: sendAnyway ? Number.MIN_VALUE : (options.waitMs ?? 0),
+      waitMs: options.waitMs ?? 0,
     })
     if (result.kind !== 'leased') {
       servedLocally.add(result)

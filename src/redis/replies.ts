@@ -52,7 +52,7 @@ export type AcquireReply = readonly [
         requestsSpent: string,
         tokensSpent: string,
       ]
-    | readonly ['busy', retryInMs: string | number, refillInMs?: string]
+    | readonly ['busy', retryInMs: string | number]
     | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
     | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]]
     | readonly ['index'],
@@ -259,12 +259,6 @@ export function seedPayload(known: readonly Known[], config: ScriptConfig): Sync
 }
 
 /** The answer of an acquire that Redis did not lease (`ids`: the keys in script order). */
-/**
- * `headroom`: the busy answers given because every free key was predicted out, and how long
- * until the first of them refills (the longest such an acquire waits before sending anyway).
- */
-export const refillInOf = new WeakMap<AcquireResult, number>()
-
 export function refusalOf(
   verdict: Exclude<AcquireReply[0], readonly ['leased', ...unknown[]] | readonly ['index']>,
   ids: readonly string[],
@@ -272,9 +266,7 @@ export function refusalOf(
   switch (verdict[0]) {
     case 'busy': {
       const retryInMs = Number(verdict[1])
-      const busy = { kind: 'busy' as const, retryInMs: retryInMs < 0 ? undefined : retryInMs }
-      if (verdict[2] !== undefined) refillInOf.set(busy, Number(verdict[2]))
-      return busy
+      return { kind: 'busy', retryInMs: retryInMs < 0 ? undefined : retryInMs }
     }
     case 'cooling':
       return { kind: 'cooling', retryInMs: Number(verdict[1]), rateLimited: verdict[2] === 1 }

@@ -65,8 +65,10 @@ end
 local function load(key)
   local v = redis.call('HMGET', key, 'disabled', 'disabledUntil', 'cooldownUntil', 'failures',
     'circuit', 'circuitUntil', 'trial', 'atrial', 'gen', 'win', 'cw', 'leases', 'rb', 'tb', 'sr',
-    'st', 'lat', 'latAt', 'strikes')
+    'st', 'lat', 'latAt', 'strikes', 'rp', 'rpu')
   return {
+    rp = tonumber(v[20]),
+    rpu = tonumber(v[21]) or 0,
     rb = decodeBudget(v[13]),
     tb = decodeBudget(v[14]),
     sr = tonumber(v[15]) or 0,
@@ -95,7 +97,8 @@ local function save(key, s)
     'failures', num(s.failures), 'circuit', s.circuit, 'circuitUntil', num(s.circuitUntil),
     'trial', s.trial, 'atrial', s.atrial, 'gen', num(s.gen), 'win', encodeWindow(s.win),
     'cw', num(s.cw), 'leases', num(s.leases), 'rb', encodeBudget(s.rb), 'tb', encodeBudget(s.tb),
-    'sr', num(s.sr), 'st', num(s.st), 'latAt', num(s.latAt), 'strikes', num(s.strikes))
+    'sr', num(s.sr), 'st', num(s.st), 'latAt', num(s.latAt), 'strikes', num(s.strikes),
+    'rp', s.rp == nil and '' or num(s.rp), 'rpu', num(s.rpu or 0))
   if s.lat ~= nil then redis.call('HSET', key, 'lat', num(s.lat)) end
 end
 
@@ -246,7 +249,8 @@ const index = `${prelude}${indexBody}`
  * KEYS: state, leases, done of the leased key.
  * ARGV: now, leaseTtlMs, lease id, outcome kind, retryAfterMs ('' when none), config (JSON),
  * the lease's generation, headroom ('' or JSON: the stated numbers, and `sr`/`st`, the key's
- * spent counters after the lease), the `{prefix}` tag, the key's 1-based index and id.
+ * spent counters after the lease), the `{prefix}` tag, the key's 1-based index and id, the
+ * key's spent requests after the lease.
  * Returns `[applied (1/0), now, row, events]`.
  */
 const report = `${prelude}
@@ -265,8 +269,14 @@ if not redis.call('ZSCORE', KEYS[3], leaseId) then
   redis.call('ZADD', KEYS[3], num(now + ttl), leaseId)
   local headroom = nil
   if ARGV[8] ~= '' then headroom = cjson.decode(ARGV[8]) end
+  -- As the memory pool: budgets past the last acquire's time are forgotten first, and the
+  -- refill probe's report ends the probe.
+  local cfg = cjson.decode(ARGV[6])
+  local looked = tonumber(redis.call('HGET', rk('m'), 'looked')) or now
+  forgetPastBudgets(s, looked, cfg.headroomHorizonMs)
+  probeReturned(s, tonumber(ARGV[12]))
   record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), headroom, now,
-    cjson.decode(ARGV[6]), events, 1)
+    cfg, events, 1)
   applied = 1
   reindex(i, id, now)
 end

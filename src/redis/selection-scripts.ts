@@ -35,18 +35,39 @@ local function encodeBudget(b)
   return num(b.left) .. ',' .. num(b.base) .. ',' .. num(b.untilMs)
 end
 
--- forgetPastBudgets(): a statement whose reset passed leaves the headroom unknown again.
-local function forgetPastBudgets(s, now)
+-- forgetPastBudgets(): a statement whose reset passed leaves the headroom unknown again, and
+-- the key's next lease is a refill probe: out until it reports, at most horizonMs.
+local function forgetPastBudgets(s, now, horizonMs)
   local changed = false
+  if s.rp ~= nil and s.rpu <= now then
+    s.rp = nil
+    changed = true
+  end
+  local forgot = false
   if s.rb ~= nil and s.rb.untilMs <= now then
     s.rb = nil
-    changed = true
+    forgot = true
   end
   if s.tb ~= nil and s.tb.untilMs <= now then
     s.tb = nil
+    forgot = true
+  end
+  if forgot then
+    s.rp = s.sr
+    s.rpu = now + horizonMs
     changed = true
   end
   return changed
+end
+
+-- probeReturned(): the refill probe reported; the key's headroom is as it states.
+local function probeReturned(s, spentRequests)
+  if s.rp ~= nil and spentRequests ~= nil and spentRequests > s.rp then s.rp = nil end
+end
+
+-- Whether the key's refill probe is out (the key waits for its report).
+local function probing(s)
+  return s.rp ~= nil and s.sr > s.rp
 end
 
 local function predicted(b, spent)
@@ -56,6 +77,7 @@ end
 
 -- headroomOf(): the key's score for a request of need tokens, and whether it is out.
 local function headroomOf(s, need)
+  if probing(s) then return 0, true end
   local requests = predicted(s.rb, s.sr)
   local tokens = predicted(s.tb, s.st)
   local out = (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < math.max(need, 1))

@@ -27,7 +27,7 @@ const pollMaxMs = 100
  */
 export function waitForSlot(
   waiters: RedisWaiter[],
-  acquireOnce: (options: AcquireOptions, sendAnyway: boolean) => Promise<AcquireResult>,
+  acquireOnce: (options: AcquireOptions) => Promise<AcquireResult>,
   options: AcquireOptions,
   waitMs: number,
 ): Promise<AcquireResult> {
@@ -83,8 +83,7 @@ export function waitForSlot(
         }
         running = true
         clearTimeout(poll)
-        // The wait is over: a headroom pick sends to the key that refills first.
-        acquireOnce(options, timedOut).then(
+        acquireOnce(options).then(
           (result) => settleWith(result, passOn),
           (error: unknown) => {
             running = false

@@ -45,7 +45,7 @@ table.sort(order)
 local function touch(m)
   local s = touched[m]
   if s == nil then
-    s = evaluate(indexOf(m), idOf(m), now, cfg, events)
+    s = evaluate(indexOf(m), idOf(m), now, cfg, events, not excluded[m])
     touched[m] = s
   end
   return s
@@ -288,6 +288,6 @@ redis.call('HSET', rk('m'), 'epoch', t[1] .. '.' .. t[2], 'V', 0, 'fp', ARGV[3],
   'cfg', ARGV[5])
 local M = meta()
 local events = {}
-for i, k in ipairs(list) do place(evaluate(i, k[1], now, cfg, events), now, cfg, M) end
+for i, k in ipairs(list) do place(evaluate(i, k[1], now, cfg, events, false), now, cfg, M) end
 return cjson.encode({num(now), events})
 `

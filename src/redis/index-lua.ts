@@ -60,9 +60,20 @@ local function loadKey(i, id, now)
   return s
 end
 
+-- Whether an acquire (excluding nothing) may lease the key now.
+local function isFree(s, now)
+  if s.disabled and (s.disabledUntil == 0 or s.disabledUntil > now) then return false end
+  if s.cooldownUntil > now then return false end
+  if s.circuit == 'open' and s.circuitUntil > now then return false end
+  if s.max >= 0 and s.inflight >= s.max then return false end
+  if s.circuit == 'half-open' and s.trial ~= '' then return false end
+  if s.disabled and s.atrial ~= '' then return false end
+  return true
+end
+
 -- One key's state, brought up to now: expired leases gone, an expired probe's slot freed,
 -- the breaker window slid, an open circuit half-opened, past budgets forgotten.
-local function evaluate(i, id, now, cfg, events)
+local function evaluate(i, id, now, cfg, events, forget)
   local s = loadKey(i, id, now)
   local sk, lk = s.stateKey, s.leasesKey
   local changed = false
@@ -75,20 +86,13 @@ local function evaluate(i, id, now, cfg, events)
     changed = true
   end
   if refresh(s, now, cfg, events, i) then changed = true end
-  if forgetPastBudgets(s, now, cfg.headroomHorizonMs) then changed = true end
+  -- As the memory pool: a free key's past budgets are forgotten when an acquire that does
+  -- not exclude it looks at it (\`forget\`).
+  if forget and isFree(s, now) and forgetPastBudgets(s, now, cfg.headroomHorizonMs) then
+    changed = true
+  end
   if changed then save(sk, s) end
   return s
-end
-
--- Whether an acquire (excluding nothing) may lease the key now.
-local function isFree(s, now)
-  if s.disabled and (s.disabledUntil == 0 or s.disabledUntil > now) then return false end
-  if s.cooldownUntil > now then return false end
-  if s.circuit == 'open' and s.circuitUntil > now then return false end
-  if s.max >= 0 and s.inflight >= s.max then return false end
-  if s.circuit == 'half-open' and s.trial ~= '' then return false end
-  if s.disabled and s.atrial ~= '' then return false end
-  return true
 end
 
 -- When the key's state next changes with time alone (math.huge: never). A change already
@@ -104,9 +108,12 @@ local function wakeAt(s, now, cfg)
   if #s.win > 0 then
     consider(s.win[1][1] + cfg.breakerWindowMs / 10 + cfg.breakerWindowMs)
   end
-  if s.rb ~= nil then consider(s.rb.untilMs) end
-  if s.tb ~= nil then consider(s.tb.untilMs) end
-  if s.rp ~= nil then consider(s.rpu) end
+  -- Budgets are forgotten (and refill probes end) only while the key is free.
+  if isFree(s, now) then
+    if s.rb ~= nil then consider(s.rb.untilMs) end
+    if s.tb ~= nil then consider(s.tb.untilMs) end
+    if s.rp ~= nil then consider(s.rpu) end
+  end
   return t
 end
 

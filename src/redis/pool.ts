@@ -64,6 +64,13 @@ const servedLocally = new WeakSet<AcquireResult>()
  * - Used before the client is `ready`, the pool waits up to `commandTimeoutMs` for it.
  * - Acquire and report are single Lua scripts, atomic across replicas. Only key ids and
  *   lease ids go to Redis; secrets stay in the process.
+ * - Their Redis time does not grow with the number of keys: an index beside the keys' state
+ *   (the free keys, when each key's state next changes, open leases by expiry, running
+ *   weights per weight class) lets an acquire read only the keys whose time came and the
+ *   one it picks. An answer without a lease when no key is free (`busy` at every cap,
+ *   `cooling`, `unavailable`) reads every key. The index is built by the first call of a
+ *   replica whose keys, caps, weights or selection Redis has not seen (and after a Redis
+ *   restart or an outage's resync): O(keys), once.
  * - Leases expire `leaseTtlMs` after their replica last renewed them, so a crashed
  *   replica's inflight slots come back.
  * - When Redis fails a call (error, or no reply within `commandTimeoutMs`), the pool serves

@@ -7,7 +7,14 @@
 
 import type { KeyHeadroom, KeyOutcome } from '../key-pool/types.js'
 import type { RedisLink } from './link.js'
-import type { AcquireReply, ReportReply, RowReply, RowsReply, SyncPayload } from './replies.js'
+import type {
+  AcquireReply,
+  IndexReply,
+  ReportReply,
+  RowReply,
+  RowsReply,
+  SyncPayload,
+} from './replies.js'
 import type { PoolSettings } from './settings.js'
 
 /** The pool's scripts, a method each: the keys and arguments it sends, the reply it decodes. */
@@ -24,38 +31,69 @@ export class PoolCommands {
       operation,
       'sync',
       [`${tag}:g:${syncId}`, ...allKeys],
-      [clockArg(), config.leaseTtlMs, JSON.stringify(payload)],
+      [
+        clockArg(),
+        config.leaseTtlMs,
+        JSON.stringify(payload),
+        this.settings.indexKeys[0] as string,
+      ],
     )
   }
 
-  /** Picks a key and takes lease `id` on it for a request of `need` tokens, skipping `exclude`. */
+  /**
+   * Builds the index for this pool's keys, limits, weights and selection (`index-lua.ts`);
+   * with `ifMissing`, only when Redis has none for them.
+   */
+  index(ifMissing = false): Promise<IndexReply> {
+    const { tag, indexKeys, clockArg, config, configJson, indexFingerprint, indexList } =
+      this.settings
+    return this.link.script<IndexReply>(
+      'acquire',
+      'index',
+      [indexKeys[0] as string],
+      [
+        clockArg(),
+        tag,
+        indexFingerprint,
+        config.selection,
+        configJson,
+        indexList,
+        ifMissing ? 1 : 0,
+      ],
+    )
+  }
+
+  /**
+   * Picks a key and takes lease `id` on it for a request of `need` tokens, skipping `exclude`.
+   * Answers `['index']` when the index must be built first.
+   */
   acquire(
     id: string,
     exclude: ReadonlySet<string> | undefined,
     need: number,
+    seen: string,
   ): Promise<AcquireReply> {
-    const { cursorKey, allKeys, clockArg, config, configJson, ids, perKeyArgs } = this.settings
-    return this.link.script<AcquireReply>(
-      'acquire',
-      'acquire',
-      [cursorKey, ...allKeys],
-      [
-        clockArg(),
-        config.leaseTtlMs,
-        id,
-        config.selection,
-        configJson,
-        need,
-        ...ids.flatMap((keyId, index) => {
-          const [limit, weight] = perKeyArgs[index] as number[]
-          return [
-            exclude?.has(keyId) ? 1 : 0,
-            limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
-            weight ?? 1,
-          ]
-        }),
-      ],
-    )
+    const { tag, indexKeys, clockArg, config, configJson, indexFingerprint, indexOf, members } =
+      this.settings
+    const excluded: string[] = []
+    if (exclude !== undefined) {
+      for (const keyId of exclude) {
+        const index = indexOf.get(keyId)
+        if (index !== undefined) excluded.push(members[index] as string)
+      }
+    }
+    return this.link.script<AcquireReply>('acquire', 'acquire', indexKeys, [
+      clockArg(),
+      config.leaseTtlMs,
+      id,
+      config.selection,
+      configJson,
+      need,
+      tag,
+      indexFingerprint,
+      JSON.stringify(excluded),
+      seen,
+    ])
   }
 
   /**
@@ -80,6 +118,8 @@ export class PoolCommands {
       configJson,
       lease.gen,
       headroomArg(headroom, lease.spent),
+      ...this.keyArgs(index),
+      lease.spent[0],
     ])
   }
 
@@ -92,6 +132,7 @@ export class PoolCommands {
       this.settings.clockArg(),
       leaseId,
       acquiredAt ?? '',
+      ...this.keyArgs(index),
     ])
   }
 
@@ -101,7 +142,7 @@ export class PoolCommands {
       disabled ? 'disable' : 'enable',
       'toggle',
       this.stateKeys(index),
-      [this.settings.clockArg(), disabled ? 1 : 0],
+      [this.settings.clockArg(), disabled ? 1 : 0, ...this.keyArgs(index)],
     )
   }
 
@@ -110,19 +151,30 @@ export class PoolCommands {
     return this.link.script<RowsReply>('stats', 'stats', allKeys, [clockArg()])
   }
 
-  /** Extends `leases` (`[1-based key index, lease id]`) by `leaseTtlMs`. */
+  /** Extends `leases` (`[0-based key index, lease id]`) by `leaseTtlMs`. */
   renew(leases: readonly (readonly [number, string])[]): Promise<unknown> {
-    const { allKeys, clockArg, config } = this.settings
-    return this.link.script('renew', 'renew', allKeys, [
-      clockArg(),
-      config.leaseTtlMs,
-      JSON.stringify(leases),
-    ])
+    const { indexKeys, clockArg, config, tag, ids } = this.settings
+    return this.link.script(
+      'renew',
+      'renew',
+      [indexKeys[0] as string],
+      [
+        clockArg(),
+        config.leaseTtlMs,
+        tag,
+        JSON.stringify(leases.map(([index, id]) => [index + 1, ids[index], id])),
+      ],
+    )
   }
 
   /** Asks whether Redis is back. */
   ping(): Promise<unknown> {
     return this.link.run('probe', () => this.link.client.ping())
+  }
+
+  /** The `{prefix}` tag, and key `index`'s 1-based index and id (for the index). */
+  private keyArgs(index: number): [string, number, string] {
+    return [this.settings.tag, index + 1, this.settings.ids[index] as string]
   }
 
   /** The state and lease keys of key `index`. */

@@ -12,7 +12,7 @@ import type {
   KeyStateSnapshot,
   KeyStats,
 } from '../key-pool/types.js'
-import type { EventRows, Known, Row } from './replies.js'
+import type { EventRows, IndexedRows, Known, Row } from './replies.js'
 
 /** What this replica last heard from Redis of each key: its snapshot and stats. */
 export class KnownKeys {
@@ -31,6 +31,12 @@ export class KnownKeys {
   /** Takes in what a script answered of every key, and tells what it changed (`events`). */
   learnAll(rows: readonly Row[], events?: EventRows): void {
     for (const [index, row] of rows.entries()) this.take(index, row)
+    this.tellEvents(events)
+  }
+
+  /** Takes in the health of the keys whose health changed (the change feed), and the events. */
+  learnSome(rows: IndexedRows, events?: EventRows): void {
+    if (Array.isArray(rows)) for (const [index, row] of rows) this.take(index - 1, row, false)
     this.tellEvents(events)
   }
 
@@ -57,7 +63,7 @@ export class KnownKeys {
     }
   }
 
-  private take(index: number, row: Row): void {
+  private take(index: number, row: Row, withCounts = true): void {
     const state = this.states[index]
     if (state === undefined) return
     state.disabled = row[0] === 1
@@ -65,7 +71,7 @@ export class KnownKeys {
     state.failures = row[2]
     state.circuit = row[3]
     state.circuitUntil = Number(row[4])
-    state.leases = row[6]
+    if (withCounts) state.leases = row[6]
     state.disabledUntil = Number(row[7])
     const counts = row[8]
     if (counts !== undefined) {

@@ -56,8 +56,6 @@ export class OpenLeases implements Iterable<OpenLease> {
       this.stopRenewal()
       return
     }
-    this.commands
-      .renew(held.map((open) => [open.index + 1, open.id] as const))
-      .catch(this.onFailure)
+    this.commands.renew(held.map((open) => [open.index, open.id] as const)).catch(this.onFailure)
   }
 }

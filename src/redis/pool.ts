@@ -34,6 +34,9 @@ import { type Fallback, maxAbandoned, type OpenLease, refusalOf, seedPayload } f
 import { type PoolSettings, settingsOf } from './settings.js'
 import { type RedisWaiter, waitForSlot } from './slot-queue.js'
 
+/** Refusals of the local pool during an outage: it waited already, as the caller asked. */
+const servedLocally = new WeakSet<AcquireResult>()
+
 /**
  * Creates a {@link "stream-boundary"!KeyPool | KeyPool} whose state lives in Redis, shared by
  * every gateway replica that uses the same `prefix`: a 429 seen by one replica cools the key
@@ -55,6 +58,13 @@ import { type RedisWaiter, waitForSlot } from './slot-queue.js'
  * - Used before the client is `ready`, the pool waits up to `commandTimeoutMs` for it.
  * - Acquire and report are single Lua scripts, atomic across replicas. Only key ids and
  *   lease ids go to Redis; secrets stay in the process.
+ * - Their Redis time does not grow with the number of keys: an index beside the keys' state
+ *   (the free keys, when each key's state next changes, open leases by expiry, running
+ *   weights per weight class) lets an acquire read only the keys whose time came and the
+ *   one it picks. An answer without a lease when no key is free (`busy` at every cap,
+ *   `cooling`, `unavailable`) reads every key. The index is built by the first call of a
+ *   replica whose keys, caps, weights or selection Redis has not seen (and after a Redis
+ *   restart or an outage's resync): O(keys), once.
  * - Leases expire `leaseTtlMs` after their replica last renewed them, so a crashed
  *   replica's inflight slots come back.
  * - When Redis fails a call (error, or no reply within `commandTimeoutMs`), the pool serves
@@ -121,6 +131,8 @@ class RedisPool {
     byte.toString(16).padStart(2, '0'),
   ).join('')
   private serial = 0
+  /** The change feed's `epoch:version` this replica learned up to (`index-lua.ts`). */
+  private seen = ''
   private readonly link: RedisLink
   private readonly commands: PoolCommands
   private readonly known: KnownKeys
@@ -131,7 +143,7 @@ class RedisPool {
   private readonly waiters: RedisWaiter[] = []
   /** The outage in progress, if any. */
   private fallback: Fallback | undefined
-  private seeded: boolean
+  private started = false
   /** A seed or resync in progress: operations wait for it. */
   private gate: Promise<void> | undefined
   private probing = false
@@ -151,7 +163,6 @@ class RedisPool {
       () => !this.closed && this.fallback === undefined,
       (error) => this.degrade(this.link.asUnavailable(error, 'renew')),
     )
-    this.seeded = settings.memoryOptions.initialState === undefined
   }
 
   get degraded(): boolean {
@@ -170,9 +181,10 @@ class RedisPool {
         : { kind: 'busy', retryInMs: undefined }
     }
     const result = await this.acquireOnce(options)
-    if (result.kind !== 'busy' || !(waitMs > 0)) return result
+    if (result.kind !== 'busy' || !(waitMs > 0) || servedLocally.has(result)) return result
     // Aborted while Redis answered: do not start waiting.
     if (signal?.aborted) throw signal.reason
+    // At the cap, or (headroom) every free key predicted out: the poll sees the refill.
     return waitForSlot(this.waiters, this.acquireOnce, options, waitMs)
   }
 
@@ -249,12 +261,18 @@ class RedisPool {
   private async acquireRemotely(options: AcquireOptions): Promise<AcquireResult> {
     const id = this.nextId()
     try {
-      const [verdict, now, rows, events] = await this.commands.acquire(
-        id,
-        options.exclude,
-        tokensOf(options.cost, this.settings.config.selection),
-      )
-      this.known.learnAll(rows, events)
+      const need = tokensOf(options.cost, this.settings.config.selection)
+      const ask = () => this.commands.acquire(id, options.exclude, need, this.seen)
+      let reply = await ask()
+      if (reply[0][0] === 'index') {
+        const [, events] = await this.commands.index()
+        this.known.learnSome([], events)
+        reply = await ask()
+      }
+      const [verdict, now, rows, events, seen] = reply
+      this.known.learnSome(rows, events)
+      this.seen = seen
+      if (verdict[0] === 'index') throw new Error('the key index of the pool keeps changing')
       if (verdict[0] !== 'leased') return refusalOf(verdict, this.settings.ids)
       const lease = this.open(verdict[1] - 1, id, true, {
         gen: verdict[2],
@@ -272,9 +290,22 @@ class RedisPool {
     }
   }
 
+  /**
+   * During an outage the local pool decides, and waits as a memory pool does (its own queue,
+   * served by this replica's reports); its refusal is final.
+   */
   private async acquireLocally(current: Fallback, options: AcquireOptions): Promise<AcquireResult> {
-    const result = await current.pool.acquire({ exclude: options.exclude, cost: options.cost })
-    if (result.kind !== 'leased') return result
+    const { exclude, cost, signal } = options
+    const result = await current.pool.acquire({
+      exclude,
+      cost,
+      ...(signal === undefined ? {} : { signal }),
+      waitMs: options.waitMs ?? 0,
+    })
+    if (result.kind !== 'leased') {
+      servedLocally.add(result)
+      return result
+    }
     const index = this.settings.indexOf.get(result.lease.keyId) ?? 0
     const lease = this.open(
       index,
@@ -300,11 +331,23 @@ class RedisPool {
   }
 
   private async ready(): Promise<void> {
-    if (!this.seeded) {
-      this.seeded = true
-      this.track(this.seed())
+    if (!this.started) {
+      this.started = true
+      this.track(this.start())
     }
     if (this.gate !== undefined) await this.gate
+  }
+
+  /** The first call: `initialState` written, then the index checked (built if missing). */
+  private async start(): Promise<void> {
+    if (this.settings.memoryOptions.initialState !== undefined) await this.seed()
+    if (this.fallback !== undefined) return
+    try {
+      const [, events] = await this.commands.index(true)
+      this.known.learnSome([], events)
+    } catch (error) {
+      this.degrade(this.link.asUnavailable(error, 'seed'))
+    }
   }
 
   /** Writes `initialState` for the keys Redis does not know yet. */

@@ -54,11 +54,19 @@ export type AcquireReply = readonly [
       ]
     | readonly ['busy', retryInMs: string | number]
     | readonly ['cooling', retryInMs: string, rateLimited: 0 | 1]
-    | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]],
+    | readonly ['unavailable', 'all-disabled' | 'all-excluded', rejected?: readonly number[]]
+    | readonly ['index'],
   now: string,
-  rows: readonly Row[],
+  rows: IndexedRows,
   events: EventRows,
+  seen: string,
 ]
+
+/** `[[1-based key index, row], ...]` of the keys a script touched; `{}` when none (cjson). */
+export type IndexedRows = readonly (readonly [number, Row])[]
+
+/** The index script's reply (the rows come with the next acquire's change feed). */
+export type IndexReply = readonly [now: string, events: EventRows]
 
 export type ReportReply = readonly [applied: 0 | 1, now: string, row: Row, events: EventRows]
 
@@ -169,7 +177,8 @@ export type ScriptName = keyof typeof luaScripts
 export type ScriptMethod = (this: unknown, ...args: (string | number)[]) => Promise<unknown>
 
 /** FNV-1a: enough to tell two versions of a script apart. */
-function fingerprint(text: string): string {
+/** A short FNV-1a hash of `text`. */
+export function fingerprint(text: string): string {
   let hash = 0x811c9dc5
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i)
@@ -251,7 +260,7 @@ export function seedPayload(known: readonly Known[], config: ScriptConfig): Sync
 
 /** The answer of an acquire that Redis did not lease (`ids`: the keys in script order). */
 export function refusalOf(
-  verdict: Exclude<AcquireReply[0], readonly ['leased', ...unknown[]]>,
+  verdict: Exclude<AcquireReply[0], readonly ['leased', ...unknown[]] | readonly ['index']>,
   ids: readonly string[],
 ): Exclude<AcquireResult, { kind: 'leased' }> {
   switch (verdict[0]) {

@@ -1,3 +1,5 @@
+import { acquireBody, indexBody } from './acquire-script.js'
+import { indexLua } from './index-lua.js'
 import { selectionLua } from './selection-scripts.js'
 
 /**
@@ -63,8 +65,10 @@ end
 local function load(key)
   local v = redis.call('HMGET', key, 'disabled', 'disabledUntil', 'cooldownUntil', 'failures',
     'circuit', 'circuitUntil', 'trial', 'atrial', 'gen', 'win', 'cw', 'leases', 'rb', 'tb', 'sr',
-    'st', 'lat', 'latAt', 'strikes')
+    'st', 'lat', 'latAt', 'strikes', 'rp', 'rpu')
   return {
+    rp = tonumber(v[20]),
+    rpu = tonumber(v[21]) or 0,
     rb = decodeBudget(v[13]),
     tb = decodeBudget(v[14]),
     sr = tonumber(v[15]) or 0,
@@ -93,7 +97,8 @@ local function save(key, s)
     'failures', num(s.failures), 'circuit', s.circuit, 'circuitUntil', num(s.circuitUntil),
     'trial', s.trial, 'atrial', s.atrial, 'gen', num(s.gen), 'win', encodeWindow(s.win),
     'cw', num(s.cw), 'leases', num(s.leases), 'rb', encodeBudget(s.rb), 'tb', encodeBudget(s.tb),
-    'sr', num(s.sr), 'st', num(s.st), 'latAt', num(s.latAt), 'strikes', num(s.strikes))
+    'sr', num(s.sr), 'st', num(s.st), 'latAt', num(s.latAt), 'strikes', num(s.strikes),
+    'rp', s.rp == nil and '' or num(s.rp), 'rpu', num(s.rpu or 0))
   if s.lat ~= nil then redis.call('HSET', key, 'lat', num(s.lat)) end
 end
 
@@ -233,141 +238,19 @@ local function record(stateKey, s, leaseId, gen, kind, retryAfterMs, headroom, n
   end
   save(stateKey, s)
 end
+${indexLua}
 `
 
-/**
- * KEYS: cursor, then state, leases, done of every key.
- * ARGV: now (-1: Redis TIME), leaseTtlMs, lease id, selection, config (JSON), tokens needed,
- * then per key: excluded (1/0), maxInflight (-1: none), weight.
- * Returns `[[verdict, ...detail], now, rows, events]`:
- * `['leased', index, generation, probe, requests spent, tokens spent]`,
- * `['busy', retryInMs or -1]`, `['cooling', retryInMs, rateLimited]` or
- * `['unavailable', reason, rejected indexes]`.
- */
-const acquire = `${prelude}
-local now = clock(ARGV[1])
-local ttl = tonumber(ARGV[2])
-local leaseId = ARGV[3]
-local selection = ARGV[4]
-local cfg = cjson.decode(ARGV[5])
-local need = tonumber(ARGV[6])
-local n = (#KEYS - 1) / 3
-local keys, usable, events = {}, {}, {}
-local busy, cooling, rateLimited, earliest = false, false, true, nil
-for i = 1, n do
-  local sk, lk, dk = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
-  redis.call('ZREMRANGEBYSCORE', lk, '-inf', num(now))
-  redis.call('ZREMRANGEBYSCORE', dk, '-inf', num(now))
-  local s = load(sk)
-  s.stateKey, s.leasesKey = sk, lk
-  s.inflight = redis.call('ZCARD', lk)
-  local changed = false
-  -- A probe whose lease expired (its replica crashed) no longer holds the probe slot.
-  if s.trial ~= '' and not redis.call('ZSCORE', lk, s.trial) then
-    s.trial = ''
-    changed = true
-  end
-  if s.atrial ~= '' and not redis.call('ZSCORE', lk, s.atrial) then
-    s.atrial = ''
-    changed = true
-  end
-  if refresh(s, now, cfg, events, i) then changed = true end
-  if forgetPastBudgets(s, now) then changed = true end
-  if changed then save(sk, s) end
-  local a = 7 + 3 * (i - 1)
-  s.max = tonumber(ARGV[a + 1])
-  s.weight = tonumber(ARGV[a + 2])
-  if ARGV[a] ~= '1' and not (s.disabled and s.disabledUntil == 0) then
-    local wait = nil
-    local cooldown = math.max(0, s.cooldownUntil - now)
-    local open = 0
-    if s.circuit == 'open' then open = math.max(0, s.circuitUntil - now) end
-    if s.disabled and s.disabledUntil > now then
-      wait = s.disabledUntil - now
-      rateLimited = false
-    elseif cooldown > 0 or open > 0 then
-      wait = math.max(cooldown, open)
-      cooling = true
-      if open > 0 then rateLimited = false end
-    elseif (s.max >= 0 and s.inflight >= s.max) or (s.circuit == 'half-open' and s.trial ~= '')
-      or (s.disabled and s.atrial ~= '') then
-      busy = true
-    else
-      usable[#usable + 1] = i
-    end
-    if wait ~= nil and (earliest == nil or wait < earliest) then earliest = wait end
-  end
-  keys[i] = s
-end
+const acquire = `${prelude}${acquireBody}`
 
-local verdict
-if #usable > 0 then
-  local chosen
-  if selection == 'weighted' then
-    chosen = smoothWeighted(keys, usable, function(i) return keys[i].weight end)
-  elseif selection == 'headroom' then
-    chosen = byHeadroom(keys, usable, need)
-  elseif selection == 'fastest' then
-    chosen = fastest(keys, usable, now, cfg, KEYS[1])
-  else
-    -- Round-robin order from the cursor; least-inflight takes the least busy in that order.
-    local cursor = tonumber(redis.call('GET', KEYS[1])) or 0
-    local best
-    for _, i in ipairs(usable) do
-      local order = (i - 1 - cursor) % n
-      local load = selection == 'least-inflight' and keys[i].inflight or 0
-      if best == nil or load < best.load or (load == best.load and order < best.order) then
-        best = { index = i, order = order, load = load }
-      end
-    end
-    chosen = best.index
-    redis.call('SET', KEYS[1], chosen % n)
-  end
-  local s = keys[chosen]
-  redis.call('ZADD', s.leasesKey, num(now + ttl), leaseId)
-  s.inflight = s.inflight + 1
-  s.leases = s.leases + 1
-  s.sr = s.sr + 1
-  s.st = s.st + need
-  count(s, now, cfg.breakerWindowMs, 2)
-  local probe = 0
-  if s.circuit == 'half-open' then
-    s.trial = leaseId
-    probe = 1
-  end
-  if s.disabled then
-    s.atrial = leaseId
-    probe = 1
-  end
-  save(s.stateKey, s)
-  verdict = {'leased', chosen, s.gen, probe, num(s.sr), num(s.st)}
-elseif busy then
-  verdict = {'busy', earliest and num(earliest) or -1}
-elseif cooling then
-  verdict = {'cooling', num(earliest), rateLimited and 1 or 0}
-else
-  local all, rejected = true, {}
-  for i = 1, n do
-    if not keys[i].disabled then all = false end
-    if keys[i].disabled and keys[i].disabledUntil > 0 then rejected[#rejected + 1] = i end
-  end
-  if all then
-    verdict = {'unavailable', 'all-disabled', rejected}
-  else
-    verdict = {'unavailable', 'all-excluded'}
-  end
-end
-
-local rows = {}
-for i = 1, n do rows[i] = view(keys[i], keys[i].inflight) end
-return cjson.encode({verdict, num(now), rows, events})
-`
+const index = `${prelude}${indexBody}`
 
 /**
  * KEYS: state, leases, done of the leased key.
  * ARGV: now, leaseTtlMs, lease id, outcome kind, retryAfterMs ('' when none), config (JSON),
  * the lease's generation, headroom ('' or JSON: the stated numbers, and `sr`/`st`, the key's
- * spent counters after the lease).
+ * spent counters after the lease), the `{prefix}` tag, the key's 1-based index and id, the
+ * key's spent requests after the lease.
  * Returns `[applied (1/0), now, row, events]`.
  */
 const report = `${prelude}
@@ -376,15 +259,26 @@ local ttl = tonumber(ARGV[2])
 local leaseId = ARGV[3]
 local applied = 0
 local events = {}
+TAG = ARGV[9]
+local i, id = tonumber(ARGV[10]), ARGV[11]
 local s = load(KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', num(now))
 if not redis.call('ZSCORE', KEYS[3], leaseId) then
   redis.call('ZREM', KEYS[2], leaseId)
+  redis.call('ZREM', rk('exp'), member(i, id) .. '|' .. leaseId)
   redis.call('ZADD', KEYS[3], num(now + ttl), leaseId)
   local headroom = nil
   if ARGV[8] ~= '' then headroom = cjson.decode(ARGV[8]) end
+  -- As the memory pool: budgets past the last acquire's time are forgotten first, and the
+  -- refill probe's report ends the probe.
+  local cfg = cjson.decode(ARGV[6])
+  local looked = tonumber(redis.call('HGET', rk('m'), 'looked')) or now
+  forgetPastBudgets(s, looked, cfg.headroomHorizonMs)
+  probeReturned(s, tonumber(ARGV[12]))
   record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), headroom, now,
-    cjson.decode(ARGV[6]), events, 1)
+    cfg, events, 1)
   applied = 1
+  reindex(i, id, now)
 end
 return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1]), events})
 `
@@ -392,10 +286,12 @@ return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1]), ev
 /**
  * A lease's first output: a probe's closes or re-enables, and under `fastest` its time since
  * the acquire joins the key's average. KEYS: state, leases of the key. ARGV: now, lease id,
- * the acquire's now ('' when the latency is not wanted). Returns `[row, events]`.
+ * the acquire's now ('' when the latency is not wanted), the `{prefix}` tag, the key's 1-based
+ * index and id. Returns `[row, events]`.
  */
 const commit = `${prelude}
 local now = clock(ARGV[1])
+TAG = ARGV[4]
 local events = {}
 local s = load(KEYS[1])
 local changed = false
@@ -404,16 +300,20 @@ if ARGV[3] ~= '' then
   changed = true
 end
 if provenGood(s, ARGV[2], events, 1) then changed = true end
-if changed then save(KEYS[1], s) end
+if changed then
+  save(KEYS[1], s)
+  reindex(tonumber(ARGV[5]), ARGV[6], now)
+end
 return cjson.encode({view(s, live(KEYS[2], now)), events})
 `
 
 /**
  * An operator's `disable`/`enable`. KEYS: state, leases of the key. ARGV: now, 1 to disable
- * or 0 to enable. Returns `[row, events]`.
+ * or 0 to enable, the `{prefix}` tag, the key's 1-based index and id. Returns `[row, events]`.
  */
 const toggle = `${prelude}
 local now = clock(ARGV[1])
+TAG = ARGV[3]
 local events = {}
 local s = load(KEYS[1])
 local operatorHold = s.disabled and s.disabledUntil == 0
@@ -423,6 +323,7 @@ if (disable and not operatorHold) or (not disable and s.disabled) then
   s.disabledUntil = 0
   s.atrial = ''
   save(KEYS[1], s)
+  reindex(tonumber(ARGV[4]), ARGV[5], now)
   tell(events, 1, disable and 'disabled' or 'enabled', 'operator')
 end
 return cjson.encode({view(s, live(KEYS[2], now)), events})
@@ -431,7 +332,7 @@ return cjson.encode({view(s, live(KEYS[2], now)), events})
 /**
  * Pushes a replica's local state back after an outage (or seeds `initialState`).
  * KEYS: this generation's bookkeeping hash, then state, leases, done of every key.
- * ARGV: now, leaseTtlMs, payload (JSON, see `SyncPayload`).
+ * ARGV: now, leaseTtlMs, payload (JSON, see `SyncPayload`), the index's meta key.
  * Returns `[now, rows, events]` (rows with outcome counters).
  */
 const sync = `${prelude}
@@ -533,6 +434,8 @@ for i = 1, n do
   if dirty then save(K(i, 1), s) end
 end
 redis.call('PEXPIRE', KEYS[1], 86400000)
+-- The index is rebuilt from these states by the next acquire.
+redis.call('HDEL', ARGV[4], 'fp')
 
 -- Leases still open on this replica count toward maxInflight again.
 for _, a in ipairs(p.adopt) do
@@ -560,15 +463,18 @@ return cjson.encode({num(now), rows})
 
 /**
  * Extends this replica's open leases, and puts back any Redis lost (a restart between two
- * renewals) unless it was reported already. KEYS: state, leases, done of every key.
- * ARGV: now, leaseTtlMs, JSON `[[key index, lease id], ...]`. Returns `[now]`.
+ * renewals) unless it was reported already. KEYS: the index's meta key.
+ * ARGV: now, leaseTtlMs, the `{prefix}` tag, JSON `[[key index, key id, lease id], ...]`.
+ * Returns `[now]`.
  */
 const renew = `${prelude}
 local now = clock(ARGV[1])
+TAG = ARGV[3]
 local expiry = num(now + tonumber(ARGV[2]))
-for _, a in ipairs(cjson.decode(ARGV[3])) do
-  if not redis.call('ZSCORE', KEYS[3 * a[1]], a[2]) then
-    redis.call('ZADD', KEYS[3 * a[1] - 1], expiry, a[2])
+for _, a in ipairs(cjson.decode(ARGV[4])) do
+  if not redis.call('ZSCORE', TAG .. ':d:' .. a[2], a[3]) then
+    redis.call('ZADD', TAG .. ':l:' .. a[2], expiry, a[3])
+    redis.call('ZADD', rk('exp'), expiry, member(a[1], a[2]) .. '|' .. a[3])
   end
 end
 return cjson.encode({num(now)})
@@ -576,5 +482,5 @@ return cjson.encode({num(now)})
 
 /** The scripts, by the name the pool gives them. */
 export const luaScripts: Readonly<
-  Record<'acquire' | 'report' | 'commit' | 'toggle' | 'sync' | 'stats' | 'renew', string>
-> = Object.freeze({ acquire, report, commit, toggle, sync, stats, renew })
+  Record<'acquire' | 'index' | 'report' | 'commit' | 'toggle' | 'sync' | 'stats' | 'renew', string>
+> = Object.freeze({ acquire, index, report, commit, toggle, sync, stats, renew })

@@ -13,7 +13,13 @@
  * @module
  */
 
-import { latencyAlpha, latencyForgetHalfLives, minHeadroomShare } from '../key-pool/selection.js'
+import { latencyAlpha, latencyForgetHalfLives } from '../key-pool/selection.js'
+
+/**
+ * `fastest`: what each open lease adds to a key's expected latency (`fastestInflightPenalty`
+ * of the memory pool's selection, issue 55 item 4; a power of two, so Lua agrees bit for bit).
+ */
+const fastestInflightPenalty = 0.125
 
 /** Lua functions, defined after `num`, before `load` and `record`. */
 export const selectionLua = `
@@ -29,18 +35,39 @@ local function encodeBudget(b)
   return num(b.left) .. ',' .. num(b.base) .. ',' .. num(b.untilMs)
 end
 
--- forgetPastBudgets(): a statement whose reset passed leaves the headroom unknown again.
-local function forgetPastBudgets(s, now)
+-- forgetPastBudgets(): a statement whose reset passed leaves the headroom unknown again, and
+-- the key's next lease is a refill probe: out until it reports, at most horizonMs.
+local function forgetPastBudgets(s, now, horizonMs)
   local changed = false
+  if s.rp ~= nil and s.rpu <= now then
+    s.rp = nil
+    changed = true
+  end
+  local forgot = false
   if s.rb ~= nil and s.rb.untilMs <= now then
     s.rb = nil
-    changed = true
+    forgot = true
   end
   if s.tb ~= nil and s.tb.untilMs <= now then
     s.tb = nil
+    forgot = true
+  end
+  if forgot then
+    s.rp = s.sr
+    s.rpu = now + horizonMs
     changed = true
   end
   return changed
+end
+
+-- probeReturned(): the refill probe reported; the key's headroom is as it states.
+local function probeReturned(s, spentRequests)
+  if s.rp ~= nil and spentRequests ~= nil and spentRequests > s.rp then s.rp = nil end
+end
+
+-- Whether the key's refill probe is out (the key waits for its report).
+local function probing(s)
+  return s.rp ~= nil and s.sr > s.rp
 end
 
 local function predicted(b, spent)
@@ -50,6 +77,7 @@ end
 
 -- headroomOf(): the key's score for a request of need tokens, and whether it is out.
 local function headroomOf(s, need)
+  if probing(s) then return 0, true end
   local requests = predicted(s.rb, s.sr)
   local tokens = predicted(s.tb, s.st)
   local out = (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < math.max(need, 1))
@@ -59,75 +87,33 @@ local function headroomOf(s, need)
   return score, out
 end
 
--- smoothWeighted(): the largest running weight wins and pays the total.
-local function smoothWeighted(keys, candidates, weightOf)
-  local total = 0
-  local best = candidates[1]
-  for _, i in ipairs(candidates) do
-    local w = weightOf(i)
-    keys[i].cw = keys[i].cw + w
-    total = total + w
-    if keys[i].cw > keys[best].cw then best = i end
-  end
-  keys[best].cw = keys[best].cw - total
-  for _, i in ipairs(candidates) do
-    if i ~= best then redis.call('HSET', keys[i].stateKey, 'cw', num(keys[i].cw)) end
-  end
-  return best
-end
-
--- byHeadroom(): shares in proportion to predicted headroom; out keys are passed over.
-local function byHeadroom(keys, usable, need)
-  local room, scores = {}, {}
-  local best = 0
-  local refillsFirst, refillAt = nil, math.huge
-  for _, i in ipairs(usable) do
-    local score, out = headroomOf(keys[i], need)
-    if not out then
-      room[#room + 1] = i
-      scores[i] = score
-      if score ~= math.huge and score > best then best = score end
-    else
-      local s = keys[i]
-      local at = math.max(s.rb and s.rb.untilMs or 0, s.tb and s.tb.untilMs or 0)
-      if at < refillAt then
-        refillAt = at
-        refillsFirst = i
-      end
-    end
-  end
-  if #room == 0 then return refillsFirst or usable[1] end
-  return smoothWeighted(keys, room, function(i)
-    local score = scores[i]
-    if score == math.huge or best == 0 then return 1 end
-    return math.max(score / best, ${minHeadroomShare})
-  end)
-end
-
 local function nextDraw(seed)
   return math.fmod(seed * 48271, 2147483647)
 end
 
--- fastest(): power of two choices on expected latency times (open leases + 1).
-local function fastest(keys, usable, now, cfg, cursorKey)
-  if #usable == 1 then return usable[1] end
+-- fastest(): the two draws (0-based positions among count usable keys), power of two choices.
+local function fastestDraw(count, cursorKey)
   local seed = nextDraw(tonumber(redis.call('GET', cursorKey)) or 1)
-  local first = math.fmod(seed, #usable)
+  local first = math.fmod(seed, count)
   seed = nextDraw(seed)
-  local second = math.fmod(first + 1 + math.fmod(seed, #usable - 1), #usable)
+  local second = math.fmod(first + 1 + math.fmod(seed, count - 1), count)
   redis.call('SET', cursorKey, num(seed))
-  local a, b = usable[first + 1], usable[second + 1]
-  local function cost(i)
-    local s = keys[i]
+  return {first, second}
+end
+
+-- fastest(): whether b's expected latency times (1 + open leases / 8) is below a's, or
+-- equal with fewer open leases.
+local function fasterThan(b, a, now, cfg)
+  local function cost(s)
     local expected = 0
     local age = math.max(0, now - s.latAt)
     if s.lat ~= nil and age < ${latencyForgetHalfLives} * cfg.latencyHalfLifeMs then
       expected = (s.lat * cfg.latencyHalfLifeMs) / (cfg.latencyHalfLifeMs + age)
     end
-    return expected * (s.inflight + 1)
+    return expected * (1 + s.inflight * ${fastestInflightPenalty})
   end
-  if cost(b) < cost(a) then return b end
-  return a
+  local cb, ca = cost(b), cost(a)
+  return cb < ca or (cb == ca and b.inflight < a.inflight)
 end
 
 local function given(x)

@@ -13,6 +13,7 @@ import { positiveMilliseconds as duration, rejectUnknownKeys } from '../options.
 import { type RedisKeyPoolOptions, redisKeyPoolDefaults, redisOptionKeys } from './options.js'
 import {
   commandNames,
+  fingerprint,
   type Known,
   type OutcomeKind,
   type ScriptClient,
@@ -75,21 +76,15 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
   const redisKeys = ids.map((id) => [`${tag}:s:${id}`, `${tag}:l:${id}`, `${tag}:d:${id}`])
   const allKeys = redisKeys.flat()
   const cursorKey = `${tag}:cursor`
+  const { members, indexKeys, indexList, indexFingerprint } = indexNames(
+    tag,
+    ids,
+    perKeyArgs,
+    config.selection,
+  )
   const localNow = now ?? Date.now
   const clockArg = () => (now === undefined ? '-1' : String(now()))
-  const d = redisKeyPoolDefaults
-  const scriptConfig: ScriptConfig = {
-    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
-    minCooldownMs: memoryOptions.minCooldownMs ?? d.minCooldownMs,
-    maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
-    headroomHorizonMs: memoryOptions.headroomHorizonMs ?? d.headroomHorizonMs,
-    latencyHalfLifeMs: memoryOptions.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
-    failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
-    breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
-    breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
-    circuitOpenMs: memoryOptions.circuitOpenMs ?? d.circuitOpenMs,
-    authDisableMs: memoryOptions.authDisableMs ?? d.authDisableMs,
-  }
+  const scriptConfig = scriptConfigOf(memoryOptions)
   const configJson = JSON.stringify(scriptConfig)
 
   const known: Known[] = initial.toJSON().keys.map((state) => ({
@@ -118,10 +113,61 @@ export function settingsOf(keys: readonly PoolKey[], options: RedisKeyPoolOption
     redisKeys,
     allKeys,
     cursorKey,
+    members,
+    indexKeys,
+    indexList,
+    indexFingerprint,
     localNow,
     clockArg,
     scriptConfig,
     configJson,
     known,
+  }
+}
+
+/**
+ * The index's names (`index-lua.ts`): each key's member (sorted by index), the index's Redis
+ * keys, the keys' limits and weights as the index script takes them, and the fingerprint
+ * of what the index is built for.
+ */
+function indexNames(
+  tag: string,
+  ids: readonly string[],
+  perKeyArgs: readonly (readonly number[])[],
+  selection: string,
+) {
+  const members = ids.map((id, index) => `${String(index + 1).padStart(6, '0')}:${id}`)
+  const indexKeys = ['m', 'free', 'wake', 'exp', 'cursor'].map((name) => `${tag}:${name}`)
+  const indexList = JSON.stringify(
+    perKeyArgs.map(([limit, weight], index) => [
+      ids[index],
+      limit === undefined || limit === Number.POSITIVE_INFINITY ? -1 : limit,
+      weight ?? 1,
+    ]),
+  )
+  return {
+    members,
+    indexKeys,
+    indexList,
+    indexFingerprint: fingerprint(`${selection}\n${indexList}`),
+  }
+}
+
+/** The options the scripts apply, with their defaults. */
+function scriptConfigOf(
+  memoryOptions: Omit<RedisKeyPoolOptions, 'redis' | 'prefix'>,
+): ScriptConfig {
+  const d = redisKeyPoolDefaults
+  return {
+    defaultCooldownMs: memoryOptions.defaultCooldownMs ?? d.defaultCooldownMs,
+    minCooldownMs: memoryOptions.minCooldownMs ?? d.minCooldownMs,
+    maxCooldownMs: memoryOptions.maxCooldownMs ?? d.maxCooldownMs,
+    headroomHorizonMs: memoryOptions.headroomHorizonMs ?? d.headroomHorizonMs,
+    latencyHalfLifeMs: memoryOptions.latencyHalfLifeMs ?? d.latencyHalfLifeMs,
+    failureThreshold: memoryOptions.failureThreshold ?? d.failureThreshold,
+    breakerWindowMs: memoryOptions.breakerWindowMs ?? d.breakerWindowMs,
+    breakerFailureRatio: memoryOptions.breakerFailureRatio ?? d.breakerFailureRatio,
+    circuitOpenMs: memoryOptions.circuitOpenMs ?? d.circuitOpenMs,
+    authDisableMs: memoryOptions.authDisableMs ?? d.authDisableMs,
   }
 }

@@ -153,7 +153,7 @@ describe('createRedisKeyPool', () => {
     ['round-robin', 5],
     ['weighted', 5],
     ['least-inflight', 5],
-    ['headroom', 1],
+    ['headroom', 5],
     ['fastest', 5],
   ])(
     '%s: matches the memory pool step for step, key-state events included (seed %i)',
@@ -173,6 +173,8 @@ describe('createRedisKeyPool', () => {
         circuitOpenMs: 4000,
         authDisableMs: 5000,
         defaultCooldownMs: 2500,
+        // Stated budgets reset within the walk's clock, so headroom's keys come back.
+        headroomHorizonMs: 3000,
         now,
       }
       const told: { memory: KeyStateEvent[]; redis: KeyStateEvent[] } = { memory: [], redis: [] }

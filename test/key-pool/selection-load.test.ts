@@ -1,11 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import {
-  type AcquireResult,
-  createMemoryKeyPool,
-  type KeyHeadroom,
-  type KeyPool,
-  type KeySelection,
-} from '../../src/index.js'
+import type { AcquireResult, KeyHeadroom } from '../../src/advanced.js'
+import { createMemoryKeyPool, type KeyPool, type KeySelection } from '../../src/index.js'
 
 /** The Park–Miller generator: a fixed seed, the same run every time. */
 function generator(seed: number): () => number {

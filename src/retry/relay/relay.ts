@@ -200,7 +200,7 @@ export function relay(
 ): Promise<RelayOutcome>
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
-export async function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
+export function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
   // The attempt is called with `request` whenever one was given: the overloads' promise.
   const options = given as RelayOptions
   let plan: RelayPlan
@@ -210,12 +210,17 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
     plan = compileRelay(options)
   } catch (error) {
     // The sink may own the response already (a hijacked Fastify reply): the client is told.
-    await answerRefusedOptions(options, error)
-    throw error
+    return refuseOptions(options, error)
   }
   // The relay's hooks and attempt function are the plan's: the request brings the rest.
   const { sink, request, signal, secrets, stream } = options
   return runRelay(plan, { sink, request, signal, secrets, stream })
+}
+
+/** Answers the client for options that failed their check, then rejects with the failure. */
+async function refuseOptions(options: RelayOptions, error: unknown): Promise<never> {
+  await answerRefusedOptions(options, error)
+  throw error
 }
 
 /**

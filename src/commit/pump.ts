@@ -184,7 +184,14 @@ class PumpRun {
       this.frames++
       return undefined
     }
-    return this.send(this.options.gate.write(bytes)).then(this.#counted)
+    const { gate } = this.options
+    const written = gate.write(bytes)
+    // Taken at once (the sink had room, nothing queued): counted now, nothing to wait for.
+    if (!gate.writePending && gate.failure === undefined) {
+      this.frames++
+      return undefined
+    }
+    return this.send(written).then(this.#counted)
   }
 
   readonly #counted = () => void this.frames++
@@ -252,7 +259,7 @@ class PumpRun {
   }
 
   /** The end at the upstream's end; not `async` when there is nothing to heal or flush. */
-  atEof(cut = false): Promise<PumpEnd> {
+  atEof(cut = false): PumpEnd | Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
     const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')

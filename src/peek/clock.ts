@@ -1,7 +1,8 @@
 /**
  * The first-byte and first-output bounds of one attempt on one timer, from the moment it is
  * sent to its first output: the send, an error body's read and the peek share it, so an
- * attempt sets one timer for both bounds instead of two per phase (docs/performance.md).
+ * attempt sets one timer for both bounds instead of two per phase (docs/performance.md). At
+ * commit the pump's watchdog takes that timer over ({@link TimerSlot}): one timer per attempt.
  *
  * @module
  */

@@ -8,13 +8,19 @@
  */
 
 import { createHook } from 'node:async_hooks'
-import { createMemoryKeyPool, openaiChat, relay, webSink } from '../src/index.js'
+import { createMemoryKeyPool, createRelay, openaiChat, relay, webSink } from '../src/index.js'
 import { openaiChatOneFrame, streamOf } from './inputs.js'
 
 /** Reads a body to its end, as a client would. */
 async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
   const reader = body.getReader()
   while (!(await reader.read()).done) {}
+}
+
+/** Throws unless the relay committed an answer that completed (a count of a failure would mislead). */
+function checkEnded(ended: { kind: string; end?: { kind: string } }): void {
+  if (ended.kind !== 'committed' || ended.end?.kind !== 'completed')
+    throw new Error(`the relay ended ${ended.kind}`)
 }
 
 /** Promises and timers created while `run` runs `requests` times, one after another, per request. */
@@ -51,6 +57,10 @@ export interface PromisesResult {
   readonly library: number
   /** Timers (`setTimeout`/`setInterval`) the library sets per 1-frame request (the host sets none). */
   readonly timers: number
+  /** What the library adds per 1-frame request through a relay built once with `createRelay()`. */
+  readonly compiled: number
+  /** Timers per 1-frame request through the `createRelay()` relay. */
+  readonly compiledTimers: number
 }
 
 /** Counts the promises one 1-frame `relay()` + `webSink()` request creates (see the file's head). */
@@ -63,21 +73,22 @@ export async function benchPromises(options: { requests: number }): Promise<Prom
     const answer = upstream()
     await drain(answer.body as ReadableStream<Uint8Array>)
   })
+  // Answered at once, as the host's baseline makes it (the relay takes a value as well as a
+  // promise): the attempt function's own promise is the host's, not the library's.
+  const attempt = (() => upstream()) as unknown as () => Promise<Response>
+  const policy = { keepAliveIntervalMs: Number.POSITIVE_INFINITY }
   const relayed = await promisesPer(options.requests, async () => {
     const { sink, response } = webSink()
-    const outcome = relay({
-      sink,
-      pool,
-      adapter: openaiChat,
-      policy: { keepAliveIntervalMs: Number.POSITIVE_INFINITY },
-      // Answered at once, as the host's baseline makes it (the relay takes a value as well as
-      // a promise): the attempt function's own promise is the host's, not the library's.
-      attempt: (() => upstream()) as unknown as () => Promise<Response>,
-    })
+    const outcome = relay({ sink, pool, adapter: openaiChat, policy, attempt })
     await drain((await response).body as ReadableStream<Uint8Array>)
-    const ended = await outcome
-    if (ended.kind !== 'committed' || ended.end.kind !== 'completed')
-      throw new Error(`the relay ended ${ended.kind}`)
+    checkEnded(await outcome)
+  })
+  const built = createRelay({ pool, adapter: openaiChat, policy, attempt })
+  const compiled = await promisesPer(options.requests, async () => {
+    const { sink, response } = webSink()
+    const outcome = built({ sink })
+    await drain((await response).body as ReadableStream<Uint8Array>)
+    checkEnded(await outcome)
   })
   return {
     requests: options.requests,
@@ -85,5 +96,7 @@ export async function benchPromises(options: { requests: number }): Promise<Prom
     relay: relayed.promises,
     library: relayed.promises - host.promises,
     timers: relayed.timers - host.timers,
+    compiled: compiled.promises - host.promises,
+    compiledTimers: compiled.timers - host.timers,
   }
 }

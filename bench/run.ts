@@ -97,7 +97,12 @@ async function main() {
     )
     console.log(`| relay() + webSink() | ${fmt(promises.relay, 1)} |`)
     console.log(`| added by the library | ${fmt(promises.library, 1)} |`)
-    console.log(`\ntimers the library sets per request: ${fmt(promises.timers, 1)}`)
+    console.log(
+      `| added by the library, relay built once with createRelay() | ${fmt(promises.compiled, 1)} |`,
+    )
+    console.log(
+      `\ntimers the library sets per request: ${fmt(promises.timers, 1)} (createRelay(): ${fmt(promises.compiledTimers, 1)})`,
+    )
   }
 
   if (only.has('request')) {

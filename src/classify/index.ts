@@ -8,6 +8,7 @@
 import { countNormalization } from '../options.js'
 import { mayReportMore } from '../protocols/shortcut.js'
 import type {
+  BlockEdge,
   FrameVerdict,
   OutputVerdict,
   RenderState,
@@ -237,22 +238,9 @@ function keep(kept: string, text: string, limit: number): string {
 /** The largest number of open blocks tracked; a stream opening more is not a real one. */
 const maxOpenBlocks = 256
 
-/**
- * Creates a tracker that classifies frames with `adapter` and records what the stream showed.
- *
- * @example
- * const tracker = createStreamTracker(openaiChat)
- * for (let frame = await reader.next(); frame; frame = await reader.next()) tracker.observe(frame)
- * classifyEof(tracker.state) // { kind: 'completed', terminal: { reason: 'stop', raw: 'stop' } }
- *
- * @group Peek and classify
- */
-export function createStreamTracker(
-  adapter: StreamAdapter,
-  options?: StreamTrackerOptions,
-): StreamTracker {
-  const limits = normalize(options, adapter)
-  const state: MutableState = {
+/** A tracker's state before its first frame. */
+function emptyState(): MutableState {
+  return {
     frames: 0,
     bytes: 0,
     meta: 0,
@@ -271,17 +259,68 @@ export function createStreamTracker(
     lastBlockIndex: -1,
     usage: null,
   }
+}
 
-  function recordTerminal(terminal: TerminalInfo): void {
-    state.terminalSeen = true
-    if (state.terminal === null || (state.terminal.reason === null && terminal.reason !== null)) {
-      state.terminal = terminal
+/** A terminal frame: the first one is kept, unless a later one names the reason it lacked. */
+function recordTerminal(state: MutableState, terminal: TerminalInfo): void {
+  state.terminalSeen = true
+  if (state.terminal === null || (state.terminal.reason === null && terminal.reason !== null)) {
+    state.terminal = terminal
+  }
+}
+
+/** Usage a frame reported, merged into what earlier frames reported. */
+function recordUsage(state: MutableState, reported: TokenUsage): void {
+  state.usage = mergeUsage(state.usage ?? undefined, reported) ?? null
+}
+
+/** The stream's `index`th frame, an output one (text, tool, reasoning, refusal): counted, its text kept within `limits`. */
+function recordOutput(
+  state: MutableState,
+  verdict: OutputVerdict,
+  index: number,
+  limits: Required<StreamTrackerOptions>,
+): void {
+  if (verdict.usage !== undefined) recordUsage(state, verdict.usage)
+  state.counts[verdict.kind]++
+  state.firstVisibleIndex ??= index
+  if (verdict.kind === 'reasoning') {
+    state.reasoningText = keep(state.reasoningText, verdict.text, limits.keepReasoningChars)
+  } else {
+    state.firstContentIndex ??= index
+    if (verdict.kind === 'text') {
+      state.visibleText = keep(state.visibleText, verdict.text, limits.keepTextChars)
     }
   }
+  if (verdict.terminal !== undefined) recordTerminal(state, verdict.terminal)
+}
 
-  function recordUsage(reported: TokenUsage): void {
-    state.usage = mergeUsage(state.usage ?? undefined, reported) ?? null
+/** A frame's block edge: the highest block index seen, and the blocks still open (at most {@link maxOpenBlocks}). */
+function recordBlock(state: MutableState, block: BlockEdge): void {
+  state.lastBlockIndex = Math.max(state.lastBlockIndex, block.index)
+  const open = state.openBlocks.indexOf(block.index)
+  if (block.edge === 'close' && open !== -1) state.openBlocks.splice(open, 1)
+  else if (block.edge === 'open' && open === -1 && state.openBlocks.length < maxOpenBlocks) {
+    state.openBlocks.push(block.index)
   }
+}
+
+/**
+ * Creates a tracker that classifies frames with `adapter` and records what the stream showed.
+ *
+ * @example
+ * const tracker = createStreamTracker(openaiChat)
+ * for (let frame = await reader.next(); frame; frame = await reader.next()) tracker.observe(frame)
+ * classifyEof(tracker.state) // { kind: 'completed', terminal: { reason: 'stop', raw: 'stop' } }
+ *
+ * @group Peek and classify
+ */
+export function createStreamTracker(
+  adapter: StreamAdapter,
+  options?: StreamTrackerOptions,
+): StreamTracker {
+  const limits = normalize(options, adapter)
+  const state = emptyState()
 
   /**
    * The kind of the last output frame read in full. The shortcut counts a frame as text, so it
@@ -304,42 +343,22 @@ export function createStreamTracker(
         return verdict
       case 'meta':
         state.meta++
-        if (verdict.usage !== undefined) recordUsage(verdict.usage)
+        if (verdict.usage !== undefined) recordUsage(state, verdict.usage)
         break
       case 'terminal':
-        recordTerminal(verdict.terminal)
-        if (verdict.usage !== undefined) recordUsage(verdict.usage)
+        recordTerminal(state, verdict.terminal)
+        if (verdict.usage !== undefined) recordUsage(state, verdict.usage)
         break
       case 'error':
         state.errors++
         state.firstError ??= verdict.error
-        if (verdict.usage !== undefined) recordUsage(verdict.usage)
+        if (verdict.usage !== undefined) recordUsage(state, verdict.usage)
         return verdict
-      default: {
-        if (verdict.usage !== undefined) recordUsage(verdict.usage)
-        state.counts[verdict.kind]++
+      default:
+        recordOutput(state, verdict, index, limits)
         lastOutput = verdict.kind
-        state.firstVisibleIndex ??= index
-        if (verdict.kind === 'reasoning') {
-          state.reasoningText = keep(state.reasoningText, verdict.text, limits.keepReasoningChars)
-        } else {
-          state.firstContentIndex ??= index
-          if (verdict.kind === 'text') {
-            state.visibleText = keep(state.visibleText, verdict.text, limits.keepTextChars)
-          }
-        }
-        if (verdict.terminal !== undefined) recordTerminal(verdict.terminal)
-      }
     }
-    const block = verdict.block
-    if (block !== undefined) {
-      state.lastBlockIndex = Math.max(state.lastBlockIndex, block.index)
-      const open = state.openBlocks.indexOf(block.index)
-      if (block.edge === 'close' && open !== -1) state.openBlocks.splice(open, 1)
-      else if (block.edge === 'open' && open === -1 && state.openBlocks.length < maxOpenBlocks) {
-        state.openBlocks.push(block.index)
-      }
-    }
+    if (verdict.block !== undefined) recordBlock(state, verdict.block)
     return verdict
   }
 

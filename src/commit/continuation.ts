@@ -57,7 +57,7 @@ export interface HealingRun {
   rewatch(): void
   write(frame: SseFrame, kind?: FrameVerdict['kind']): Promise<void> | undefined
   arrived(): number
-  atEof(cut?: boolean): Promise<PumpEnd>
+  atEof(cut?: boolean): PumpEnd | Promise<PumpEnd>
   /** Ends at the client's end of the stream (`clientEndsAt`), releasing the rest of the body. */
   atClientEnd(): Promise<PumpEnd>
   afterReadFailure(error: unknown): Promise<PumpEnd>

@@ -221,6 +221,8 @@ export async function deliverOn(options: DeliverInput): Promise<DeliverOutcome> 
     signal: options.signal,
     secrets: options.secrets,
     continuation: options.continuation,
+    // The peek handed its clock's timer over: the pump's watchdog runs on it.
+    timer: options.clock?.timer,
   }
   const pumped = await pumpOn(pumpOptions, policy)
   return { kind: 'committed', peek: peeked, pump: pumped }

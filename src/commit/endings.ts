@@ -52,15 +52,49 @@ export async function writeError(
   return { kind: 'error-written', cause, error }
 }
 
-/** The end at upstream EOF, decided by its class and the policy; never a fake success. */
-export async function endAtEof(
+/** What {@link endAtEof} reads of the pump's policy. */
+interface EofPolicy {
+  onPartialEof: 'error' | 'synthesize-stop'
+  onThinkingOnly: 'error' | 'promote-reasoning'
+}
+
+/**
+ * The end at upstream EOF, decided by its class and the policy; never a fake success. Not an
+ * async step for the common end, a completed stream whose sink closed at once: the end itself
+ * (each promise costs a host running async hooks); a throw of the close rejects, as before.
+ */
+export function endAtEof(
   out: EndingWriter,
   tracker: StreamTracker,
   eof: EofClass,
-  policy: {
-    onPartialEof: 'error' | 'synthesize-stop'
-    onThinkingOnly: 'error' | 'promote-reasoning'
-  },
+  policy: EofPolicy,
+  cut: boolean,
+): PumpEnd | Promise<PumpEnd> {
+  if (eof.kind !== 'completed') return endAtIncompleteEof(out, tracker, eof, policy, cut)
+  let closing: Promise<void> | undefined
+  try {
+    closing = out.close()
+  } catch (error) {
+    return Promise.reject(error)
+  }
+  return closing === undefined ? completedEnd(tracker) : closing.then(() => completedEnd(tracker))
+}
+
+/**
+ * A completed stream's end: an error frame that went out after the terminal (OpenRouter's
+ * after a `length` finish) makes the client's SDK raise, so the client got the upstream's
+ * error, not a completion.
+ */
+function completedEnd(tracker: StreamTracker): PumpEnd {
+  return tracker.state.errors > 0 ? { kind: 'upstream-error' } : { kind: 'completed' }
+}
+
+/** {@link endAtEof} for a stream that did not complete (a cut, partial, thinking-only, empty). */
+async function endAtIncompleteEof(
+  out: EndingWriter,
+  tracker: StreamTracker,
+  eof: Exclude<EofClass, { kind: 'completed' }>,
+  policy: EofPolicy,
   cut: boolean,
 ): Promise<PumpEnd> {
   const { state } = tracker
@@ -68,15 +102,8 @@ export async function endAtEof(
     writeError(out, cause, { type: 'upstream_error', message: endMessages[cause] })
   // Output, then the body ended inside an event: tokens were lost, whatever the policy says
   // of a stream that merely stopped between events. After the terminal the answer was whole.
-  if (cut && eof.kind !== 'completed' && eof.kind !== 'empty') return upstreamError('eof-mid-frame')
+  if (cut && eof.kind !== 'empty') return upstreamError('eof-mid-frame')
   switch (eof.kind) {
-    case 'completed': {
-      const closing = out.close()
-      if (closing !== undefined) await closing
-      // An error frame went out after the terminal (OpenRouter's after a `length` finish): the
-      // client's SDK raises on it, so the client got the upstream's error, not a completion.
-      return state.errors > 0 ? { kind: 'upstream-error' } : { kind: 'completed' }
-    }
     case 'error-only':
       // The upstream's own error frame already went out, in its protocol.
       await out.close()
@@ -108,7 +135,7 @@ export async function endAfterReadFailure(
   reader: FrameReader,
   tracker: StreamTracker,
   out: EndingWriter,
-  atEof: () => Promise<PumpEnd>,
+  atEof: () => PumpEnd | Promise<PumpEnd>,
 ): Promise<PumpEnd> {
   const stopped = stop.aborted && error === stop.reason
   const clientGone = stopped && isDownstreamClosedError(error)

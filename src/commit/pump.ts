@@ -8,6 +8,7 @@
 import { now } from '../call-safely.js'
 import { classifyEof, type EofClass } from '../classify/index.js'
 import { DownstreamClosedError, isStreamTimeoutError, isUpstreamReadError } from '../errors.js'
+import type { TimerSlot } from '../peek/clock.js'
 import { joinBytes } from '../protocols/bytes.js'
 import type { FrameVerdict } from '../protocols/types.js'
 import { FrameView, type SseFrame } from '../sse/frame.js'
@@ -78,6 +79,8 @@ export type PumpInput = Omit<PumpOptions, 'signal'> & {
   readonly signal?: SignalLike | undefined
   /** Heals a cut after commit, when the relay's `continueAfterCut` is on. */
   readonly continuation?: PumpContinuation | undefined
+  /** The attempt's first-output clock's timer, handed over at commit: the watchdog's. */
+  readonly timer?: TimerSlot | undefined
 }
 
 /**
@@ -121,7 +124,7 @@ class PumpRun {
     this.encoder = createFrameEncoder(options)
     this.bytesAtStart = gate.bytesWritten
     this.stalls = { count: 0, totalMs: 0, longestMs: 0, thresholdMs: policy.stallThresholdMs }
-    const watched = watchPump(gate, options.signal, policy)
+    const watched = watchPump(gate, options.signal, policy, options.timer)
     this.stop = watched.stop
     this.watchdog = watched.watchdog
     this.unwatch = watched.release
@@ -184,7 +187,14 @@ class PumpRun {
       this.frames++
       return undefined
     }
-    return this.send(this.options.gate.write(bytes)).then(this.#counted)
+    const { gate } = this.options
+    const written = gate.write(bytes)
+    // Taken at once (the sink had room, nothing queued): counted now, nothing to wait for.
+    if (!gate.writePending && gate.failure === undefined) {
+      this.frames++
+      return undefined
+    }
+    return this.send(written).then(this.#counted)
   }
 
   readonly #counted = () => void this.frames++
@@ -252,7 +262,7 @@ class PumpRun {
   }
 
   /** The end at the upstream's end; not `async` when there is nothing to heal or flush. */
-  atEof(cut = false): Promise<PumpEnd> {
+  atEof(cut = false): PumpEnd | Promise<PumpEnd> {
     const { tracker } = this.options
     this.eof = classifyEof(tracker.state)
     const healing = this.heal(cut ? 'eof-mid-frame' : 'partial-eof')

@@ -7,6 +7,7 @@
 
 import { now } from '../call-safely.js'
 import { isDownstreamClosedError, StreamTimeoutError } from '../errors.js'
+import { TimerSlot } from '../peek/clock.js'
 import { type SignalLike, Stop, stopOf } from '../stop.js'
 import type { CommitGate } from './gate-options.js'
 import type { normalizePumpPolicy } from './pump-policy.js'
@@ -38,9 +39,8 @@ export class Watchdog {
   readonly #idleMs: number
   readonly #stallMs: number
   readonly #onIdle: (error: StreamTimeoutError) => void
-  #timer: ReturnType<typeof setTimeout> | undefined
-  /** When `#timer` fires (`now()` time). */
-  #due = 0
+  /** Its timer: its own, or the attempt's first-output clock's taken over at commit. */
+  readonly #slot: TimerSlot
   #stopped = false
   /** When the last frame other than a keep-alive arrived. */
   #lastActivity = now()
@@ -60,12 +60,15 @@ export class Watchdog {
     stallMs: number,
     onIdle: (error: StreamTimeoutError) => void,
     client?: ClientProgress,
+    timer?: TimerSlot,
   ) {
     this.#idleMs = idleMs
     this.#stallMs = stallMs
     this.#onIdle = onIdle
     this.#client = client
-    this.#arm()
+    this.#slot = timer ?? new TimerSlot()
+    // A timer taken over stays when it falls due no later (a check firing early arms again).
+    this.#arm(timer !== undefined)
   }
 
   /** A frame other than a keep-alive arrived: the upstream is alive. */
@@ -123,8 +126,7 @@ export class Watchdog {
 
   stop(): void {
     this.#stopped = true
-    clearTimeout(this.#timer)
-    this.#timer = undefined
+    this.#slot.clear()
   }
 
   /**
@@ -146,10 +148,7 @@ export class Watchdog {
     }
     if (delay === Number.POSITIVE_INFINITY) return
     const due = at + Math.max(delay, 1)
-    if (keepEarlier && this.#timer !== undefined && this.#due <= due) return
-    clearTimeout(this.#timer)
-    this.#due = due
-    this.#timer = setTimeout(this.#check, due - at)
+    this.#slot.arm(due, due - at, this.#check, keepEarlier)
   }
 
   /**
@@ -167,7 +166,6 @@ export class Watchdog {
   }
 
   readonly #check = (): void => {
-    this.#timer = undefined
     const at = now()
     if (this.#writingSince !== undefined) {
       const taken = this.#takenAt === undefined ? undefined : this.#client?.taken()
@@ -196,12 +194,14 @@ export function stallOf(error: unknown): StreamTimeoutError | undefined {
 /**
  * What stops a pump: the client leaving (the gate's signal), the host's signal, and the
  * watchdog's idle and write-stall clocks, all aborting `stop`. `release` stops the watchdog
- * and removes the listeners.
+ * and removes the listeners. With `timer` (the attempt's first-output clock's, handed over at
+ * commit) the watchdog runs on it: one timer per attempt, not one per clock.
  */
 export function watchPump(
   gate: CommitGate,
   signal: SignalLike | undefined,
   policy: ReturnType<typeof normalizePumpPolicy>,
+  timer?: TimerSlot,
 ) {
   const stop = new Stop()
   const watchdog = new Watchdog(
@@ -209,6 +209,7 @@ export function watchPump(
     policy.writeStallTimeoutMs,
     (error) => stop.abort(error),
     { taken: () => gate.bytesTaken, takenAt: () => gate.bytesTakenAt },
+    timer,
   )
   const gone = stopOf(gate)
   const onGateAbort = () => stop.abort(gone.reason)

@@ -58,10 +58,14 @@ export function webSink(options: WebSinkOptions = {}): WebSink {
   let rejectResponse!: (reason: unknown) => void
   const response = new Promise<Response>((resolve, reject) => {
     resolveResponse = resolve
-    rejectResponse = reject
+    rejectResponse = (reason) => {
+      reject(reason)
+      // An unobserved rejection (the host never awaited the response) is not an error of its
+      // own. Handled when it happens, not on every response (each promise costs a host
+      // running async hooks): still in the same tick, before Node looks for unhandled ones.
+      response.catch(() => {})
+    }
   })
-  // An unobserved rejection (the host never awaited the response) is not an error of its own.
-  response.catch(() => {})
   let headSent = false
   let given = 0
   let closed = false

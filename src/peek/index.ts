@@ -461,6 +461,7 @@ export async function peekOn(
     }
   } finally {
     for (const timer of timers) clearTimeout(timer)
-    clock?.dispose()
+    // Its timer stays for the pump's watchdog (one timer per attempt); the attempt clears it.
+    clock?.handOver()
   }
 }

@@ -152,6 +152,25 @@ describe('webSink as a real Response', () => {
     expect(gate.state).toBe('closed')
   })
 
+  it('a rejected response the host never awaited is no unhandled rejection; one awaited later still rejects', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    const reason = new Error('client gone before the head')
+    let late: Promise<Response>
+    try {
+      const { sink, response } = webSink()
+      createCommitGate(sink, quiet).abort(reason)
+      late = response
+      // Past the microtasks and a macrotask: when Node reports unhandled rejections.
+      await sleep(20)
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled).toEqual([])
+    await expect(late).rejects.toBe(reason)
+  })
+
   it('deliver() with earlyHeaders: the response comes first; keep-alives only time out; the error is written in-band', async () => {
     const { sink, response } = webSink()
     const gate = createCommitGate(sink, { ...quiet, earlyHeaders: true })

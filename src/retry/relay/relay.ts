@@ -200,7 +200,7 @@ export function relay(
 ): Promise<RelayOutcome>
 /** Either form, when whether a `pool` is given is only known at run time. */
 export function relay(options: RelayOptions): Promise<RelayOutcome>
-export async function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
+export function relay(given: RelayOptions | RelayOptionsWithRequest): Promise<RelayOutcome> {
   // The attempt is called with `request` whenever one was given: the overloads' promise.
   const options = given as RelayOptions
   let plan: RelayPlan
@@ -210,25 +210,30 @@ export async function relay(given: RelayOptions | RelayOptionsWithRequest): Prom
     plan = compileRelay(options)
   } catch (error) {
     // The sink may own the response already (a hijacked Fastify reply): the client is told.
-    await answerRefusedOptions(options, error)
-    throw error
+    return refuseOptions(options, error)
   }
   // The relay's hooks and attempt function are the plan's: the request brings the rest.
   const { sink, request, signal, secrets, stream } = options
   return runRelay(plan, { sink, request, signal, secrets, stream })
 }
 
+/** Answers the client for options that failed their check, then rejects with the failure. */
+async function refuseOptions(options: RelayOptions, error: unknown): Promise<never> {
+  await answerRefusedOptions(options, error)
+  throw error
+}
+
 /**
- * One request of a built relay (its options checked): attempts over its routes, the commit
- * and the outcome. Nothing here checks or defaults an option of the relay (guarantee 30).
+ * A request's run: its routes (built with the relay when it has its attempt function; else
+ * with the request's), what stops it (the client leaving, the host's signal), its deadline,
+ * and `release` (clears the deadline's timer and every listener).
  */
-export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayOutcome> {
-  const prepared = prepare(plan, call)
-  if ('refused' in prepared) {
-    await answerRefusedOptions(refusalOf(plan, call), prepared.refused)
-    throw prepared.refused
-  }
-  const { config } = plan
+function openRun(
+  plan: RelayPlan,
+  call: RelayCall,
+  prepared: { whole: boolean; answerDecides: boolean; gate: CommitGate },
+): { run: Run; routes: readonly Route[]; release(): void } {
+  const { config, adapter } = plan
   const { whole, answerDecides, gate } = prepared
   const started = now()
   if (config.hedge !== undefined && config.priority !== 'background' && !whole)
@@ -239,9 +244,8 @@ export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayO
   const gone = stopOf(gate)
   const both = call.signal === undefined ? undefined : followStops([gone, call.signal])
   const stop = both?.controller ?? gone
-  const { deadline, waits, release } = watchDeadline(config.deadlineMs, stop)
-  const { adapter } = plan
-  // Built with the relay when it has its attempt function; else with the request's.
+  const watched = watchDeadline(config.deadlineMs, stop)
+  const { waits } = watched
   const routes: readonly Route[] =
     call.attempt === undefined && plan.routes !== undefined
       ? plan.routes
@@ -261,7 +265,7 @@ export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayO
     answerDecides,
     secrets: call.secrets === undefined ? [] : [...call.secrets],
     stop,
-    deadline,
+    deadline: watched.deadline,
     get waits() {
       return waits()
     },
@@ -273,6 +277,30 @@ export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayO
     gaveUp: false,
     hedges: undefined,
   }
+  return {
+    run,
+    routes,
+    release() {
+      watched.release()
+      both?.release()
+    },
+  }
+}
+
+/**
+ * One request of a built relay (its options checked): attempts over its routes, the commit
+ * and the outcome. Nothing here checks or defaults an option of the relay (guarantee 30).
+ */
+export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayOutcome> {
+  const prepared = prepare(plan, call)
+  if ('refused' in prepared) {
+    await answerRefusedOptions(refusalOf(plan, call), prepared.refused)
+    throw prepared.refused
+  }
+  const { gate } = prepared
+  const { run, routes, release } = openRun(plan, call, prepared)
+  const { adapter } = plan
+  const { started } = run
   // What every outcome says of the request: its protocol and the model it asked for.
   const model = requestedModel(call.request?.url, call.request?.body)
   // Read from the guarded copy: a plain value there, whatever the host's adapter does.
@@ -321,6 +349,5 @@ export async function runRelay(plan: RelayPlan, call: RelayCall): Promise<RelayO
     return finish(await giveUpAfterThrow(run, error))
   } finally {
     release()
-    both?.release()
   }
 }

@@ -7,34 +7,57 @@
 
 import { now } from '../../call-safely.js'
 import { UserCodeError } from '../../errors.js'
-import type { KeyLease, KeyPool } from '../../key-pool/types.js'
+import type { AcquireOptions, AcquireResult, KeyLease, KeyPool } from '../../key-pool/types.js'
 import { deadlineVerdict, type NotLeased, planKeyWait } from '../decisions/decide.js'
 import { estimateRequestCost } from '../request/request-cost.js'
 import { sleep } from '../shared/sleep.js'
 import type { FailureVerdict } from '../shared/verdict.js'
 import type { RouteRun, Run } from './run.js'
 
+type LeaseEnd = Leased | { kind: 'give-up'; verdict: FailureVerdict }
+
 /**
  * Leases the key usable soonest: a free untried key now; else a free tried key after its
  * backoff; else waits for the earliest cooling key's cooldown end or a busy key's release,
- * within the deadline and `maxWaitMs`. A give-up says why no key could be had.
+ * within the deadline and `maxWaitMs`. A give-up says why no key could be had. Not an async
+ * function: when the pool leases an untried key at once (most requests), the pool's answer
+ * chained once is the only promise it adds; a throw rejects, as from an async function.
  */
-export async function leaseNext(
+export function leaseNext(run: Run, route: RouteRun): Promise<LeaseEnd> {
+  try {
+    const given = route.route.pool
+    if (given === undefined) return callerCredentials(run, route)
+    const waitStarted = now()
+    const { tried, request } = route.progress
+    const cost = estimateRequestCost(request)
+    return acquireNamed(given, { exclude: tried, cost }, (untried) =>
+      untried.kind === 'leased' ? untried : leaseAfterMiss(run, route, given, waitStarted, untried),
+    )
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+/**
+ * {@link leaseNext} once no untried key was free at once (`untried`): a tried key after its
+ * backoff, else a wait for a key, then the pool asked again, until a key is leased or the
+ * wait's budget is spent.
+ */
+async function leaseAfterMiss(
   run: Run,
   route: RouteRun,
-): Promise<Leased | { kind: 'give-up'; verdict: FailureVerdict }> {
-  const given = route.route.pool
-  if (given === undefined) return callerCredentials(run, route)
-  const pool = guardedPool(given)
-  const waitStarted = now()
+  pool: KeyPool,
+  waitStarted: number,
+  missed: NotLeased,
+): Promise<LeaseEnd> {
+  let untried: AcquireResult = missed
   for (;;) {
+    if (untried.kind === 'leased') return untried
     const { tried } = route.progress
     const cost = estimateRequestCost(route.progress.request)
-    const untried = await pool.acquire({ exclude: tried, cost })
-    if (untried.kind === 'leased') return untried
     let all: NotLeased | undefined
     if (tried.size > 0) {
-      const any = await pool.acquire({ cost })
+      const any = await acquireNamed(pool, { cost })
       if (any.kind === 'leased') return backOff(run, route, any.lease)
       all = any
     }
@@ -49,17 +72,21 @@ export async function leaseNext(
     if (plan.kind === 'sleep') {
       const budgetMs = waitBudget(run, route, now() - waitStarted)
       await sleep(spreadWake(plan.ms, budgetMs), run.waits)
-      continue
+    } else {
+      const woken = await acquireNamed(pool, {
+        exclude: plan.includeTried ? undefined : tried,
+        waitMs: plan.ms,
+        signal: run.waits,
+        cost,
+      })
+      if (woken.kind === 'leased') {
+        return tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
+      }
     }
-    const woken = await pool.acquire({
-      exclude: plan.includeTried ? undefined : tried,
-      waitMs: plan.ms,
-      signal: run.waits,
-      cost,
+    untried = await acquireNamed(pool, {
+      exclude: route.progress.tried,
+      cost: estimateRequestCost(route.progress.request),
     })
-    if (woken.kind === 'leased') {
-      return tried.has(woken.lease.keyId) ? backOff(run, route, woken.lease) : woken
-    }
   }
 }
 
@@ -85,14 +112,18 @@ export type Leased = { kind: 'leased'; lease: KeyLease | undefined }
 export async function leaseUntried(run: Run, route: RouteRun): Promise<Leased | null> {
   const given = route.route.pool
   if (given === undefined) return null
-  const pool = guardedPool(given)
   const { tried, request } = route.progress
   const cost = estimateRequestCost(request)
-  const untried = await pool.acquire({ exclude: tried, cost })
+  const untried = await acquireNamed(given, { exclude: tried, cost })
   if (untried.kind === 'leased') return untried
   const budgetMs = waitBudget(run, route, 0)
   if (untried.kind !== 'busy' || budgetMs <= 0) return null
-  const woken = await pool.acquire({ exclude: tried, waitMs: budgetMs, signal: run.waits, cost })
+  const woken = await acquireNamed(given, {
+    exclude: tried,
+    waitMs: budgetMs,
+    signal: run.waits,
+    cost,
+  })
   return woken.kind === 'leased' ? woken : null
 }
 
@@ -108,17 +139,25 @@ function waitBudget(run: Run, route: RouteRun, waited: number): number {
   return Math.min(budget, run.config.backoff.maxMs - waited)
 }
 
-/** A pool whose `acquire` failure names it (a wait the request ended rejects the same way). */
-function guardedPool(pool: KeyPool): Pick<KeyPool, 'acquire'> {
-  return {
-    acquire: async (options) => {
-      try {
-        return await pool.acquire(options)
-      } catch (error) {
-        throw new UserCodeError('pool.acquire', error)
-      }
-    },
+/**
+ * The pool's `acquire`, its failure (a throw or a rejection; a wait the request ended rejects
+ * the same way) named `pool.acquire`; `then` reads the answer in the same step (one promise).
+ */
+function acquireNamed<T = AcquireResult>(
+  pool: KeyPool,
+  options: AcquireOptions,
+  then?: (answer: AcquireResult) => T | PromiseLike<T>,
+): Promise<T> {
+  const named = (error: unknown): never => {
+    throw new UserCodeError('pool.acquire', error)
   }
+  let answer: Promise<AcquireResult>
+  try {
+    answer = pool.acquire(options)
+  } catch (error) {
+    return Promise.reject(new UserCodeError('pool.acquire', error))
+  }
+  return Promise.resolve(answer).then(then, named) as Promise<T>
 }
 
 /** Without a pool every attempt reuses the caller's credentials: after the backoff or `Retry-After`. */

@@ -31,18 +31,10 @@ function requestFor(route: RouteRun, mode: AttemptMode) {
   return { ...(route.route.adapter.nonStreamingRequest?.(sent) ?? sent), stream: false }
 }
 
-/** The request to send; when the adapter's request hook throws, the lease still ends, once. */
-async function requestOrRelease(
-  route: RouteRun,
-  mode: AttemptMode,
-  lease: KeyLease | undefined,
-): Promise<ReturnType<typeof requestFor>> {
-  try {
-    return requestFor(route, mode)
-  } catch (error) {
-    await lease?.report({ kind: 'cancelled' }).catch(() => {})
-    throw error
-  }
+/** When the adapter's request hook throws: the lease still ends, once, then the attempt rejects. */
+async function releaseAndThrow(lease: KeyLease | undefined, error: unknown): Promise<never> {
+  await lease?.report({ kind: 'cancelled' }).catch(() => {})
+  throw error
 }
 
 /**
@@ -224,21 +216,64 @@ function redactResult(result: AttemptResult, secrets: readonly string[]): Attemp
   }
 }
 
-/** Runs one attempt on a leased key and records it. */
-export async function startAttempt(
+/**
+ * Runs one attempt on a leased key and records it. Not an async function: the attempt's own
+ * promise is the only one it adds (each costs a host running async hooks); a throw of its
+ * synchronous part rejects, as from an async function.
+ */
+export function startAttempt(
   run: Run,
   route: RouteRun,
   lease: KeyLease | undefined,
   mode: AttemptMode,
   race?: RaceEntry,
 ): Promise<Started> {
-  const number = ++run.attemptNumber
-  if (lease !== undefined && !run.secrets.includes(lease.secret)) run.secrets.push(lease.secret)
-  const request = await requestOrRelease(route, mode, lease)
+  try {
+    const number = ++run.attemptNumber
+    if (lease !== undefined && !run.secrets.includes(lease.secret)) run.secrets.push(lease.secret)
+    let request: ReturnType<typeof requestFor>
+    try {
+      request = requestFor(route, mode)
+    } catch (error) {
+      return releaseAndThrow(lease, error)
+    }
+    const log = openRecord(run, route, lease, mode, number, race?.hedgeOf)
+    return runLogged(run, route, log, { lease, mode, request, race })
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+/** A started attempt's record keeping: its place in `run.attempts` and its clock. */
+interface AttemptLog {
+  readonly number: number
+  readonly keyId: string | null
+  readonly requestId: string | undefined
+  /** When the attempt started (`now()`). */
+  readonly started: number
+  /** The record's index in `run.attempts`, kept from the start. */
+  readonly record: number
+  readonly base: RecordBase
+  /** The attempt's own time: up to the end of its upstream side, not the lease's report. */
+  endedAt: number | undefined
+  timeToFirstOutputMs: number
+}
+
+/**
+ * Counts an attempt as started on its route, tells `onAttempt`, and keeps the record's place
+ * from the start, so records stay in attempt order when hedged attempts end in another order.
+ */
+function openRecord(
+  run: Run,
+  route: RouteRun,
+  lease: KeyLease | undefined,
+  mode: AttemptMode,
+  number: number,
+  hedgeOf: number | undefined,
+): AttemptLog {
   // Records name what went upstream: a whole request is a non-streaming one.
   const sentAs = mode === 'stream' ? 'stream' : 'non-streaming'
   const keyId = lease?.keyId ?? null
-  const hedgeOf = race?.hedgeOf
   // A hedge is extra: `maxAttempts` counts the attempts started as usual, and the fallback's
   // attempts on their own.
   advance(route, {
@@ -247,7 +282,7 @@ export async function startAttempt(
     as: hedgeOf !== undefined ? 'hedge' : mode === 'non-streaming' ? 'fallback' : 'attempt',
   })
   const requestId = run.config.correlationIds ? globalThis.crypto.randomUUID() : undefined
-  const attemptStarted = now()
+  const started = now()
   callHook(run.hooks.onAttempt, {
     attemptNumber: number,
     route: route.name,
@@ -255,8 +290,6 @@ export async function startAttempt(
     mode: sentAs,
     requestId,
   })
-  // The record's place is kept from the start, so records stay in attempt order when
-  // hedged attempts end in another order.
   const record = run.attempts.length
   const base: RecordBase = {
     attemptNumber: number,
@@ -264,73 +297,102 @@ export async function startAttempt(
     keyId,
     mode: sentAs,
     requestId,
-    startedMs: attemptStarted - run.started,
+    startedMs: started - run.started,
     hedgeOf,
   }
-  const recordOf = (
-    status: number | null,
-    result: AttemptResultName,
-    retryable: boolean,
-    ms: number,
-    usage?: TokenUsage,
-  ) => attemptRecord(base, status, result, retryable, ms, usage)
-  run.attempts.push(recordOf(null, 'running', false, 0))
+  run.attempts.push(attemptRecord(base, null, 'running', false, 0))
+  return {
+    number,
+    keyId,
+    requestId,
+    started,
+    record,
+    base,
+    endedAt: undefined,
+    timeToFirstOutputMs: 0,
+  }
+}
+
+/** The attempt's own time so far, or up to the end of its upstream side. */
+function durationOf(log: AttemptLog): number {
+  return (log.endedAt ?? now()) - log.started
+}
+
+/** What an attempt is run with besides its run, route and record. */
+interface AttemptStart {
+  readonly lease: KeyLease | undefined
+  readonly mode: AttemptMode
+  readonly request: ReturnType<typeof requestFor>
+  readonly race: RaceEntry | undefined
+}
+
+/** Runs the attempt and writes its record when it ends (one promise: the attempt's, chained once). */
+function runLogged(
+  run: Run,
+  route: RouteRun,
+  log: AttemptLog,
+  start: AttemptStart,
+): Promise<Started> {
+  const { lease, mode, request, race } = start
   const freshConnection = run.freshConnection
   run.freshConnection = false
-  let timeToFirstOutputMs = 0
-  // The attempt's own time: up to the end of its upstream side, not the lease's report.
-  let endedAt: number | undefined
-  const durationMs = () => (endedAt ?? now()) - attemptStarted
-  const result = redactResult(
-    await runAttempt({
-      route: route.route,
-      routeName: route.name,
-      attemptNumber: number,
-      mode,
-      streamsOnEventStream: run.answerDecides,
-      lease,
-      request,
-      requestId,
-      freshConnection,
-      gate: run.gate,
-      policy: run.config,
-      stop: run.stop,
-      deadline: run.deadline,
-      budgetMs: run.deadlineAt - now(),
-      secrets: run.secrets,
-      lost: race?.lost,
-      claim: race?.claim,
-      continuation: continuationOf(run, route, mode, request, keyId, number),
-      onEnd: () => {
-        endedAt = now()
-      },
-      onCommit: () => {
-        const at = now()
-        timeToFirstOutputMs = at - run.started
-        if (run.config.hedge !== undefined && mode === 'stream') {
-          recordFirstOutput(run.config.hedge, route.name, at - attemptStarted)
-        }
-        callHook(run.hooks.onCommit, {
-          attemptNumber: number,
-          route: route.name,
-          keyId,
-          timeToFirstOutputMs,
-        })
-      },
-    }).catch((error: unknown) => {
+  return runAttempt({
+    route: route.route,
+    routeName: route.name,
+    attemptNumber: log.number,
+    mode,
+    streamsOnEventStream: run.answerDecides,
+    lease,
+    request,
+    requestId: log.requestId,
+    freshConnection,
+    gate: run.gate,
+    policy: run.config,
+    stop: run.stop,
+    deadline: run.deadline,
+    budgetMs: run.deadlineAt - now(),
+    secrets: run.secrets,
+    lost: race?.lost,
+    claim: race?.claim,
+    continuation: continuationOf(run, route, mode, request, log.keyId, log.number),
+    onEnd: () => {
+      log.endedAt = now()
+    },
+    onCommit: () => committed(run, route, log, mode),
+  }).then(
+    (answered) => {
+      const result = redactResult(answered, run.secrets)
+      run.attempts[log.record] = attemptRecord(
+        log.base,
+        result.status,
+        result.kind === 'committed' ? 'committed' : result.verdict.reason,
+        result.kind === 'failed' && result.verdict.retryable,
+        durationOf(log),
+        result.usage,
+      )
+      return { result, timeToFirstOutputMs: log.timeToFirstOutputMs, record: log.record }
+    },
+    (error: unknown) => {
       // A throw (a sink method, the gate): the record says the attempt was stopped, not running.
       const gone = run.stop.aborted || run.gate.failure !== undefined
-      run.attempts[record] = recordOf(null, gone ? 'client-gone' : 'threw', false, durationMs())
+      const name = gone ? 'client-gone' : 'threw'
+      run.attempts[log.record] = attemptRecord(log.base, null, name, false, durationOf(log))
       throw error
-    }),
-    run.secrets,
+    },
   )
-  run.attempts[record] = recordOf(
-    result.status,
-    result.kind === 'committed' ? 'committed' : result.verdict.reason,
-    result.kind === 'failed' && result.verdict.retryable,
-    durationMs(),
-    result.usage,
-  )
-  return { result, timeToFirstOutputMs, record }
+}
+
+/** The attempt's first output reached the client: its time, hedging's record and `onCommit`. */
+function committed(run: Run, route: RouteRun, log: AttemptLog, mode: AttemptMode): void {
+  const at = now()
+  log.timeToFirstOutputMs = at - run.started
+  if (run.config.hedge !== undefined && mode === 'stream') {
+    recordFirstOutput(run.config.hedge, route.name, at - log.started)
+  }
+  callHook(run.hooks.onCommit, {
+    attemptNumber: log.number,
+    route: route.name,
+    keyId: log.keyId,
+    timeToFirstOutputMs: log.timeToFirstOutputMs,
+  })
 }

@@ -14,6 +14,7 @@ import { openaiChat } from '../protocols/openai-chat.js'
 import type { Step } from './fault-steps.js'
 import { playSteps, statedOutputTokens } from './faulty-upstream.js'
 import { wireFor } from './wire.js'
+import type { WireWriter } from './wire-format.js'
 
 /**
  * How a key states its rate limits:
@@ -264,6 +265,184 @@ function checkMs(name: string, value: number | undefined, min = 0): void {
     )
 }
 
+/** Validates the options of {@link createSimulatedFleet} and every key in them. */
+function checkFleetOptions(options: SimulatedFleetOptions): void {
+  rejectUnknownKeys('createSimulatedFleet', options, [
+    'keys',
+    'windowMs',
+    'rateLimitedMs',
+    'text',
+    'frameDelayMs',
+  ] satisfies (keyof SimulatedFleetOptions)[])
+  checkKeys(options.keys)
+  checkMs('windowMs', options.windowMs, 1)
+  checkMs('rateLimitedMs', options.rateLimitedMs)
+  checkMs('frameDelayMs', options.frameDelayMs)
+}
+
+/** A running fleet's settings (defaults applied) and what changes while it runs. */
+interface FleetState {
+  readonly windowMs: number
+  readonly rateLimitedMs: number
+  readonly frameDelayMs: number
+  /** The answer's text cut into the pieces its frames carry, and whole. */
+  readonly pieces: readonly string[]
+  readonly text: string
+  /** Stops of every pending pause and every answer still streaming, run on close. */
+  readonly opened: Set<() => void>
+  /** Each key's buckets and counts, by its secret. */
+  readonly states: Map<string, KeyState>
+  unknownCredentials: number
+}
+
+/** A key with full buckets and zero counts. */
+function freshKeyState(key: FleetKey, windowMs: number): KeyState {
+  const now = performance.now()
+  return {
+    key,
+    mode: key.headers ?? 'honest',
+    firstTokenMs: key.firstTokenMs ?? 0,
+    requests: new Bucket(key.requestsPerWindow ?? Number.POSITIVE_INFINITY, windowMs, now),
+    tokens: new Bucket(key.tokensPerWindow ?? Number.POSITIVE_INFINITY, windowMs, now),
+    stats: { requests: 0, rateLimited: 0, served: 0 },
+  }
+}
+
+/** The fleet's state at its start, from options already checked. */
+function initialFleetState(options: SimulatedFleetOptions): FleetState {
+  const windowMs = options.windowMs ?? 60_000
+  const pieces = (options.text ?? 'The quick brown fox jumps over the lazy dog.').match(
+    /^\s*\S+\s*|\S+\s*/g,
+  ) ?? ['']
+  return {
+    windowMs,
+    rateLimitedMs: options.rateLimitedMs ?? 0,
+    frameDelayMs: options.frameDelayMs ?? 0,
+    pieces,
+    text: pieces.join(''),
+    opened: new Set<() => void>(),
+    states: new Map(options.keys.map((key) => [key.secret, freshKeyState(key, windowMs)])),
+    unknownCredentials: 0,
+  }
+}
+
+/** Resolves after `ms`, rejects when the request is aborted, ends early on close. */
+function pause(ms: number, signal: AbortSignal, opened: Set<() => void>): Promise<void> {
+  if (ms <= 0) return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer)
+      opened.delete(done)
+      signal.removeEventListener('abort', aborted)
+      resolve()
+    }
+    const aborted = () => {
+      done()
+      reject(signal.reason)
+    }
+    const timer = setTimeout(done, ms)
+    opened.add(done)
+    signal.addEventListener('abort', aborted, { once: true })
+  })
+}
+
+/** A JSON answer with `extra` headers. */
+function jsonResponse(status: number, text: string, extra: Record<string, string> = {}): Response {
+  return new Response(text, {
+    status,
+    headers: { 'content-type': 'application/json', ...extra },
+  })
+}
+
+/** The 429 of a key whose buckets cannot hold the request for `waitMs` yet. */
+async function rateLimitedResponse(
+  fleet: FleetState,
+  state: KeyState,
+  waitMs: number,
+  wire: WireWriter,
+  anthropic: boolean,
+  signal: AbortSignal,
+): Promise<Response> {
+  state.stats.rateLimited++
+  const headers = limitHeaders(state, anthropic)
+  if (state.mode === 'honest') {
+    headers['retry-after'] = String(Math.ceil(waitMs / 1000))
+    if (!anthropic) headers['retry-after-ms'] = String(Math.ceil(waitMs))
+  }
+  await pause(fleet.rateLimitedMs, signal, fleet.opened)
+  return jsonResponse(
+    429,
+    wire.errorBody(wire.rateLimitType, 'Rate limit reached for this key', 429),
+    headers,
+  )
+}
+
+/** The streaming 200: the start, the first-token wait, the text's frames, the finish. */
+function streamingResponse(
+  fleet: FleetState,
+  state: KeyState,
+  wire: WireWriter,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Response {
+  const frames = fleet.pieces.flatMap((piece, i): Step[] => [
+    ...(i > 0 && fleet.frameDelayMs > 0 ? [{ wait: fleet.frameDelayMs }] : []),
+    ...wire.text(piece),
+  ])
+  const steps: Step[] = [
+    ...wire.start(),
+    ...(state.firstTokenMs > 0 ? [{ wait: state.firstTokenMs }] : []),
+    ...frames,
+    ...wire.finish('stop'),
+  ]
+  return new Response(
+    playSteps(steps, signal, fleet.opened, () => {}),
+    {
+      status: 200,
+      headers: {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        ...headers,
+      },
+    },
+  )
+}
+
+/** Answers one request: 401 for an unknown credential, 429 when the key is full, else 200. */
+async function handleFleetRequest(fleet: FleetState, request: Request): Promise<Response> {
+  const url = new URL(request.url)
+  const adapter = adapterForUrl(url) ?? openaiChat
+  const wire = wireFor(adapter)
+  const anthropic = adapter.name === anthropicMessages.name
+  const body = request.body === null ? '' : await request.text()
+  const secret = credentialOf(request.headers, url)
+  const state = secret === undefined ? undefined : fleet.states.get(secret)
+  if (state === undefined) {
+    fleet.unknownCredentials++
+    return jsonResponse(
+      401,
+      wire.errorBody('authentication_error', 'Incorrect API key provided', 401),
+    )
+  }
+  state.stats.requests++
+  const now = performance.now()
+  state.requests.refill(now)
+  state.tokens.refill(now)
+  const cost = requestCost(body)
+  const waitMs = Math.max(state.requests.waitFor(1), state.tokens.waitFor(cost))
+  if (waitMs > 0) return rateLimitedResponse(fleet, state, waitMs, wire, anthropic, request.signal)
+  state.requests.level -= 1
+  state.tokens.level -= cost
+  state.stats.served++
+  const headers = limitHeaders(state, anthropic)
+  const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
+  if (!streaming) {
+    await pause(state.firstTokenMs, request.signal, fleet.opened)
+    return jsonResponse(200, JSON.stringify(wire.message(fleet.text)), headers)
+  }
+  return streamingResponse(fleet, state, wire, headers, request.signal)
+}
+
 /**
  * Creates a simulated provider fleet: one upstream (OpenAI Chat, Anthropic Messages, and
  * the other protocols the faulty upstream speaks, picked by path) that answers for every key
@@ -287,126 +466,10 @@ function checkMs(name: string, value: number | undefined, min = 0): void {
  * @group Fault injection
  */
 export function createSimulatedFleet(options: SimulatedFleetOptions): SimulatedFleet {
-  rejectUnknownKeys('createSimulatedFleet', options, [
-    'keys',
-    'windowMs',
-    'rateLimitedMs',
-    'text',
-    'frameDelayMs',
-  ] satisfies (keyof SimulatedFleetOptions)[])
-  checkKeys(options.keys)
-  checkMs('windowMs', options.windowMs, 1)
-  checkMs('rateLimitedMs', options.rateLimitedMs)
-  checkMs('frameDelayMs', options.frameDelayMs)
-  const windowMs = options.windowMs ?? 60_000
-  const rateLimitedMs = options.rateLimitedMs ?? 0
-  const frameDelayMs = options.frameDelayMs ?? 0
-  const pieces = (options.text ?? 'The quick brown fox jumps over the lazy dog.').match(
-    /^\s*\S+\s*|\S+\s*/g,
-  ) ?? ['']
-  const text = pieces.join('')
-  const opened = new Set<() => void>()
+  checkFleetOptions(options)
+  const fleet = initialFleetState(options)
+  const handle = (request: Request) => handleFleetRequest(fleet, request)
   let server: { close(): Promise<void> } | undefined
-  let unknownCredentials = 0
-  const fresh = (key: FleetKey): KeyState => {
-    const now = performance.now()
-    return {
-      key,
-      mode: key.headers ?? 'honest',
-      firstTokenMs: key.firstTokenMs ?? 0,
-      requests: new Bucket(key.requestsPerWindow ?? Number.POSITIVE_INFINITY, windowMs, now),
-      tokens: new Bucket(key.tokensPerWindow ?? Number.POSITIVE_INFINITY, windowMs, now),
-      stats: { requests: 0, rateLimited: 0, served: 0 },
-    }
-  }
-  const states = new Map(options.keys.map((key) => [key.secret, fresh(key)]))
-
-  /** Resolves after `ms`, rejects when the request is aborted, ends early on close. */
-  function pause(ms: number, signal: AbortSignal): Promise<void> {
-    if (ms <= 0) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer)
-        opened.delete(done)
-        signal.removeEventListener('abort', aborted)
-        resolve()
-      }
-      const aborted = () => {
-        done()
-        reject(signal.reason)
-      }
-      const timer = setTimeout(done, ms)
-      opened.add(done)
-      signal.addEventListener('abort', aborted, { once: true })
-    })
-  }
-
-  async function handle(request: Request): Promise<Response> {
-    const url = new URL(request.url)
-    const adapter = adapterForUrl(url) ?? openaiChat
-    const wire = wireFor(adapter)
-    const anthropic = adapter.name === anthropicMessages.name
-    const body = request.body === null ? '' : await request.text()
-    const json = (status: number, text: string, extra: Record<string, string> = {}) =>
-      new Response(text, { status, headers: { 'content-type': 'application/json', ...extra } })
-    const secret = credentialOf(request.headers, url)
-    const state = secret === undefined ? undefined : states.get(secret)
-    if (state === undefined) {
-      unknownCredentials++
-      return json(401, wire.errorBody('authentication_error', 'Incorrect API key provided', 401))
-    }
-    state.stats.requests++
-    const now = performance.now()
-    state.requests.refill(now)
-    state.tokens.refill(now)
-    const cost = requestCost(body)
-    const waitMs = Math.max(state.requests.waitFor(1), state.tokens.waitFor(cost))
-    if (waitMs > 0) {
-      state.stats.rateLimited++
-      const headers = limitHeaders(state, anthropic)
-      if (state.mode === 'honest') {
-        headers['retry-after'] = String(Math.ceil(waitMs / 1000))
-        if (!anthropic) headers['retry-after-ms'] = String(Math.ceil(waitMs))
-      }
-      await pause(rateLimitedMs, request.signal)
-      return json(
-        429,
-        wire.errorBody(wire.rateLimitType, 'Rate limit reached for this key', 429),
-        headers,
-      )
-    }
-    state.requests.level -= 1
-    state.tokens.level -= cost
-    state.stats.served++
-    const headers = limitHeaders(state, anthropic)
-    const streaming = adapter.isStreamingRequest?.(url, body) ?? /"stream"\s*:\s*true/.test(body)
-    if (!streaming) {
-      await pause(state.firstTokenMs, request.signal)
-      return json(200, JSON.stringify(wire.message(text)), headers)
-    }
-    const frames = pieces.flatMap((piece, i): Step[] => [
-      ...(i > 0 && frameDelayMs > 0 ? [{ wait: frameDelayMs }] : []),
-      ...wire.text(piece),
-    ])
-    const steps: Step[] = [
-      ...wire.start(),
-      ...(state.firstTokenMs > 0 ? [{ wait: state.firstTokenMs }] : []),
-      ...frames,
-      ...wire.finish('stop'),
-    ]
-    return new Response(
-      playSteps(steps, request.signal, opened, () => {}),
-      {
-        status: 200,
-        headers: {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          ...headers,
-        },
-      },
-    )
-  }
-
   return {
     fetch: (input, init) => handle(new Request(input, init)),
     async listen(port = 0) {
@@ -416,21 +479,22 @@ export function createSimulatedFleet(options: SimulatedFleetOptions): SimulatedF
       return served.url
     },
     async close() {
-      for (const stop of [...opened]) stop()
+      for (const stop of [...fleet.opened]) stop()
       await server?.close()
       server = undefined
     },
     stats() {
       const out: Record<string, FleetKeyStats> = {}
-      for (const state of states.values()) out[state.key.id] = { ...state.stats }
+      for (const state of fleet.states.values()) out[state.key.id] = { ...state.stats }
       return out
     },
     get unknownCredentials() {
-      return unknownCredentials
+      return fleet.unknownCredentials
     },
     reset() {
-      for (const [secret, state] of states) states.set(secret, fresh(state.key))
-      unknownCredentials = 0
+      for (const [secret, state] of fleet.states)
+        fleet.states.set(secret, freshKeyState(state.key, fleet.windowMs))
+      fleet.unknownCredentials = 0
     },
   }
 }

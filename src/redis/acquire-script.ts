@@ -24,9 +24,12 @@ local leaseId = ARGV[3]
 local cfg = cjson.decode(ARGV[5])
 local need = tonumber(ARGV[6])
 TAG = ARGV[7]
-local M = meta()
+local M = meta(ARGV[5], cfg)
 if M == nil or M.fp ~= ARGV[8] then return cjson.encode({{'index'}}) end
-redis.call('HSET', rk('m'), 'looked', num(now))
+-- The meta's fields this acquire sets (\`looked\`: its time; weighted/headroom: \`G\`), in one
+-- HSET at its end (no other script runs meanwhile).
+local metaSet = {'looked', num(now)}
+M.defer = true
 local sel = M.sel
 local excluded = {}
 for _, m in ipairs(cjson.decode(ARGV[9])) do excluded[m] = true end
@@ -144,7 +147,7 @@ else
     for m in pairs(excluded) do pass(m) end
     for m in pairs(skipped) do pass(m) end
     redis.call('ZINCRBY', rk('wc:' .. bestWeight), num(total), best)
-    redis.call('HSET', rk('m'), 'G', num(G))
+    metaSet[3], metaSet[4] = 'G', num(G)
     M.G = G
     chosen = best
   elseif sel == 'headroom' then
@@ -243,6 +246,11 @@ elseif verdict == nil then
   end
 end
 
+if M.dirtyW then
+  metaSet[#metaSet + 1] = 'W'
+  metaSet[#metaSet + 1] = num(M.W)
+end
+redis.call('HSET', rk('m'), unpack(metaSet))
 return withFeed(cjson.encode(verdict) .. ',"' .. num(now) .. '"', ARGV[10], cjson.encode(events))
 `
 
@@ -287,7 +295,9 @@ local t = redis.call('TIME')
 redis.call('HSET', rk('m'), 'epoch', t[1] .. '.' .. t[2], 'V', 0, 'fp', ARGV[3], 'sel', ARGV[4], 'G', num(G), 'W', '0', 'n', #list,
   'cfg', ARGV[5])
 local M = meta()
+M.defer = true
 local events = {}
 for i, k in ipairs(list) do place(evaluate(i, k[1], now, cfg, events, false), now, cfg, M) end
+if M.dirtyW then redis.call('HSET', rk('m'), 'W', num(M.W)) end
 return cjson.encode({num(now), events})
 `

@@ -36,18 +36,23 @@ local function idOf(m) return string.sub(m, 8) end
 local function indexOf(m) return tonumber(string.sub(m, 1, 6)) end
 local function leaseOf(e) return string.match(e, '^(.*)|[^|]*$') end
 
-local function meta()
+-- The index's meta; \`text\` and \`decoded\`: a config the script already decoded, reused when
+-- it is the one the index holds (one JSON decode less).
+local function meta(text, decoded)
   local v = redis.call('HMGET', rk('m'), 'fp', 'sel', 'G', 'W', 'n', 'cfg')
   if not v[1] then return nil end
+  local cfg = decoded
+  if text == nil or v[6] ~= text then cfg = cjson.decode(v[6]) end
   return { fp = v[1], sel = v[2], G = tonumber(v[3]) or 0, W = tonumber(v[4]) or 0,
-    n = tonumber(v[5]) or 0, cfg = cjson.decode(v[6]) }
+    n = tonumber(v[5]) or 0, cfg = cfg }
 end
 
 -- One key's state, its open leases (the expired ones dropped), its cap and weight.
-local function loadKey(i, id, now)
+-- \`s\`: the key's state as the script just saved it (not read again).
+local function loadKey(i, id, now, s)
   local sk, lk = TAG .. ':s:' .. id, TAG .. ':l:' .. id
   redis.call('ZREMRANGEBYSCORE', lk, '-inf', num(now))
-  local s = load(sk)
+  if s == nil then s = load(sk) end
   s.id, s.idx, s.stateKey, s.leasesKey = id, i, sk, lk
   s.inflight = redis.call('ZCARD', lk)
   local limits = redis.call('HGET', rk('c'), member(i, id))
@@ -178,18 +183,21 @@ local function place(s, now, cfg, M)
         redis.call('HDEL', rk('hw'), m)
         redis.call('HSET', s.stateKey, 'cw', num(s.cw))
       end
-      redis.call('HSET', rk('m'), 'W', num(M.W))
+      -- An acquire or a rebuild (\`M.defer\`) writes W once, at its end.
+      if M.defer then M.dirtyW = true else redis.call('HSET', rk('m'), 'W', num(M.W)) end
     end
+    -- headroom: \`out\` holds the free keys without a class, \`tk\` some of those with one, so
+    -- a key was in \`out\` only if it was free without a class, in \`tk\` only with a class.
     if M.sel == 'headroom' and free and w == nil then
       redis.call('ZADD', rk('out'), num(refillAt(s)), m)
-    elseif M.sel == 'headroom' then
+    elseif M.sel == 'headroom' and was and old == nil then
       redis.call('ZREM', rk('out'), m)
     end
     -- headroom: the candidates' predicted tokens, so a pick finds those short of its need.
     local tokens = predicted(s.tb, s.st)
     if M.sel == 'headroom' and w ~= nil and tokens ~= nil then
       redis.call('ZADD', rk('tk'), num(tokens), m)
-    elseif M.sel == 'headroom' then
+    elseif M.sel == 'headroom' and old ~= nil then
       redis.call('ZREM', rk('tk'), m)
     end
   end
@@ -244,9 +252,10 @@ end
 
 -- After a report, commit or toggle changed key i: its place in the index. Time's changes
 -- (a circuit half-opening, the window sliding) wait for the next acquire, as in memory.
-local function reindex(i, id, now)
-  local M = meta()
+-- \`saved\`: the key's state the script just saved (\`save\`), so it is not read back.
+local function reindex(i, id, now, cfgText, cfg, saved)
+  local M = meta(cfgText, cfg)
   if M == nil then return end
-  place(loadKey(i, id, now), now, M.cfg, M)
+  place(loadKey(i, id, now, saved), now, M.cfg, M)
 end
 `

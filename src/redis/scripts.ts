@@ -278,7 +278,7 @@ if not redis.call('ZSCORE', KEYS[3], leaseId) then
   record(KEYS[1], s, leaseId, tonumber(ARGV[7]), ARGV[4], tonumber(ARGV[5]), headroom, now,
     cfg, events, 1)
   applied = 1
-  reindex(i, id, now)
+  reindex(i, id, now, ARGV[6], cfg, s)
 end
 return cjson.encode({applied, num(now), view(s, live(KEYS[2], now), KEYS[1]), events})
 `
@@ -302,7 +302,7 @@ end
 if provenGood(s, ARGV[2], events, 1) then changed = true end
 if changed then
   save(KEYS[1], s)
-  reindex(tonumber(ARGV[5]), ARGV[6], now)
+  reindex(tonumber(ARGV[5]), ARGV[6], now, nil, nil, s)
 end
 return cjson.encode({view(s, live(KEYS[2], now)), events})
 `
@@ -323,7 +323,7 @@ if (disable and not operatorHold) or (not disable and s.disabled) then
   s.disabledUntil = 0
   s.atrial = ''
   save(KEYS[1], s)
-  reindex(tonumber(ARGV[4]), ARGV[5], now)
+  reindex(tonumber(ARGV[4]), ARGV[5], now, nil, nil, s)
   tell(events, 1, disable and 'disabled' or 'enabled', 'operator')
 end
 return cjson.encode({view(s, live(KEYS[2], now)), events})

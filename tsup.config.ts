@@ -48,6 +48,8 @@ const copyable = new Set([
   'retry/request/client-request.ts',
   // The readers' refusals: plain values and their constructors.
   'retry/request/client-refusal.ts',
+  // The node:http answer: used by stream-boundary/node alone; the core reads it as a Response.
+  'sse/plain-response.ts',
 ])
 
 /**

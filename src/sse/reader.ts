@@ -234,14 +234,7 @@ class Reader implements FrameReader {
           end(null)
           return
         }
-        this.#watch(signal)
-        const settled = this.#settled
-        if (settled !== undefined) {
-          this.#settled = undefined
-          if (settled.ok) onPull(settled.value)
-          else fail(settled.error)
-          return
-        }
+        if (this.#takeSettled(signal, onPull, fail)) return
         this.#resolveWait = onPull
         this.#rejectWait = fail
         if (signal?.aborted) {
@@ -311,14 +304,7 @@ class Reader implements FrameReader {
           }
           return
         }
-        this.#watch(signal)
-        const settled = this.#settled
-        if (settled !== undefined) {
-          this.#settled = undefined
-          if (settled.ok) onPull(settled.value)
-          else fail(settled.error)
-          return
-        }
+        if (this.#takeSettled(signal, onPull, fail)) return
         this.#wait(onPull, fail)
         if (this.#resolveWait !== undefined) this.#ensurePull()
       }
@@ -360,6 +346,24 @@ class Reader implements FrameReader {
     // The pull stays in flight: the next call takes its result, so nothing is lost.
     this.#resolveWait = this.#rejectWait = undefined
     reject(abortReason(signal))
+  }
+
+  /**
+   * Watches `signal` for this read, and hands it what the pull in flight gave before anyone
+   * waited (a value or a failure): `true` when it did.
+   */
+  #takeSettled(
+    signal: SignalLike | undefined,
+    onPull: (result: Pull) => void,
+    fail: (reason: unknown) => void,
+  ): boolean {
+    this.#watch(signal)
+    const settled = this.#settled
+    if (settled === undefined) return false
+    this.#settled = undefined
+    if (settled.ok) onPull(settled.value)
+    else fail(settled.error)
+    return true
   }
 
   #watch(signal: SignalLike | undefined): void {

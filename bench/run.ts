@@ -138,7 +138,7 @@ async function main() {
 
   if (only.has('policy')) {
     const policyCost = await benchPolicyCost(
-      quick ? { requests: 64, rounds: 3 } : { requests: 2_000, rounds: 5 },
+      quick ? { requests: 200, rounds: 3 } : { requests: 2_000, rounds: 5 },
     )
     results.policyCost = policyCost
     summary.policyCostRatio = policyCost.compiledRatio

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, side by side in one run, written to
  * bench/results/latest.json and printed as the tables the README shows.
- * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,promises,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency` (or `npm run bench -- --only …`) picks (a partial run writes
+ * `BENCH_QUICK=1` runs tiny sizes (a smoke run); `BENCH_ONLY=relay,promises,request,policy,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency` (or `npm run bench -- --only …`) picks (a partial run writes
  * bench/results/partial.local.json, leaving latest.json to full runs). The run ends with the
  * summary: each #45 target beside this run's figure (bench/summary.ts).
  */
@@ -24,6 +24,7 @@ import { benchHttp } from './http.js'
 import type { MemoryResult } from './memory.js'
 import { benchOtel, printOtel } from './otel.js'
 import { benchPerRequest } from './per-request.js'
+import { benchPolicyCost, printPolicyCost } from './policy-cost.js'
 import { benchPromises } from './promises.js'
 import type { RecoveryResult } from './recovery.js'
 import { benchRelayPath } from './relay-path.js'
@@ -35,7 +36,7 @@ const quick = process.env.BENCH_QUICK === '1'
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'relay,promises,request,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency'
+    'relay,promises,request,policy,frame,fields,first,memory,http,runtimes,transports,hedging,recovery,otel,fleet-scale,fleet-replicas,fleet-latency'
   ).split(','),
 )
 const here = dirname(fileURLToPath(import.meta.url))
@@ -133,6 +134,15 @@ async function main() {
     for (const [name, us] of Object.entries(perRequest.primitives)) {
       console.log(`| ${name} | ${fmt(us, 2)} |`)
     }
+  }
+
+  if (only.has('policy')) {
+    const policyCost = await benchPolicyCost(
+      quick ? { requests: 200, rounds: 3 } : { requests: 2_000, rounds: 5 },
+    )
+    results.policyCost = policyCost
+    summary.policyCostRatio = policyCost.compiledRatio
+    printPolicyCost(policyCost)
   }
 
   if (only.has('otel')) {

@@ -17,6 +17,11 @@ export interface SummaryInputs {
   readonly otelIncreasePercent?: number
   /** Promises the library creates per 1-frame `relay()` + `webSink()` request (bench/promises.ts). */
   readonly promisesPerRequest?: number
+  /**
+   * CPU per 1-frame request of a relay built with a large policy over one with the defaults,
+   * both through `createRelay()` (bench/policy-cost.ts).
+   */
+  readonly policyCostRatio?: number
 }
 
 interface Row {
@@ -72,6 +77,13 @@ function rows(inputs: SummaryInputs): Row[] {
       value: inputs.promisesPerRequest,
       unit: 'count',
       target: 40,
+    },
+    {
+      figure:
+        'a large policy (hedging, continuation, fallback, hooks, every bound), CPU per 1-frame request × the defaults, createRelay() in process',
+      value: inputs.policyCostRatio,
+      unit: 'x',
+      target: 1.1,
     },
     {
       figure: 'built gateway RSS after warm-up, × raw pipe',

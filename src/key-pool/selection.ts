@@ -39,13 +39,6 @@ export const keySelections: readonly KeySelection[] = Object.freeze([
 ])
 
 /**
- * The smallest share of a pick a key with room got under `headroom` before its weights became
- * {@link headroomWeight}es. No longer read by the memory pool; kept while the Redis scripts of
- * this branch import it.
- */
-export const minHeadroomShare = 0.01
-
-/**
  * Under `fastest`, how much each open lease raises a key's expected time to first output: a
  * key is preferred to an idle one three times slower until it holds 16 more open leases.
  * A power of two, so `inflight * fastestInflightPenalty` is exact and Lua agrees.
@@ -95,7 +88,7 @@ function classOf(score: number | undefined): number {
  * A weight that depends on the key alone (not on the best key's), so the Redis pool can keep
  * one sorted set per class. A number, not a pair: it runs once per free key per pick.
  */
-export function headroomWeight(state: KeyState, need: number): number {
+function headroomWeight(state: KeyState, need: number): number {
   // The refill probe is out: the key waits for its report.
   if (state.refillProbe !== undefined && state.spentRequests > state.refillProbe) return -1
   const requests = predicted(state.requestBudget, state.spentRequests)

@@ -26,6 +26,8 @@
  * @module
  */
 
+import { headroomClassMax } from '../key-pool/selection.js'
+
 /** Lua functions, defined after `load`, `save` and `refresh`. */
 export const indexLua = `
 local TAG = ''
@@ -138,9 +140,9 @@ local function headroomClass(s)
   if (requests ~= nil and requests < 1) or (tokens ~= nil and tokens < 1) then return nil end
   local score = requests
   if score == nil and tokens ~= nil then score = tokens / 1000 end
-  if score == nil then return 1048576 end
+  if score == nil then return ${headroomClassMax} end
   local w = 1
-  while w < 1048576 and w * 2 <= score do w = w * 2 end
+  while w < ${headroomClassMax} and w * 2 <= score do w = w * 2 end
   return w
 end
 

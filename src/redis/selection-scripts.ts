@@ -13,13 +13,11 @@
  * @module
  */
 
-import { latencyAlpha, latencyForgetHalfLives } from '../key-pool/selection.js'
-
-/**
- * `fastest`: what each open lease adds to a key's expected latency (`fastestInflightPenalty`
- * of the memory pool's selection, issue 55 item 4; a power of two, so Lua agrees bit for bit).
- */
-const fastestInflightPenalty = 0.125
+import {
+  fastestInflightPenalty,
+  latencyAlpha,
+  latencyForgetHalfLives,
+} from '../key-pool/selection.js'
 
 /** Lua functions, defined after `num`, before `load` and `record`. */
 export const selectionLua = `

@@ -25,6 +25,7 @@ function epochOf(value: unknown): number {
  * @example
  * keysBackInMs({ version: 1, keys: [{ id: 'a', disabled: false, cooldownUntil: 5_000, failures: 0, circuit: 'closed', circuitUntil: 0 }] }, 1_000)
  * // 4000
+ * @internal exported for tests
  */
 export function keysBackInMs(snapshot: unknown, nowMs: number): number | undefined {
   const keys = (snapshot as { keys?: unknown } | null | undefined)?.keys

@@ -77,12 +77,6 @@ export interface RelayCallOptions<Attempt = AttemptFunction | CallerCredentialsA
   readonly hooks?: RelayHooks | undefined
 }
 
-/** The attempt function of a relay with (`true`) or without (`false`) a pool. */
-type AttemptOf<
-  Pooled extends boolean,
-  Request extends AttemptRequest | undefined,
-> = Pooled extends true ? AttemptFunction<Request> : CallerCredentialsAttemptFunction<Request>
-
 /**
  * A relay built by {@link createRelay}: call it once per request. With a `request`, attempt
  * functions given per request get `context.request` defined; a relay built with an attempt
@@ -95,14 +89,22 @@ export interface CompiledRelay<
   RequestRequired extends boolean = false,
 > {
   (
-    options: RelayCallOptions<AttemptOf<Pooled, AttemptRequest>> & {
+    options: RelayCallOptions<
+      Pooled extends true
+        ? AttemptFunction<AttemptRequest>
+        : CallerCredentialsAttemptFunction<AttemptRequest>
+    > & {
       readonly request: UpstreamRequest
     },
   ): Promise<RelayOutcome>
   (
     options: RequestRequired extends true
       ? never
-      : RelayCallOptions<AttemptOf<Pooled, AttemptRequest | undefined>>,
+      : RelayCallOptions<
+          Pooled extends true
+            ? AttemptFunction<AttemptRequest | undefined>
+            : CallerCredentialsAttemptFunction<AttemptRequest | undefined>
+        >,
   ): Promise<RelayOutcome>
 }
 

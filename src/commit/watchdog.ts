@@ -162,7 +162,9 @@ export class Watchdog {
     } catch {
       // A sink's own code: a throw only means it cannot tell.
     }
-    return typeof stamp === 'number' && stamp > this.#progressAt && stamp <= at ? stamp : at
+    // A stamp at the previous look's own time (the byte came in the same tick as that look)
+    // is the client's last byte all the same, not a reason to take this look's later time.
+    return typeof stamp === 'number' && stamp >= this.#progressAt && stamp <= at ? stamp : at
   }
 
   readonly #check = (): void => {

@@ -85,6 +85,18 @@ describe('the write-stall clock', () => {
     )
   })
 
+  it('a byte the sink stamps in the same tick as a look that found earlier bytes: cut the bound after that byte, not after the next look', async () => {
+    // Found by the property above (seed -1588836251): 40 ms bound, looks every 10 ms; bytes at
+    // 1 and 7 ms seen by the count, one at 10 ms stamped in the tick of the 10 ms look.
+    const { cutAt, lastByte } = await stallRun(40, 0, [
+      { gap: 1, event: false },
+      { gap: 6, event: false },
+      { gap: 3, event: true },
+    ])
+    expect((cutAt as number) - lastByte).toBeGreaterThanOrEqual(40)
+    expect((cutAt as number) - lastByte).toBeLessThanOrEqual(41)
+  })
+
   it("the issue's case: a 2 s bound, the last byte 0.1 s after the write blocked, cut 2 s after that byte (was 3.9 s)", async () => {
     const { cutAt, lastByte } = await stallRun(2_000, 0, [{ gap: 100, event: false }])
     expect((cutAt as number) - lastByte).toBeGreaterThanOrEqual(2_000)

@@ -418,6 +418,8 @@ function hangBeforeHeaders(
       ended()
       reject(signal.reason ?? new DOMException('aborted', 'AbortError'))
     }
+    // The signal may have aborted while the request's body was read: no event comes then.
+    if (signal.aborted) return stop()
     opened.add(stop)
     signal.addEventListener('abort', stop, { once: true })
   })

@@ -512,6 +512,32 @@ describe('createFaultyUpstream: fetch honours its signal in process', () => {
     expect(error).toMatchObject({ name: 'TimeoutError' })
   })
 
+  it('rejects a hang-before-headers whose signal aborted while its body was read (no abort event comes then)', async () => {
+    const upstream = open({ scenarios: { s: ['hang-before-headers'] } })
+    const controller = new AbortController()
+    const bytes = new TextEncoder().encode(JSON.stringify({ model: 'test-model', stream: true }))
+    const body = new ReadableStream<Uint8Array>({
+      pull(stream) {
+        // The client gives up while the upstream is still reading what it sent.
+        controller.abort()
+        stream.enqueue(bytes)
+        stream.close()
+      },
+    })
+    const error = await upstream
+      .fetch(`${base}/v1/chat/completions`, {
+        ...post('s'),
+        body,
+        duplex: 'half',
+        signal: controller.signal,
+      } as RequestInit)
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      )
+    expect(error).toMatchObject({ name: 'AbortError' })
+  })
+
   it('aborting mid-stream errors the body, as fetch does, instead of ending it cleanly', async () => {
     const upstream = open({ scenarios: { s: [{ kind: 'slow-drip', delayMs: 30 }] } })
     const controller = new AbortController()

@@ -408,20 +408,23 @@ function redactedHeaders(headers: Headers): Record<string, string> {
  * closes, and only then lets go of the request.
  */
 function hangBeforeHeaders(
-  signal: AbortSignal,
+  request: Request,
   opened: Set<() => void>,
   ended: () => void,
 ): Promise<Response> {
   return new Promise<Response>((_, reject) => {
+    // The closure holds the request, not only its signal: undici aborts a request's signal
+    // through a weak reference, so a request nothing holds may be collected and its signal
+    // never abort.
     const stop = () => {
       opened.delete(stop)
       ended()
-      reject(signal.reason ?? new DOMException('aborted', 'AbortError'))
+      reject(request.signal.reason ?? new DOMException('aborted', 'AbortError'))
     }
     // The signal may have aborted while the request's body was read: no event comes then.
-    if (signal.aborted) return stop()
+    if (request.signal.aborted) return stop()
     opened.add(stop)
-    signal.addEventListener('abort', stop, { once: true })
+    request.signal.addEventListener('abort', stop, { once: true })
   })
 }
 
@@ -461,7 +464,7 @@ function answerOf(
     return early
   }
   if (fault.kind === 'hang-before-headers') {
-    return hangBeforeHeaders(attempt.request.signal, opened, ended)
+    return hangBeforeHeaders(attempt.request, opened, ended)
   }
   const context: StepContext = {
     fault,

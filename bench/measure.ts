@@ -48,3 +48,15 @@ export async function measureSideBySide(
     }
   })
 }
+
+/** Reads a body to its end, as a client would. */
+export async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
+  const reader = body.getReader()
+  while (!(await reader.read()).done) {}
+}
+
+/** Throws unless the relay committed an answer that completed (a figure of a failure would mislead). */
+export function checkEnded(ended: { kind: string; end?: { kind: string } }): void {
+  if (ended.kind !== 'committed' || ended.end?.kind !== 'completed')
+    throw new Error(`the relay ended ${ended.kind}`)
+}

@@ -25,6 +25,7 @@ import {
   webSink,
 } from '../src/index.js'
 import { openaiChatOneFrame, streamOf } from './inputs.js'
+import { checkEnded, drain } from './measure.js'
 
 const concurrency = 8
 
@@ -84,18 +85,6 @@ function largePolicy(): RelayPolicy {
     nonStreamingFallback: { timeoutMs: 60_000 },
     fitContextWindow: { marginTokens: 1_024, floorTokens: 2_000 },
   }
-}
-
-/** Reads a body to its end, as a client would. */
-async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
-  const reader = body.getReader()
-  while (!(await reader.read()).done) {}
-}
-
-/** Throws unless the relay committed an answer that completed (a figure of failures would mislead). */
-function checkEnded(ended: { kind: string; end?: { kind: string } }): void {
-  if (ended.kind !== 'committed' || ended.end?.kind !== 'completed')
-    throw new Error(`the relay ended ${ended.kind}`)
 }
 
 /** One request through each side: made once, then called per request. */

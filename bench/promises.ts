@@ -10,18 +10,7 @@
 import { createHook } from 'node:async_hooks'
 import { createMemoryKeyPool, createRelay, openaiChat, relay, webSink } from '../src/index.js'
 import { openaiChatOneFrame, streamOf } from './inputs.js'
-
-/** Reads a body to its end, as a client would. */
-async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
-  const reader = body.getReader()
-  while (!(await reader.read()).done) {}
-}
-
-/** Throws unless the relay committed an answer that completed (a count of a failure would mislead). */
-function checkEnded(ended: { kind: string; end?: { kind: string } }): void {
-  if (ended.kind !== 'committed' || ended.end?.kind !== 'completed')
-    throw new Error(`the relay ended ${ended.kind}`)
-}
+import { checkEnded, drain } from './measure.js'
 
 /** Promises and timers created while `run` runs `requests` times, one after another, per request. */
 async function promisesPer(
